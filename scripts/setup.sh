@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs, from Debian 12 packages, everything dlua needs to build, test and run its
+# examples. Idempotent: packages already present are left alone. Run as root.
+#   scripts/setup.sh          build + test + run dependencies
+#   scripts/setup.sh --bench  also PyTorch and numpy for the side-by-side benchmarks
+set -eu
+
+pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
+      lua-filesystem lua-busted dataset-fashion-mnist python3-numpy"
+case "${1:-}" in
+  --bench) pkgs="$pkgs python3-torch" ;;
+esac
+
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing packages:$missing (run as root to install them)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends $missing
+fi

@@ -55,8 +55,10 @@ static void reduce_row(const red_job *j, int64_t r) {
       case DL_RSUM: case DL_RMEAN: {
         double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         int64_t i = 0;
-        for (; i + 4 <= R; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
-        for (; i < R; i++) s0 += x[i];
+        for (; i + 4 <= R; i += 4) {
+          s0 += (double)x[i]; s1 += (double)x[i + 1]; s2 += (double)x[i + 2]; s3 += (double)x[i + 3];
+        }
+        for (; i < R; i++) s0 += (double)x[i];
         acc = (s0 + s1) + (s2 + s3);
         if (j->op == DL_RMEAN) acc /= (double)R;
         break;
@@ -89,16 +91,16 @@ generic:
         double d = dl_load(j->src, j->dt, r * R + i) - m;
         acc += d * d;
       }
-      acc = R - j->correction > 0 ? acc / (double)(R - j->correction) : NAN;
+      acc = R - j->correction > 0 ? acc / (double)(R - j->correction) : (double)NAN;
       break;
     }
     case DL_RLOGSUMEXP: {
-      double mx = -INFINITY;
+      double mx = -(double)INFINITY;
       for (int64_t i = 0; i < R; i++) {
         double v = dl_load(j->src, j->dt, r * R + i);
         if (v > mx) mx = v;
       }
-      if (mx == -INFINITY || mx == INFINITY) { acc = mx; break; }
+      if (isinf(mx)) { acc = mx; break; }
       for (int64_t i = 0; i < R; i++) acc += exp(dl_load(j->src, j->dt, r * R + i) - mx);
       acc = mx + log(acc);
       break;
@@ -289,7 +291,7 @@ static void softmax_rows(float *x, int64_t rows, int64_t R, int log_) {
 
 static void softmax_rows_d(double *x, int64_t rows, int64_t R, int log_) {
   for (int64_t r = 0; r < rows; r++) {
-    double *p = x + r * R, mx = -INFINITY, s = 0;
+    double *p = x + r * R, mx = -(double)INFINITY, s = 0;
     for (int64_t i = 0; i < R; i++) if (p[i] > mx) mx = p[i];
     for (int64_t i = 0; i < R; i++) s += exp(p[i] - mx);
     double ls = log(s) + mx;

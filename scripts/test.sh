@@ -1,0 +1,22 @@
+#!/bin/sh
+# Builds dlua twice and runs the whole suite (ctest: C unit tests + busted specs) on each:
+#   1. build/      Release build, -Werror
+#   2. build-san/  -fsanitize=address,undefined; any report fails the run
+# Run from anywhere; needs what scripts/setup.sh installs.
+set -eu
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== release build"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure
+
+echo "== sanitizer build (address, undefined)"
+cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DDLUA_SANITIZE=ON >/dev/null
+cmake --build build-san -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+DLUA_BUILD=build-san \
+  ctest --test-dir build-san --output-on-failure
+echo "== all tests passed"

@@ -297,9 +297,9 @@ static int make_filled(lua_State *L, const char *fn, int kind) {
   int nd = lt_checkshape(L, first, fn, shape);
   for (int k = 0; k < nd; k++)
     if (shape[k] < 0) luaL_error(L, "%s: size %d is negative", fn, (int)shape[k]);
-  int opt = lua_gettop(L);
-  dl_dtype d = lt_optdtype(L, opt, fn, DL_F32);
+  int opt = lua_istable(L, first) ? first + 1 : first + nd;   /* options follow the sizes */
   if (!is_opts(L, opt)) opt = 0;
+  dl_dtype d = opt ? lt_optdtype(L, opt, fn, DL_F32) : DL_F32;
   lt_newbox(L);
   dl_ctx *ctx = lt_ctx(L);
   dl_tensor *t = NULL;

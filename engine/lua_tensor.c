@@ -51,7 +51,7 @@ int lt_raise(lua_State *L) {
 static void gc_pressure(lua_State *L, dl_ctx *ctx) {
   ctx_box *c = lt_cbox(L);
   size_t used = ctx->mem.in_use;
-  if (used > c->gc_mark + ((size_t)8 << 20)) {
+  if (used > c->gc_mark + ((size_t)1 << 20)) {
     int kb = (int)((used - c->gc_mark) >> 10);
     c->gc_mark = used;
     lua_gc(L, LUA_GCSTEP, kb);
@@ -172,6 +172,7 @@ dl_tensor *lt_coerce(lua_State *L, int i, dl_dtype like) {
   i = lua_absindex(L, i);
   dl_tensor *t = lt_test(L, i);
   if (t) return t;
+  if (luaL_testudata(L, i, "dlua.Tensor")) luaL_error(L, "bad argument #%d (tensor has been released)", i);
   dl_tensor *n = NULL;
   if (lua_type(L, i) == LUA_TNUMBER || lua_isboolean(L, i)) {
     lt_newbox(L);
@@ -620,17 +621,17 @@ static int set_grad(lua_State *L, dl_tensor *t, int v) {
 
 static int l_memory_stats(lua_State *L) {
   dl_ctx *ctx = lt_ctx(L);
-  dl_mem *m = &ctx->mem;
-  pthread_mutex_lock(&m->lock);
+  pthread_mutex_lock(&ctx->mem.lock);
+  dl_mem m = ctx->mem;          /* copy: building the table may run the GC, which frees */
+  pthread_mutex_unlock(&ctx->mem.lock);
   lua_createtable(L, 0, 8);
-  lua_pushinteger(L, (lua_Integer)m->in_use); lua_setfield(L, -2, "in_use");
-  lua_pushinteger(L, (lua_Integer)m->peak); lua_setfield(L, -2, "peak");
-  lua_pushinteger(L, (lua_Integer)m->cached); lua_setfield(L, -2, "cached");
-  lua_pushinteger(L, (lua_Integer)m->allocs); lua_setfield(L, -2, "allocs");
-  lua_pushinteger(L, (lua_Integer)m->system_allocs); lua_setfield(L, -2, "system_allocs");
-  lua_pushinteger(L, (lua_Integer)m->frees); lua_setfield(L, -2, "frees");
-  if (m->limit) { lua_pushinteger(L, (lua_Integer)m->limit); lua_setfield(L, -2, "limit"); }
-  pthread_mutex_unlock(&m->lock);
+  lua_pushinteger(L, (lua_Integer)m.in_use); lua_setfield(L, -2, "in_use");
+  lua_pushinteger(L, (lua_Integer)m.peak); lua_setfield(L, -2, "peak");
+  lua_pushinteger(L, (lua_Integer)m.cached); lua_setfield(L, -2, "cached");
+  lua_pushinteger(L, (lua_Integer)m.allocs); lua_setfield(L, -2, "allocs");
+  lua_pushinteger(L, (lua_Integer)m.system_allocs); lua_setfield(L, -2, "system_allocs");
+  lua_pushinteger(L, (lua_Integer)m.frees); lua_setfield(L, -2, "frees");
+  if (m.limit) { lua_pushinteger(L, (lua_Integer)m.limit); lua_setfield(L, -2, "limit"); }
   return 1;
 }
 
@@ -764,6 +765,12 @@ static const luaL_Reg core_funcs[] = {
 
 /* __index: integers select along dim 1, "grad" reads the gradient, else methods */
 static int l_index(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "grad") != 0) {
+    lua_pushvalue(L, lua_upvalueindex(2));   /* methods: reachable on released boxes too */
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+  }
   dl_tensor *t = lt_check(L, 1);
   if (lua_type(L, 2) == LUA_TNUMBER) {
     int64_t i = lt_checkint(L, 2, "index", "index");

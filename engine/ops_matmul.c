@@ -44,8 +44,8 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   dl_tensor *out = NULL;
   /* [..., M, K] x [K, N]: fold the batch into M when a's rows are one block */
   if (nb == 2 && na > 2) {
-    int trans;
-    int64_t ld;
+    int trans = 0;
+    int64_t ld = 1;
     if (!dl_is_contiguous(ta)) {
       dl_tensor *c = dl_tensor_new_contiguous(ctx, ta, ta->dtype);
       dl_tensor_release(ta);
@@ -93,8 +93,8 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   sh[nd - 1] = N;
   out = dl_tensor_new_empty(ctx, a->dtype, nd, sh);
   if (!out) goto fail;
-  int tA, tB;
-  int64_t ldA, ldB;
+  int tA = 0, tB = 0;
+  int64_t ldA = 1, ldB = 1;
   if (!blas_layout(M, K, ta->stride[na - 2], ta->stride[na - 1], &tA, &ldA)) {
     dl_tensor *c = dl_tensor_new_contiguous(ctx, ta, ta->dtype);
     dl_tensor_release(ta);

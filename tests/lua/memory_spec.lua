@@ -1,0 +1,77 @@
+-- The caching allocator as seen from Lua: stats, steady state, limit, GC pressure.
+local dl = require "dlua"
+
+describe("dlua.memory", function()
+  it("reports bytes in use and peak", function()
+    collectgarbage()
+    local before = dl.memory.stats()
+    local t = dl.zeros(1024, 256)           -- 1 MiB of float32
+    local s = dl.memory.stats()
+    assert(s.in_use >= before.in_use + 1024 * 256 * 4)
+    assert(s.peak >= s.in_use)
+    t = nil
+    collectgarbage()
+    assert(dl.memory.stats().in_use < s.in_use)
+  end)
+
+  it("does not grow over 1000 forward+backward iterations", function()
+    dl.seed(1)
+    local w = dl.randn(64, 32):requires_grad(true)
+    local x = dl.randn(16, 64)
+    local function step()
+      local loss = (x:matmul(w):tanh() * 0.5):log_softmax(2):mean()
+      w.grad = nil
+      loss:backward()
+    end
+    for _ = 1, 300 do step() end           -- warm the cache through a few GC cycles
+    local s0 = dl.memory.stats()
+    for _ = 1, 1000 do step() end
+    local s1 = dl.memory.stats()
+    -- no new system allocations in the steady state, in-use bounded
+    assert.are.equal(s0.system_allocs, s1.system_allocs)
+    assert(s1.in_use <= s0.peak, string.format("in use %d > warm peak %d", s1.in_use, s0.peak))
+  end)
+
+  it("needs no collectgarbage() in a loop that allocates large tensors", function()
+    collectgarbage()
+    local base = dl.memory.stats().in_use
+    for _ = 1, 200 do
+      local _ = dl.zeros(1024, 1024) + 1       -- 8 MiB of temporaries each time
+    end
+    -- without GC pressure 200 iterations would keep ~1.6 GiB alive
+    assert(dl.memory.stats().in_use - base < 512 * 2 ^ 20)
+  end)
+
+  it("raises a catchable out-of-memory error past the limit", function()
+    collectgarbage()
+    local in_use = dl.memory.stats().in_use
+    local prev = dl.memory.limit(in_use + 4 * 2 ^ 20)
+    local ok, err = pcall(dl.zeros, 4096, 4096)
+    dl.memory.limit(prev)
+    assert.is_false(ok)
+    assert.is_true(dl.memory.is_oom(err))
+    assert.truthy(err:find("requested 67108864 bytes", 1, true))
+    assert.truthy(err:find("limit", 1, true))
+    -- the engine is usable afterwards
+    assert.are.equal(16, dl.ones(4, 4):sum():item())
+  end)
+
+  it("rejects a bad limit", function()
+    assert.error_matches(function() dl.memory.limit(-5) end, "must be positive")
+  end)
+end)
+
+describe("dlua.threads", function()
+  it("gives the same results at 1 and 2 threads and restores", function()
+    dl.seed(5)
+    local a = dl.randn(300, 300)
+    dl.threads(1)
+    local r1 = (a:exp() + a):sum(2):totable()
+    dl.threads(2)
+    local r2 = (a:exp() + a):sum(2):totable()
+    assert.are.equal(2, dl.threads())
+    dl.threads(1)
+    assert.are.same(r1, r2)
+    assert.error_matches(function() dl.threads(0) end, "between 1 and 256")
+  end)
+end)

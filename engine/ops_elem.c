@@ -444,7 +444,11 @@ dl_tensor *dl_binary(dl_ctx *ctx, dl_binop op, dl_tensor *a, dl_tensor *b) {
   dl_node *n = dl_node_new(ctx, binop_names[op], bw_binary, 2, in);
   if (!n) { dl_tensor_release(out); return NULL; }
   n->iv[0] = op;
-  if (op == DL_DIV || op == DL_POW) n->saved[0] = dl_detach(ctx, out);
+  if ((op == DL_DIV || op == DL_POW) && !(n->saved[0] = dl_detach(ctx, out))) {
+    dl_node_release(n);
+    dl_tensor_release(out);
+    return NULL;
+  }
   return dl_record(ctx, out, n);
 }
 
@@ -522,8 +526,12 @@ dl_tensor *dl_unary(dl_ctx *ctx, dl_unop op, dl_tensor *a) {
   dl_node *n = dl_node_new(ctx, unop_names[op], bw_unary, 1, &a);
   if (!n) { dl_tensor_release(out); return NULL; }
   n->iv[0] = op;
-  if (op == DL_EXP || op == DL_SQRT || op == DL_SIGMOID || op == DL_TANH || op == DL_RSQRT)
-    n->saved[0] = dl_detach(ctx, out);
+  if ((op == DL_EXP || op == DL_SQRT || op == DL_SIGMOID || op == DL_TANH || op == DL_RSQRT) &&
+      !(n->saved[0] = dl_detach(ctx, out))) {
+    dl_node_release(n);
+    dl_tensor_release(out);
+    return NULL;
+  }
   return dl_record(ctx, out, n);
 }
 

@@ -19,6 +19,7 @@
 /* See LICENSE */
 #include "ops.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ helpers */

@@ -246,7 +246,12 @@ dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int 
   n->iv[1] = mask;
   n->sc[0] = (double)R;
   n->sc[1] = correction;
-  if (op == DL_RMAX || op == DL_RMIN || op == DL_RLOGSUMEXP) n->saved[0] = dl_detach(ctx, out);
+  if ((op == DL_RMAX || op == DL_RMIN || op == DL_RLOGSUMEXP) && !(n->saved[0] = dl_detach(ctx, out))) {
+    dl_node_release(n);
+    dl_tensor_release(out);
+    if (idx) { dl_tensor_release(*idx); *idx = NULL; }
+    return NULL;
+  }
   return dl_record(ctx, out, n);
 }
 
@@ -357,6 +362,10 @@ dl_tensor *dl_softmax(dl_ctx *ctx, dl_tensor *a, int dim, int log_) {
   if (!n) { dl_tensor_release(out); return NULL; }
   n->iv[0] = dim;
   n->iv[1] = log_;
-  n->saved[0] = dl_detach(ctx, out);
+  if (!(n->saved[0] = dl_detach(ctx, out))) {
+    dl_node_release(n);
+    dl_tensor_release(out);
+    return NULL;
+  }
   return dl_record(ctx, out, n);
 }

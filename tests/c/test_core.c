@@ -1,0 +1,130 @@
+/* test_core.c -- allocator, RNG, thread pool, tensors and autograd from C. */
+/* See LICENSE */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dl_test.h"
+#include "ops.h"
+
+static void test_alloc(void) {
+  dl_ctx *ctx = dl_ctx_new();
+  void *p = dl_alloc(ctx, 100);
+  DL_CHECK(p && ((uintptr_t)p % 64) == 0);
+  DL_CHECK(ctx->mem.in_use == 128);
+  dl_free(ctx, p, 100);
+  DL_CHECK(ctx->mem.in_use == 0);
+  uint64_t sys = ctx->mem.system_allocs;
+  void *q = dl_alloc(ctx, 120);               /* same class: reused, no system call */
+  DL_CHECK(q == p);
+  DL_CHECK(ctx->mem.system_allocs == sys);
+  dl_free(ctx, q, 120);
+  ctx->mem.limit = 1000;
+  DL_CHECK(dl_alloc(ctx, 2000) == NULL);
+  DL_CHECK(strstr(ctx->err, "out of memory: requested 2000 bytes, in use 0 bytes, limit 1000 bytes") != NULL);
+  DL_CHECK(ctx->oom == 1);
+  ctx->mem.limit = 0;
+  dl_ctx_free(ctx);
+}
+
+static void test_rng(void) {
+  /* Philox-4x32-10 known-answer vector (Random123 kat_vectors: ctr 0, key 0) */
+  uint32_t out[4];
+  dl_philox(0, 0, out);
+  DL_CHECK(out[0] == 0x6627e8d5u && out[1] == 0xe169c58du && out[2] == 0xbc57ac4cu && out[3] == 0x9b00dbd8u);
+  float a[10], b[10];
+  dl_rng_uniform(7, 3, a, 10);
+  dl_rng_uniform(7, 3, b, 10);
+  DL_CHECK(memcmp(a, b, sizeof a) == 0);
+  /* counter-based: starting one block later skips exactly four values */
+  dl_rng_uniform(7, 4, b, 6);
+  DL_CHECK(memcmp(a + 4, b, 6 * sizeof(float)) == 0);
+  for (int i = 0; i < 10; i++) DL_CHECK(a[i] >= 0 && a[i] < 1);
+}
+
+typedef struct { int64_t sum[16]; } pool_arg;
+static void pool_task(void *arg, int i) {
+  pool_arg *p = arg;
+  int64_t s = 0;
+  for (int k = 0; k < 100000; k++) s += (int64_t)k * (i + 1);
+  p->sum[i] = s;
+}
+
+static void test_pool(void) {
+  dl_pool *p = dl_pool_new(3);
+  DL_CHECK(dl_pool_threads(p) == 3);
+  for (int round = 0; round < 50; round++) {
+    pool_arg a;
+    memset(&a, 0, sizeof a);
+    dl_pool_run(p, 16, pool_task, &a);
+    for (int i = 0; i < 16; i++) DL_CHECK(a.sum[i] == (int64_t)4999950000 * (i + 1));
+  }
+  dl_pool_free(p);
+}
+
+static void test_tensor_autograd(void) {
+  dl_ctx *ctx = dl_ctx_new();
+  int64_t sh[2] = {2, 3};
+  dl_tensor *x = dl_tensor_new_full(ctx, DL_F32, 2, sh, 2);
+  x->requires_grad = 1;
+  dl_tensor *y = dl_binary(ctx, DL_MUL, x, x);          /* y = x^2 */
+  dl_tensor *s = dl_reduce(ctx, DL_RSUM, y, 0, 0, 0, NULL);
+  DL_CHECK_CLOSE(dl_get_flat(s, 0), 24, 1e-6);
+  DL_CHECK(dl_backward(ctx, s, NULL, 0) == 0);
+  DL_CHECK(x->grad != NULL);
+  for (int i = 0; i < 6; i++) DL_CHECK_CLOSE(dl_get_flat(x->grad, i), 4, 1e-6);
+  /* matmul shape error names both shapes */
+  int64_t sa[2] = {3, 4}, sb[2] = {5, 6};
+  dl_tensor *a = dl_tensor_new_zeros(ctx, DL_F32, 2, sa), *b = dl_tensor_new_zeros(ctx, DL_F32, 2, sb);
+  DL_CHECK(dl_matmul(ctx, a, b) == NULL);
+  DL_CHECK(strcmp(ctx->err, "matmul: shapes [3, 4] and [5, 6] do not match (4 != 5)") == 0);
+  dl_tensor_release(a);
+  dl_tensor_release(b);
+  dl_tensor_release(s);
+  dl_tensor_release(y);
+  dl_tensor_release(x);
+  DL_CHECK(ctx->mem.in_use == 0);                       /* everything returned */
+  dl_ctx_free(ctx);
+}
+
+/* Fails allocation N = 1, 2, ... of a forward+backward: each run must fail
+ * cleanly (NULL / -1 with a message) and leave no bytes in use. */
+static void test_alloc_fail_sweep(void) {
+  int completed = 0;
+  for (uint64_t n = 1; n < 200 && !completed; n++) {
+    dl_ctx *ctx = dl_ctx_new();
+    ctx->mem.fail_at = n;
+    int64_t sh[2] = {4, 5}, sw[2] = {5, 3};
+    dl_tensor *x = dl_tensor_new_rand(ctx, DL_F32, 2, sh, 1);
+    dl_tensor *w = x ? dl_tensor_new_rand(ctx, DL_F32, 2, sw, 1) : NULL;
+    if (w) w->requires_grad = 1;
+    dl_tensor *h = w ? dl_matmul(ctx, x, w) : NULL;
+    dl_tensor *t = h ? dl_unary(ctx, DL_TANH, h) : NULL;
+    dl_tensor *l = t ? dl_softmax(ctx, t, 1, 1) : NULL;
+    dl_tensor *s = l ? dl_reduce(ctx, DL_RMEAN, l, 0, 0, 0, NULL) : NULL;
+    int rc = s ? dl_backward(ctx, s, NULL, 0) : -1;
+    if (rc == 0 && ctx->mem.allocs < n) completed = 1;
+    if (rc != 0) DL_CHECK(ctx->err[0] != 0);
+    dl_tensor_release(s);
+    dl_tensor_release(l);
+    dl_tensor_release(t);
+    dl_tensor_release(h);
+    dl_tensor_release(w);
+    dl_tensor_release(x);
+    if (ctx->mem.in_use != 0) {
+      fprintf(stderr, "alloc-fail sweep: failing allocation %llu left %zu bytes in use\n",
+              (unsigned long long)n, ctx->mem.in_use);
+      DL_CHECK(ctx->mem.in_use == 0);
+    }
+    dl_ctx_free(ctx);
+  }
+  DL_CHECK(completed);
+}
+
+int main(void) {
+  test_alloc();
+  test_rng();
+  test_pool();
+  test_tensor_autograd();
+  test_alloc_fail_sweep();
+  DL_TEST_END();
+}

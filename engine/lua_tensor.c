@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void openblas_set_num_threads(int n);
 
@@ -714,6 +715,14 @@ static int l_randperm(lua_State *L) {
   return lt_finish(L, t);
 }
 
+/* clock(): monotonic wall time in seconds, for progress and benchmarks */
+static int l_clock(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+  return 1;
+}
+
 static int l_read_idx(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lt_newbox(L);
@@ -725,6 +734,7 @@ static int l_read_idx(lua_State *L) {
 static const luaL_Reg core_funcs[] = {
   {"arange", l_arange},
   {"backward", l_backward},
+  {"clock", l_clock},
   {"detach", l_detach},
   {"dim", l_dim},
   {"dtype", l_dtype},

@@ -2,10 +2,10 @@
 -- nothing but tensors and autograd: the demo of the tensor core until the nn,
 -- optim and data layers land. It reads Debian's dataset-fashion-mnist IDX files,
 -- trains 784-256-10 with plain SGD, and prints test accuracy.
---   dlua examples/fashion_mnist_tensor.lua [epochs=2] [batch=128] [lr=0.1]
+--   dlua examples/fashion_mnist_tensor.lua [epochs=5] [batch=128] [lr=0.1]
 local dl = require "dlua"
 
-local epochs = tonumber(arg and arg[1]) or 2
+local epochs = tonumber(arg and arg[1]) or 5
 local batch = tonumber(arg and arg[2]) or 128
 local lr = tonumber(arg and arg[3]) or 0.1
 local dir = os.getenv("DLUA_FASHION_MNIST") or "/usr/share/datasets/fashion-mnist"
@@ -34,7 +34,7 @@ local function forward(x) return ((x:matmul(w1) + b1):relu()):matmul(w2) + b2 en
 
 local n = xtr:size(1)
 local steps = n // batch
-local t0 = os.clock()
+local t0 = dl.clock()
 for epoch = 1, epochs do
   -- a fresh seeded permutation each epoch
   local perm = dl.randperm(n)
@@ -52,7 +52,7 @@ for epoch = 1, epochs do
     total = total + loss:item()
     if s % 100 == 0 then
       io.write(string.format("\repoch %d step %d/%d loss %.4f  %.0f ex/s", epoch, s, steps, total / s,
-        ((epoch - 1) * steps + s) * batch / (os.clock() - t0)))
+        ((epoch - 1) * steps + s) * batch / (dl.clock() - t0)))
       io.flush()
     end
   end

@@ -23,7 +23,7 @@ describe("dlua.memory", function()
       w.grad = nil
       loss:backward()
     end
-    for _ = 1, 300 do step() end           -- warm the cache through a few GC cycles
+    for _ = 1, 1000 do step() end          -- warm the cache through many GC cycles
     local s0 = dl.memory.stats()
     for _ = 1, 1000 do step() end
     local s1 = dl.memory.stats()

@@ -449,7 +449,7 @@ static dl_tensor *index_arg(lua_State *L, int i, const char *fn) {
     int64_t n = dl_numel(idx);
     for (int64_t k = 0; k < n; k++) {
       double v = dl_get_flat(idx, k);
-      if (v != floor(v)) luaL_error(L, "%s: index %g is not an integer", fn, v);
+      if (v != floor(v)) luaL_error(L, "%s: index %f is not an integer", fn, v);
     }
   }
   dl_ctx *ctx = lt_ctx(L);
@@ -460,9 +460,9 @@ static dl_tensor *index_arg(lua_State *L, int i, const char *fn) {
   int64_t *p = r->st->data;
   for (int64_t k = 0; k < n; k++) {
     double v = dl_get_flat(idx, k);
-    if (v < 1) {
+    if (!(v >= 1 && v <= 9.0e15)) {         /* also catches NaN; keeps the cast defined */
       dl_tensor_release(r);
-      luaL_error(L, "%s: index %g out of range (indices are 1-based)", fn, v);
+      luaL_error(L, "%s: index %f out of range (indices are 1-based)", fn, v);
     }
     p[k] = (int64_t)v - 1;
   }

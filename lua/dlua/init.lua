@@ -41,5 +41,6 @@ end
 
 M.memory = require "dlua.memory"
 M.autograd = require "dlua.autograd"
+M.nn = require "dlua.nn"
 
 return M

@@ -1,0 +1,461 @@
+--- dl.nn: modules (layers and losses) built from tensor ops.
+-- A module declares parameters with `self:parameter(t)` and submodules by
+-- assigning them to fields (or listing them in a container); everything
+-- else (parameter lists, dotted names, train/eval, state dicts) follows.
+-- Layers written here are differentiable through the tensor autograd with
+-- no backward code. Heavier layers (Conv2d, pooling, BatchNorm) come with C
+-- kernels in later issues.
+local core = require "dlua.core"
+local init = require "dlua.init_fns"
+
+local M = {}
+
+local function is_tensor(x) return getmetatable(x) == core.Tensor end
+
+-- option tables reject unknown keys and list the valid ones
+local function options(name, opts, defaults)
+  opts = opts or {}
+  if type(opts) ~= "table" or is_tensor(opts) then
+    error(string.format("%s: options must be a table, got %s", name, type(opts)), 3)
+  end
+  local out = {}
+  for k, v in pairs(opts) do
+    if defaults[k] == nil then
+      local keys = {}
+      for key in pairs(defaults) do keys[#keys + 1] = key end
+      table.sort(keys)
+      error(string.format("%s: unknown option '%s' (valid: %s)", name, tostring(k), table.concat(keys, ", ")), 3)
+    end
+    out[k] = v
+  end
+  for k, v in pairs(defaults) do
+    if out[k] == nil then out[k] = v end
+  end
+  return out
+end
+M._options = options
+
+local function check_size(name, what, v)
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) or v < 1 then
+    error(string.format("%s: %s must be a positive integer, got %s", name, what, tostring(v)), 3)
+  end
+  return math.tointeger(v)
+end
+
+-------------------------------------------------------------------- Module
+
+local Module = {}
+Module.__name = "Module"
+M.Module = Module
+
+--- Creates a subclass: `local Scale = nn.Module:extend("Scale")`, then define
+-- `Scale:init(...)` and `Scale:forward(x)`; `Scale(...)` constructs one.
+function Module:extend(name)
+  local cls = {}
+  for k, v in pairs(self) do
+    if k:sub(1, 2) == "__" then cls[k] = v end
+  end
+  cls.__name = name or "Module"
+  cls.super = self
+  return setmetatable(cls, {
+    __index = self,
+    __call = function(c, ...)
+      local obj = setmetatable({_params = {}, _modules = {}, _order = {}, _buffers = {}, training = true}, c)
+      obj:init(...)
+      return obj
+    end,
+  })
+end
+
+function Module:init() end
+
+--- Registers tensor t as a parameter (it will require grad) and returns it.
+function Module:parameter(t)
+  if not is_tensor(t) then error("parameter: expected a tensor, got " .. type(t), 2) end
+  t:requires_grad(true)
+  self._pending = t
+  return t
+end
+
+--- Registers t as a buffer: saved in state_dict, not trained (e.g. moving averages).
+function Module:buffer(t)
+  if not is_tensor(t) then error("buffer: expected a tensor, got " .. type(t), 2) end
+  self._pending_buffer = t
+  return t
+end
+
+-- fields: a parameter/buffer/module assigned to self.name is registered under name
+Module.__newindex = function(self, k, v)
+  if is_tensor(v) and rawget(self, "_pending") == v then
+    rawset(self, "_pending", nil)
+    if not self._params[k] then self._order[#self._order + 1] = k end
+    self._params[k] = v
+  elseif is_tensor(v) and rawget(self, "_pending_buffer") == v then
+    rawset(self, "_pending_buffer", nil)
+    if not self._buffers[k] then self._order[#self._order + 1] = k end
+    self._buffers[k] = v
+  elseif type(v) == "table" and getmetatable(v) and v._modules then
+    if not self._modules[k] then self._order[#self._order + 1] = k end
+    self._modules[k] = v
+  elseif self._params and self._params[k] and is_tensor(v) then
+    self._params[k] = v
+  elseif self._buffers and self._buffers[k] and is_tensor(v) then
+    self._buffers[k] = v
+  else
+    rawset(self, k, v)
+  end
+end
+
+Module.__index = function(self, k)
+  local cls = getmetatable(self)
+  local p = rawget(self, "_params")
+  if p and p[k] then return p[k] end
+  local b = rawget(self, "_buffers")
+  if b and b[k] then return b[k] end
+  local m = rawget(self, "_modules")
+  if m and m[k] then return m[k] end
+  return cls[k]
+end
+
+Module.__call = function(self, ...) return self:forward(...) end
+
+function Module:forward()
+  error(getmetatable(self).__name .. ": forward is not defined", 2)
+end
+
+-- visits (prefix, module) depth-first in registration order
+local function walk(mod, prefix, fn)
+  fn(prefix, mod)
+  for _, k in ipairs(mod._order) do
+    local sub = mod._modules[k]
+    if sub then walk(sub, prefix .. tostring(k) .. ".", fn) end
+  end
+end
+
+--- Returns {{name, tensor}, ...} in a stable order with dotted names ("3.weight").
+function Module:named_parameters()
+  local out = {}
+  walk(self, "", function(prefix, m)
+    for _, k in ipairs(m._order) do
+      if m._params[k] then out[#out + 1] = {prefix .. tostring(k), m._params[k]} end
+    end
+  end)
+  return out
+end
+
+--- Returns the list of parameter tensors.
+function Module:parameters()
+  local out = {}
+  for i, np in ipairs(self:named_parameters()) do out[i] = np[2] end
+  return out
+end
+
+function Module:named_buffers()
+  local out = {}
+  walk(self, "", function(prefix, m)
+    for _, k in ipairs(m._order) do
+      if m._buffers[k] then out[#out + 1] = {prefix .. tostring(k), m._buffers[k]} end
+    end
+  end)
+  return out
+end
+
+--- Training mode (the default) for this module and all children; returns self.
+function Module:train(flag)
+  if flag == nil then flag = true end
+  walk(self, "", function(_, m) rawset(m, "training", flag) end)
+  return self
+end
+
+--- Evaluation mode for this module and all children; returns self.
+function Module:eval() return self:train(false) end
+
+--- Clears .grad of every parameter.
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do p.grad = nil end
+end
+
+--- Returns {name = tensor} of parameters and buffers (the tensors themselves).
+function Module:state_dict()
+  local sd = {}
+  for _, np in ipairs(self:named_parameters()) do sd[np[1]] = np[2] end
+  for _, nb in ipairs(self:named_buffers()) do sd[nb[1]] = nb[2] end
+  return sd
+end
+
+--- Copies tensors from sd into the parameters and buffers. Strict by default:
+-- missing, unexpected and mis-shaped keys are all reported in one error.
+-- With {strict = false} only shapes are checked; returns missing, unexpected.
+function Module:load_state_dict(sd, opts)
+  opts = options("load_state_dict", opts, {strict = true})
+  local own = self:state_dict()
+  local missing, unexpected, shapes = {}, {}, {}
+  for k, t in pairs(own) do
+    local v = sd[k]
+    if v == nil then missing[#missing + 1] = k
+    elseif not is_tensor(v) then shapes[#shapes + 1] = k .. " (not a tensor)"
+    else
+      local a, b = table.concat(t:shape(), ", "), table.concat(v:shape(), ", ")
+      if a ~= b then shapes[#shapes + 1] = string.format("%s (expected [%s], got [%s])", k, a, b) end
+    end
+  end
+  for k in pairs(sd) do
+    if own[k] == nil then unexpected[#unexpected + 1] = tostring(k) end
+  end
+  table.sort(missing); table.sort(unexpected); table.sort(shapes)
+  local problems = {}
+  if opts.strict and #missing > 0 then problems[#problems + 1] = "missing keys: " .. table.concat(missing, ", ") end
+  if opts.strict and #unexpected > 0 then problems[#problems + 1] = "unexpected keys: " .. table.concat(unexpected, ", ") end
+  if #shapes > 0 then problems[#problems + 1] = "mis-shaped keys: " .. table.concat(shapes, ", ") end
+  if #problems > 0 then error("load_state_dict: " .. table.concat(problems, "; "), 2) end
+  local prev = core.set_grad_enabled(false)
+  for k, t in pairs(own) do
+    if sd[k] then t:copy_(sd[k]) end
+  end
+  core.set_grad_enabled(prev)
+  return missing, unexpected
+end
+
+--- Number of scalar parameters.
+function Module:num_parameters()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do n = n + p:numel() end
+  return n
+end
+
+function Module:extra_repr() return "" end
+
+Module.__tostring = function(self)
+  local lines = {}
+  local function rec(m, name, depth)
+    local own = 0
+    for _, k in ipairs(m._order) do
+      if m._params[k] then own = own + m._params[k]:numel() end
+    end
+    local total = m:num_parameters()
+    local extra = m:extra_repr()
+    lines[#lines + 1] = string.format("%s%s%s%s%s", string.rep("  ", depth), name and (name .. ": ") or "",
+      getmetatable(m).__name, extra ~= "" and ("(" .. extra .. ")") or "",
+      total > 0 and string.format("  [%d params]", total) or "")
+    for _, k in ipairs(m._order) do
+      if m._modules[k] then rec(m._modules[k], tostring(k), depth + 1) end
+    end
+    return own
+  end
+  rec(self, nil, 0)
+  return table.concat(lines, "\n")
+end
+
+-------------------------------------------------------------------- containers
+
+local Sequential = Module:extend("Sequential")
+M.Sequential = Sequential
+
+--- nn.Sequential{m1, m2, ...}: applies the modules in order; children are named 1, 2, ...
+function Sequential:init(list)
+  if type(list) ~= "table" or getmetatable(list) then
+    error("Sequential: expected a list of modules", 3)
+  end
+  for i, m in ipairs(list) do
+    if type(m) ~= "table" or not m._modules then
+      error(string.format("Sequential: element %d is not a module", i), 3)
+    end
+    self[i] = m
+  end
+  rawset(self, "n", #list)
+end
+
+function Sequential:forward(x)
+  for i = 1, self.n do x = self._modules[i](x) end
+  return x
+end
+
+function Sequential:add(m)
+  rawset(self, "n", self.n + 1)
+  self[self.n] = m
+  return self
+end
+
+local Residual = Module:extend("Residual")
+M.Residual = Residual
+
+--- nn.Residual(f [, shortcut]): x -> f(x) + shortcut(x) (identity by default).
+function Residual:init(f, shortcut)
+  self.body = f
+  if shortcut then self.shortcut = shortcut end
+end
+
+function Residual:forward(x)
+  local s = self._modules.shortcut and self._modules.shortcut(x) or x
+  return self.body(x) + s
+end
+
+-------------------------------------------------------------------- layers
+
+local Linear = Module:extend("Linear")
+M.Linear = Linear
+
+--- nn.Linear(in, out [, {bias = true}]): y = x W^T + b, W is [out, in].
+-- Default init (as PyTorch): W, b ~ U(-1/sqrt(in), 1/sqrt(in)).
+function Linear:init(n_in, n_out, opts)
+  n_in, n_out = check_size("Linear", "in_features", n_in), check_size("Linear", "out_features", n_out)
+  opts = options("Linear", opts, {bias = true})
+  self.in_features, self.out_features = n_in, n_out
+  local bound = 1 / math.sqrt(n_in)
+  self.weight = self:parameter(init.uniform(core.empty(n_out, n_in), -bound, bound))
+  if opts.bias then self.bias = self:parameter(init.uniform(core.empty(n_out), -bound, bound)) end
+end
+
+function Linear:forward(x)
+  local s = x:shape()
+  if #s < 1 or s[#s] ~= self.in_features then
+    error(string.format("Linear: input of shape [%s] does not end in %d features",
+      table.concat(s, ", "), self.in_features), 2)
+  end
+  local y = x:matmul(self.weight:transpose(1, 2))
+  if self._params.bias then y = y + self._params.bias end
+  return y
+end
+
+function Linear:extra_repr() return string.format("%d -> %d", self.in_features, self.out_features) end
+
+local function activation(name, method)
+  local cls = Module:extend(name)
+  cls.forward = function(_, x) return x[method](x) end
+  M[name] = cls
+end
+activation("ReLU", "relu")
+activation("GELU", "gelu")
+activation("Tanh", "tanh")
+activation("Sigmoid", "sigmoid")
+
+local Softmax = Module:extend("Softmax")
+M.Softmax = Softmax
+function Softmax:init(dim) rawset(self, "dim", dim or -1) end
+function Softmax:forward(x) return x:softmax(self.dim) end
+
+local Flatten = Module:extend("Flatten")
+M.Flatten = Flatten
+--- nn.Flatten(): [N, ...] -> [N, prod(...)]
+function Flatten:forward(x)
+  if x:dim() < 2 then return x end
+  return x:flatten(2)
+end
+
+local Dropout = Module:extend("Dropout")
+M.Dropout = Dropout
+--- nn.Dropout(p): zeroes elements with probability p in training and scales the
+-- rest by 1/(1-p) (inverted dropout); the identity in eval mode. Masks come from
+-- the default seeded stream (dl.seed).
+function Dropout:init(p)
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p >= 1 then error("Dropout: p must be in [0, 1), got " .. tostring(p), 3) end
+  rawset(self, "p", p)
+end
+function Dropout:forward(x)
+  if not self.training or self.p == 0 then return x end
+  local keep = core.rand(x:shape()):ge(self.p):to(x:dtype())
+  return x * keep:scale(1 / (1 - self.p))
+end
+function Dropout:extra_repr() return "p=" .. self.p end
+
+local Embedding = Module:extend("Embedding")
+M.Embedding = Embedding
+--- nn.Embedding(n, dim): looks up rows of a [n, dim] table by 1-based ids; weight ~ N(0, 1).
+function Embedding:init(n, dim)
+  n, dim = check_size("Embedding", "num_embeddings", n), check_size("Embedding", "dim", dim)
+  self.weight = self:parameter(core.randn(n, dim))
+end
+function Embedding:forward(ids)
+  local s = ids:shape()
+  local flat = ids:reshape(-1)
+  local out = self.weight:index_select(1, flat)
+  s[#s + 1] = self.weight:size(2)
+  return out:reshape(s)
+end
+
+local LayerNorm = Module:extend("LayerNorm")
+M.LayerNorm = LayerNorm
+--- nn.LayerNorm(n [, {eps = 1e-5, affine = true}]): normalises the last dim.
+function LayerNorm:init(n, opts)
+  n = check_size("LayerNorm", "size", n)
+  opts = options("LayerNorm", opts, {eps = 1e-5, affine = true})
+  rawset(self, "size", n)
+  rawset(self, "eps", opts.eps)
+  if opts.affine then
+    self.weight = self:parameter(core.ones(n))
+    self.bias = self:parameter(core.zeros(n))
+  end
+end
+function LayerNorm:forward(x)
+  local s = x:shape()
+  if s[#s] ~= self.size then
+    error(string.format("LayerNorm: input of shape [%s] does not end in %d", table.concat(s, ", "), self.size), 2)
+  end
+  local mu = x:mean(-1, true)
+  local xc = x - mu
+  local y = xc * (xc:square():mean(-1, true) + self.eps):rsqrt()
+  if self._params.weight then y = y * self._params.weight + self._params.bias end
+  return y
+end
+
+-------------------------------------------------------------------- losses
+
+local CrossEntropy = Module:extend("CrossEntropy")
+M.CrossEntropy = CrossEntropy
+
+--- nn.CrossEntropy([{label_smoothing = 0}]): loss(logits [N, C], labels [N] 1-based [, weights [N]]).
+-- Mean over examples, or over the weight sum when weights are given, so
+-- weight-0 (padding) examples contribute nothing.
+function CrossEntropy:init(opts)
+  opts = options("CrossEntropy", opts, {label_smoothing = 0})
+  if opts.label_smoothing < 0 or opts.label_smoothing >= 1 then
+    error("CrossEntropy: label_smoothing must be in [0, 1)", 3)
+  end
+  rawset(self, "smoothing", opts.label_smoothing)
+end
+
+function CrossEntropy:forward(logits, labels, weights)
+  if logits:dim() ~= 2 then
+    error(string.format("CrossEntropy: logits must be [N, C], got [%s]", table.concat(logits:shape(), ", ")), 2)
+  end
+  local n, c = logits:size(1), logits:size(2)
+  if labels:numel() ~= n then
+    error(string.format("CrossEntropy: %d labels for %d examples", labels:numel(), n), 2)
+  end
+  local logp = logits:log_softmax(2)
+  local nll = -logp:gather(2, labels:reshape(n, 1)):reshape(n)
+  if self.smoothing > 0 then
+    nll = nll:scale(1 - self.smoothing) - logp:mean(2):scale(self.smoothing)
+  end
+  if weights then
+    if weights:numel() ~= n then
+      error(string.format("CrossEntropy: %d weights for %d examples", weights:numel(), n), 2)
+    end
+    local w = weights:reshape(n):to(logits:dtype())
+    return (nll * w):sum() / w:sum():clamp(1e-12)
+  end
+  return nll:mean()
+end
+
+local MSE = Module:extend("MSE")
+M.MSE = MSE
+--- nn.MSE(): mean of (prediction - target)^2.
+function MSE:forward(pred, target)
+  return (pred - target):square():mean()
+end
+
+-------------------------------------------------------------------- metrics
+
+--- accuracy(logits, labels [, weights]) -> fraction of argmax == label (weighted).
+function M.accuracy(logits, labels, weights)
+  local hit = logits:argmax(2):eq(labels:reshape(-1)):float()
+  if weights then
+    local w = weights:reshape(-1):float()
+    return (hit * w):sum():item() / math.max(w:sum():item(), 1e-12)
+  end
+  return hit:mean():item()
+end
+
+M.init = init
+return M

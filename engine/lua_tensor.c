@@ -850,6 +850,7 @@ int luaopen_dlua_core(lua_State *L) {
   luaL_setfuncs(L, core_funcs, 1);
   lt_register_ops(L, mod, cidx);
   lt_register_autograd(L, mod, cidx);
+  lt_register_optim(L, mod, cidx);
 
   luaL_newmetatable(L, "dlua.Tensor");
   int mt = lua_gettop(L);

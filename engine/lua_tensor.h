@@ -34,6 +34,7 @@ dl_dtype lt_optdtype(lua_State *L, int i, const char *fn, dl_dtype def);
 void lt_register_ops(lua_State *L, int mod, int cidx);
 void lt_register_meta(lua_State *L, int mt, int cidx);
 void lt_register_autograd(lua_State *L, int mod, int cidx);
+void lt_register_optim(lua_State *L, int mod, int cidx);
 
 int luaopen_dlua_core(lua_State *L);
 

@@ -42,5 +42,6 @@ end
 M.memory = require "dlua.memory"
 M.autograd = require "dlua.autograd"
 M.nn = require "dlua.nn"
+M.optim = require "dlua.optim"
 
 return M

@@ -1,0 +1,31 @@
+/* optim.h -- optimizer update rules over flat float32 buffers. */
+/* See LICENSE */
+#ifndef DL_OPTIM_H
+#define DL_OPTIM_H
+
+#include <stdint.h>
+
+typedef enum { DL_SGD = 0, DL_ADAM, DL_NADAM, DL_ADAMW, DL_ADAGRAD, DL_RMSPROP, DL_NOPTIM } dl_optim_kind;
+
+typedef struct {
+  double lr;            /* eta / alpha, this step's value (schedules applied by the caller) */
+  double momentum;      /* gamma: SGD momentum, RMSProp momentum */
+  int nesterov;         /* SGD only */
+  double beta1, beta2;  /* Adam family */
+  double rho;           /* RMSProp decay */
+  double eps;
+  double weight_decay;  /* coupled L2 (g += wd * p) except AdamW: decoupled (p -= lr * wd * p) */
+} dl_optim_opts;
+
+dl_optim_opts dl_optim_defaults(dl_optim_kind k);
+const char *dl_optim_name(dl_optim_kind k);
+/* number of state buffers the rule keeps per parameter (0, 1 or 2) */
+int dl_optim_nstate(dl_optim_kind k, const dl_optim_opts *o);
+
+/* One update of n parameters p with gradient g and state s1, s2 (each n floats,
+ * or NULL when the rule keeps fewer). t is the 1-based step number (Adam's
+ * bias correction). The formulas are in docs/optimizers.md. */
+void dl_optim_update(dl_optim_kind k, const dl_optim_opts *o, int64_t t, float *p, const float *g, float *s1,
+                     float *s2, int64_t n);
+
+#endif

@@ -195,6 +195,9 @@ static int bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return 0;
 }
 
+static dl_tensor *record_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int64_t R,
+                                int correction, dl_tensor *out, dl_tensor **idx);
+
 dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int keepdim,
                      int correction, dl_tensor **idx) {
   if (mask == 0) mask = a->ndim ? (1u << a->ndim) - 1 : 0;
@@ -204,6 +207,30 @@ dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int 
   out_shape(a, mask, keepdim, &nd, sh);
   if ((op == DL_RMAX || op == DL_RMIN) && dl_numel(a) == 0)
     return dl_fail(ctx, "%s: cannot reduce an empty tensor", red_names[op]);
+  /* sum/mean over leading dims of a contiguous float32 tensor (bias gradients):
+   * accumulate columns directly instead of transposing first */
+  unsigned lead = 0;
+  int nlead = 0;
+  while (nlead < a->ndim && (mask >> nlead & 1)) lead |= 1u << nlead++;
+  if ((op == DL_RSUM || op == DL_RMEAN) && a->dtype == DL_F32 && mask == lead && nlead < a->ndim &&
+      dl_is_contiguous(a) && dl_numel(a) > 0) {
+    int64_t cols = 1, nrow = 1;
+    for (int d = nlead; d < a->ndim; d++) cols *= a->shape[d];
+    for (int d = 0; d < nlead; d++) nrow *= a->shape[d];
+    dl_tensor *acc = dl_tensor_new_zeros(ctx, DL_F64, 1, &cols);
+    dl_tensor *out = acc ? dl_tensor_new_empty(ctx, DL_F32, nd, sh) : NULL;
+    if (!out) { dl_tensor_release(acc); return NULL; }
+    double *s = acc->st->data;
+    const float *x = dl_data(a);
+    for (int64_t i = 0; i < nrow; i++)
+      for (int64_t j = 0; j < cols; j++) s[j] += (double)x[i * cols + j];
+    float *o = out->st->data;
+    double scale = op == DL_RMEAN ? 1.0 / (double)nrow : 1.0;
+    for (int64_t j = 0; j < cols; j++) o[j] = (float)(s[j] * scale);
+    dl_tensor_release(acc);
+    if (!dl_needs_grad(ctx, 1, &a)) return out;
+    return record_reduce(ctx, op, a, mask, nrow, correction, out, NULL);
+  }
   dl_tensor *src = rows_of(ctx, a, mask, &rows, &R);
   if (!src) return NULL;
   if ((op == DL_RMAX || op == DL_RMIN) && R == 0) {
@@ -236,6 +263,11 @@ dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int 
     *idx = ir;
   }
   if (!dl_dtype_is_float(a->dtype) || !dl_needs_grad(ctx, 1, &a)) return out;
+  return record_reduce(ctx, op, a, mask, R, correction, out, idx);
+}
+
+static dl_tensor *record_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int64_t R,
+                                int correction, dl_tensor *out, dl_tensor **idx) {
   dl_node *n = dl_node_new(ctx, red_names[op], bw_reduce, 1, &a);
   if (!n) {
     dl_tensor_release(out);

@@ -22,10 +22,20 @@ static dl_dtype other_dtype(lua_State *L, int i) {
   return t ? t->dtype : DL_F32;
 }
 
+/* dtype for a number at i combined with a tensor of dtype d: fractional numbers
+ * next to integer tensors become float32, so i * 2.5 and i:lt(1.5) are exact */
+static dl_dtype number_dtype(lua_State *L, int i, dl_dtype d) {
+  if (!dl_dtype_is_float(d) && lua_type(L, i) == LUA_TNUMBER && !lua_isinteger(L, i)) {
+    lua_Number v = lua_tonumber(L, i);
+    if (v != floor(v)) return DL_F32;
+  }
+  return d;
+}
+
 static int binary(lua_State *L, dl_binop op) {
   dl_tensor *a = lt_test(L, 1), *b = lt_test(L, 2);
-  if (!a) a = lt_coerce(L, 1, other_dtype(L, 2));
-  if (!b) b = lt_coerce(L, 2, a->dtype);
+  if (!a) a = lt_coerce(L, 1, number_dtype(L, 1, other_dtype(L, 2)));
+  if (!b) b = lt_coerce(L, 2, number_dtype(L, 2, a->dtype));
   if (!a->st || !b->st) return luaL_error(L, "%s: tensor has been released", dl_binop_name(op));
   lt_newbox(L);
   return lt_finish(L, dl_binary(lt_ctx(L), op, a, b));
@@ -177,17 +187,21 @@ static unsigned parse_dims(lua_State *L, int i, dl_tensor *t, const char *fn, in
     *single = d;
   } else if (lua_istable(L, i) && !lt_test(L, i)) {
     lua_Integer n = luaL_len(L, i);
-    if (n == 0) {
+    if (n == 0) {                             /* {dim = d, keepdim = true, ...} */
       lua_getfield(L, i, "keepdim");
-      *keepdim = lua_toboolean(L, -1);
+      int kd = lua_toboolean(L, -1);
+      lua_pop(L, 1);
       lua_getfield(L, i, "dim");
-      if (!lua_isnil(L, -1)) {
-        lua_replace(L, i);
+      if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
-        return parse_dims(L, i, t, fn, keepdim, single) | 0u;
+        *keepdim = kd;
+        return 0;
       }
-      lua_pop(L, 2);
-      return 0;
+      int d = lt_checkdim(L, lua_gettop(L), t->ndim, fn, 0);
+      lua_pop(L, 1);
+      *keepdim = kd;
+      *single = d;
+      return t->ndim ? 1u << d : 0;
     }
     for (lua_Integer k = 1; k <= n; k++) {
       lua_geti(L, i, k);
@@ -513,6 +527,7 @@ static int l_one_hot(lua_State *L) {
 /* cat({t1, t2, ...}, dim) and stack(...) */
 static int cat_stack(lua_State *L, int stack) {
   const char *fn = stack ? "stack" : "cat";
+  lua_settop(L, 2);                           /* the pointer array below must not pose as the dim */
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 1);
   if (n < 1) return luaL_error(L, "%s: expected a non-empty list of tensors", fn);

@@ -228,7 +228,8 @@ dl_tensor *dl_tensor_new_arange(dl_ctx *ctx, dl_dtype d, double start, double st
 }
 
 dl_tensor *dl_tensor_new_rand(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape, int normal) {
-  if (!dl_dtype_is_float(d)) return dl_fail(ctx, "rand: dtype %s is not a float type", dl_dtype_name(d));
+  if (!dl_dtype_is_float(d))
+    return dl_fail(ctx, "%s: dtype %s is not a float type", normal ? "randn" : "rand", dl_dtype_name(d));
   dl_tensor *t = dl_tensor_new_empty(ctx, DL_F32, ndim, shape);
   if (!t) return NULL;
   size_t n = (size_t)dl_numel(t);

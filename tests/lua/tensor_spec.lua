@@ -248,6 +248,31 @@ describe("dlua.tensor reductions", function()
   end)
 end)
 
+describe("dlua.tensor argument forms", function()
+  it("keeps fractional numbers exact next to integer tensors", function()
+    local i = dl.tensor({1, 2, 3}, {dtype = "int32"})
+    assert.are.same({2.5, 5, 7.5}, (i * 2.5):totable())
+    assert.are.equal("int32", (i + 1):dtype())
+    assert.are.same({1, 0, 0}, i:lt(1.5):totable())
+  end)
+
+  it("concatenates along dim 1 by default", function()
+    assert.are.same({1, 1, 2, 2}, dl.cat({dl.ones(2), dl.full(2, 2)}):totable())
+    assert.are.same({2, 2}, dl.stack({dl.ones(2), dl.ones(2)}):shape())
+  end)
+
+  it("reads dim, keepdim and correction from one option table", function()
+    local a = dl.tensor({{1, 5, 3}, {4, 2, 6}})
+    assert.are.same({{9}, {12}}, a:sum({dim = 2, keepdim = true}):totable())
+    local v = a:var({dim = 2, correction = 0}):totable()
+    assert(math.abs(v[1] - 8 / 3) < 1e-5)
+  end)
+
+  it("names randn in its dtype error", function()
+    assert.error_matches(function() dl.randn(3, {dtype = "int32"}) end, "randn: dtype int32 is not a float type")
+  end)
+end)
+
 describe("dlua.tensor matmul", function()
   local function ref_mm(A, B)
     local C = {}

@@ -552,8 +552,10 @@ static int l_backward(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   dl_tensor *g = NULL;
   int keep = 0;
-  if (!lua_isnoneornil(L, 2) && !is_opts(L, 2)) g = lt_coerce(L, 2, t->dtype);
-  int o = is_opts(L, 2) ? 2 : is_opts(L, 3) ? 3 : 0;
+  /* a table with an array part is a gradient; one with only keys is the options */
+  int g_is_table = is_opts(L, 2) && luaL_len(L, 2) > 0;
+  if (!lua_isnoneornil(L, 2) && (!is_opts(L, 2) || g_is_table)) g = lt_coerce(L, 2, t->dtype);
+  int o = is_opts(L, 2) && !g_is_table ? 2 : is_opts(L, 3) ? 3 : 0;
   if (o) {
     lua_getfield(L, o, "keep_graph");
     keep = lua_toboolean(L, -1);

@@ -36,6 +36,9 @@ function M.Function(spec)
         error(name .. ": forward must return a tensor, got " .. type(out), 2)
       end
       if #inputs == 0 then return out end
+      if #inputs > 4 then
+        error(string.format("%s: %d tensor inputs, 1 to 4 supported", name, #inputs), 2)
+      end
       return core.record_function(out, inputs, function(g) return spec.backward(ctx, g) end, name)
     end,
   })

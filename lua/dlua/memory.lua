@@ -17,9 +17,10 @@ end
 --- Sets the limit in bytes (nil removes it); returns the previous limit.
 -- @usage dl.memory.limit(512 * 2^20)
 function M.limit(bytes)
-  if bytes ~= nil and math.type(bytes) == "float" and bytes == math.floor(bytes) then
-    bytes = math.tointeger(bytes)
+  if bytes ~= nil and (type(bytes) ~= "number" or bytes <= 0 or bytes ~= math.floor(bytes)) then
+    error("memory.limit: bytes must be a positive integer or nil, got " .. tostring(bytes), 2)
   end
+  if bytes ~= nil and math.type(bytes) == "float" then bytes = math.tointeger(bytes) end
   return core.memory_limit(bytes)
 end
 

@@ -87,6 +87,8 @@ describe("dlua.autograd tape", function()
     local y = x * 2
     y:backward(dl.tensor({1, 10}))
     assert.are.same({2, 20}, x.grad:totable())
+    ;(x * 2):backward({1, 1})                -- a plain table is a gradient too
+    assert.are.same({4, 22}, x.grad:totable())
     assert.error_matches(function() (x * 2):backward() end, "one%-element outputs")
   end)
 

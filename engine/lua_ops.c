@@ -7,6 +7,7 @@
  */
 /* See LICENSE */
 #include "lua_tensor.h"
+#include "conv.h"
 
 #include <lauxlib.h>
 #include <math.h>
@@ -555,6 +556,87 @@ static int cat_stack(lua_State *L, int stack) {
 static int l_cat(lua_State *L) { return cat_stack(L, 0); }
 static int l_stack(lua_State *L) { return cat_stack(L, 1); }
 
+/* ------------------------------------------------------------ conv, pool */
+
+/* opts.key as a pair (h, w): a number or a {h, w} list; def when absent */
+static void pair_opt(lua_State *L, int opts, const char *fn, const char *key, int def, int out[2]) {
+  out[0] = out[1] = def;
+  if (!opts) return;
+  lua_getfield(L, opts, key);
+  if (lua_type(L, -1) == LUA_TNUMBER) {
+    out[0] = out[1] = (int)lt_checkint(L, lua_gettop(L), fn, key);
+  } else if (lua_istable(L, -1)) {
+    for (int i = 0; i < 2; i++) {
+      lua_geti(L, -1 - i, i + 1);
+      out[i] = (int)lt_checkint(L, lua_gettop(L), fn, key);
+    }
+    lua_pop(L, 2);
+  } else if (!lua_isnil(L, -1)) {
+    luaL_error(L, "%s: option '%s' must be a number or {h, w}, got %s", fn, key, luaL_typename(L, -1));
+  }
+  lua_pop(L, 1);
+}
+
+static void check_keys(lua_State *L, int opts, const char *fn, const char *const *keys, const char *list) {
+  if (!opts) return;
+  lua_pushnil(L);
+  while (lua_next(L, opts)) {
+    int ok = 0;
+    if (lua_type(L, -2) == LUA_TSTRING)
+      for (int i = 0; keys[i]; i++) ok |= strcmp(lua_tostring(L, -2), keys[i]) == 0;
+    if (!ok) luaL_error(L, "%s: unknown option '%s' (valid: %s)", fn,
+                        lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?", list);
+    lua_pop(L, 1);
+  }
+}
+
+/* conv2d(x, w [, b] [, {stride, padding, dilation, groups}]) */
+static int l_conv2d(lua_State *L) {
+  dl_tensor *x = lt_check(L, 1), *w = lt_check(L, 2);
+  dl_tensor *b = lt_test(L, 3);
+  int opts = is_opts(L, 3) ? 3 : is_opts(L, 4) ? 4 : 0;
+  static const char *const keys[] = {"stride", "padding", "dilation", "groups", NULL};
+  check_keys(L, opts, "conv2d", keys, "dilation, groups, padding, stride");
+  dl_conv_opts o;
+  pair_opt(L, opts, "conv2d", "stride", 1, o.stride);
+  pair_opt(L, opts, "conv2d", "padding", 0, o.pad);
+  pair_opt(L, opts, "conv2d", "dilation", 1, o.dil);
+  o.groups = 1;
+  if (opts) {
+    lua_getfield(L, opts, "groups");
+    if (!lua_isnil(L, -1)) o.groups = (int)lt_checkint(L, lua_gettop(L), "conv2d", "groups");
+    lua_pop(L, 1);
+  }
+  lt_newbox(L);
+  return lt_finish(L, dl_conv2d(lt_ctx(L), x, w, b, &o));
+}
+
+static int pool(lua_State *L, int max) {
+  const char *fn = max ? "max_pool2d" : "avg_pool2d";
+  dl_tensor *x = lt_check(L, 1);
+  int k[2], s[2], p[2];
+  if (lua_istable(L, 2)) {
+    for (int i = 0; i < 2; i++) {
+      lua_geti(L, 2, i + 1);
+      k[i] = (int)lt_checkint(L, lua_gettop(L), fn, "kernel");
+      lua_pop(L, 1);
+    }
+  } else {
+    k[0] = k[1] = (int)lt_checkint(L, 2, fn, "kernel");
+  }
+  int opts = is_opts(L, 3) ? 3 : 0;
+  static const char *const keys[] = {"stride", "padding", NULL};
+  check_keys(L, opts, fn, keys, "padding, stride");
+  pair_opt(L, opts, fn, "stride", 0, s);
+  if (s[0] == 0) { s[0] = k[0]; s[1] = k[1]; }
+  pair_opt(L, opts, fn, "padding", 0, p);
+  lt_newbox(L);
+  return lt_finish(L, dl_pool2d(lt_ctx(L), x, k, s, p, max));
+}
+
+static int l_max_pool2d(lua_State *L) { return pool(L, 1); }
+static int l_avg_pool2d(lua_State *L) { return pool(L, 0); }
+
 /* ------------------------------------------------------------ metamethods */
 
 static int m_unm(lua_State *L) { return unary(L, DL_NEG); }
@@ -571,11 +653,13 @@ static const luaL_Reg op_funcs[] = {
   {"add_", l_add_},
   {"argmax", l_argmax},
   {"argmin", l_argmin},
+  {"avg_pool2d", l_avg_pool2d},
   {"byte", l_byte},
   {"cat", l_cat},
   {"clamp", l_clamp},
   {"clone", l_clone},
   {"contiguous", l_contiguous},
+  {"conv2d", l_conv2d},
   {"copy_", l_copy_},
   {"div", l_div},
   {"double", l_double},
@@ -599,6 +683,7 @@ static const luaL_Reg op_funcs[] = {
   {"lt", l_lt},
   {"matmul", l_matmul},
   {"max", l_max},
+  {"max_pool2d", l_max_pool2d},
   {"maximum", l_maximum},
   {"mean", l_mean},
   {"min", l_min},

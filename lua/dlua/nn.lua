@@ -319,6 +319,68 @@ end
 
 function Linear:extra_repr() return string.format("%d -> %d", self.in_features, self.out_features) end
 
+local Conv2d = Module:extend("Conv2d")
+M.Conv2d = Conv2d
+
+local function pair(v) return type(v) == "table" and v or {v, v} end
+
+--- nn.Conv2d(in, out, kernel [, {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true}])
+-- on [N, in, H, W]; kernel, stride, padding, dilation are a number or {h, w}.
+-- Default init (as PyTorch): W, b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * kh * kw.
+function Conv2d:init(n_in, n_out, kernel, opts)
+  n_in, n_out = check_size("Conv2d", "in_channels", n_in), check_size("Conv2d", "out_channels", n_out)
+  opts = options("Conv2d", opts, {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true})
+  local k = pair(kernel)
+  check_size("Conv2d", "kernel", k[1]); check_size("Conv2d", "kernel", k[2])
+  if n_in % opts.groups ~= 0 or n_out % opts.groups ~= 0 then
+    error(string.format("Conv2d: groups %d must divide in_channels %d and out_channels %d", opts.groups, n_in, n_out), 3)
+  end
+  rawset(self, "conv", {stride = opts.stride, padding = opts.padding, dilation = opts.dilation, groups = opts.groups})
+  rawset(self, "desc", string.format("%d -> %d, %dx%d", n_in, n_out, k[1], k[2]))
+  local fan_in = n_in // opts.groups * k[1] * k[2]
+  local bound = 1 / math.sqrt(fan_in)
+  self.weight = self:parameter(init.uniform(core.empty(n_out, n_in // opts.groups, k[1], k[2]), -bound, bound))
+  if opts.bias then self.bias = self:parameter(init.uniform(core.empty(n_out), -bound, bound)) end
+end
+
+function Conv2d:forward(x)
+  if self._params.bias then return core.conv2d(x, self.weight, self._params.bias, self.conv) end
+  return core.conv2d(x, self.weight, self.conv)
+end
+
+function Conv2d:extra_repr() return self.desc end
+
+local function pool_class(name, fn)
+  local cls = Module:extend(name)
+  --- nn.MaxPool2d(kernel [, {stride = kernel, padding = 0}]) and nn.AvgPool2d alike
+  function cls:init(kernel, opts)
+    opts = options(name, opts, {stride = false, padding = 0})
+    rawset(self, "kernel", kernel)
+    rawset(self, "opts", {stride = opts.stride or nil, padding = opts.padding})
+  end
+  function cls:forward(x) return core[fn](x, self.kernel, self.opts) end
+  function cls:extra_repr() return tostring(type(self.kernel) == "table" and table.concat(self.kernel, "x") or self.kernel) end
+  M[name] = cls
+end
+pool_class("MaxPool2d", "max_pool2d")
+pool_class("AvgPool2d", "avg_pool2d")
+
+local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
+M.AdaptiveAvgPool2d = AdaptiveAvgPool2d
+--- nn.AdaptiveAvgPool2d(1): global average pooling [N, C, H, W] -> [N, C, 1, 1]
+-- (output sizes other than 1 divide H and W evenly: an AvgPool2d with kernel = stride = H/out).
+function AdaptiveAvgPool2d:init(out) rawset(self, "out", pair(out or 1)) end
+function AdaptiveAvgPool2d:forward(x)
+  local s = x:shape()
+  if #s ~= 4 then error(string.format("AdaptiveAvgPool2d: input [%s] must be [N, C, H, W]", table.concat(s, ", ")), 2) end
+  if self.out[1] == 1 and self.out[2] == 1 then return x:mean({3, 4}, true) end
+  if s[3] % self.out[1] ~= 0 or s[4] % self.out[2] ~= 0 then
+    error(string.format("AdaptiveAvgPool2d: %dx%d does not divide into %dx%d", s[3], s[4], self.out[1], self.out[2]), 2)
+  end
+  local k = {s[3] // self.out[1], s[4] // self.out[2]}
+  return core.avg_pool2d(x, k, {stride = k})
+end
+
 local function activation(name, method)
   local cls = Module:extend(name)
   cls.forward = function(_, x) return x[method](x) end

@@ -1,0 +1,298 @@
+/* conv.c -- 2-D convolution (im2col + sgemm) and max/average pooling, with backwards.
+ *
+ * Convolution runs per example and group: the input patch matrix
+ * col [C/g * kh * kw, Ho * Wo] is built once, then out = W_g col is one sgemm.
+ * The backward reuses the same layout: dW += dY col^T, dcol = W^T dY, then
+ * col2im adds dcol back into dX. float32 only; strides, padding, dilation
+ * and groups are general. Pooling keeps the argmax of each window for its
+ * backward.
+ */
+/* See LICENSE */
+#include "conv.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <string.h>
+
+typedef struct {
+  int64_t N, C, H, W, O, kh, kw, Ho, Wo, Cg, Og, K, P;
+} geom;
+
+static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const dl_tensor *b,
+                     const dl_conv_opts *o, geom *g) {
+  char a[128], c[128];
+  dl_shape_str(x->shape, x->ndim, a, sizeof a);
+  dl_shape_str(w->shape, w->ndim, c, sizeof c);
+  if (x->dtype != DL_F32 || w->dtype != DL_F32 || (b && b->dtype != DL_F32)) {
+    dl_fail(ctx, "conv2d: expected float32 tensors, got %s and %s", dl_dtype_name(x->dtype), dl_dtype_name(w->dtype));
+    return -1;
+  }
+  if (x->ndim != 4 || w->ndim != 4) {
+    dl_fail(ctx, "conv2d: input %s must be [N, C, H, W] and weight %s [O, C/groups, kh, kw]", a, c);
+    return -1;
+  }
+  for (int i = 0; i < 2; i++)
+    if (o->stride[i] < 1 || o->dil[i] < 1 || o->pad[i] < 0) {
+      dl_fail(ctx, "conv2d: stride and dilation must be >= 1 and padding >= 0");
+      return -1;
+    }
+  g->N = x->shape[0]; g->C = x->shape[1]; g->H = x->shape[2]; g->W = x->shape[3];
+  g->O = w->shape[0]; g->kh = w->shape[2]; g->kw = w->shape[3];
+  int G = o->groups;
+  if (G < 1 || g->C % G || g->O % G) {
+    dl_fail(ctx, "conv2d: groups %d must divide input channels %lld and output channels %lld", G,
+            (long long)g->C, (long long)g->O);
+    return -1;
+  }
+  g->Cg = g->C / G;
+  g->Og = g->O / G;
+  if (w->shape[1] != g->Cg) {
+    dl_fail(ctx, "conv2d: input %s has %lld channels but weight %s expects %lld x %d groups", a, (long long)g->C, c,
+            (long long)w->shape[1], G);
+    return -1;
+  }
+  if (b && (b->ndim != 1 || b->shape[0] != g->O)) {
+    dl_fail(ctx, "conv2d: bias must be [%lld]", (long long)g->O);
+    return -1;
+  }
+  int64_t eh = (int64_t)o->dil[0] * (g->kh - 1) + 1, ew = (int64_t)o->dil[1] * (g->kw - 1) + 1;
+  g->Ho = (g->H + 2 * o->pad[0] - eh) / o->stride[0] + 1;
+  g->Wo = (g->W + 2 * o->pad[1] - ew) / o->stride[1] + 1;
+  if (g->H + 2 * o->pad[0] < eh || g->W + 2 * o->pad[1] < ew || g->Ho < 1 || g->Wo < 1) {
+    dl_fail(ctx, "conv2d: input %s is smaller than the (dilated) kernel %lldx%lld after padding", a,
+            (long long)eh, (long long)ew);
+    return -1;
+  }
+  g->K = g->Cg * g->kh * g->kw;
+  g->P = g->Ho * g->Wo;
+  return 0;
+}
+
+/* col[K, P] from x (one example, channels c0..c0+Cg) */
+static void im2col(const float *x, const geom *g, const dl_conv_opts *o, int64_t c0, float *col) {
+  for (int64_t c = 0; c < g->Cg; c++)
+    for (int64_t i = 0; i < g->kh; i++)
+      for (int64_t j = 0; j < g->kw; j++) {
+        float *row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+        const float *xc = x + (c0 + c) * g->H * g->W;
+        for (int64_t oh = 0; oh < g->Ho; oh++) {
+          int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
+          float *r = row + oh * g->Wo;
+          if (h < 0 || h >= g->H) { memset(r, 0, sizeof(float) * (size_t)g->Wo); continue; }
+          for (int64_t ow = 0; ow < g->Wo; ow++) {
+            int64_t w = ow * o->stride[1] - o->pad[1] + j * o->dil[1];
+            r[ow] = (w >= 0 && w < g->W) ? xc[h * g->W + w] : 0.0f;
+          }
+        }
+      }
+}
+
+static void col2im(const float *col, const geom *g, const dl_conv_opts *o, int64_t c0, float *dx) {
+  for (int64_t c = 0; c < g->Cg; c++)
+    for (int64_t i = 0; i < g->kh; i++)
+      for (int64_t j = 0; j < g->kw; j++) {
+        const float *row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+        float *xc = dx + (c0 + c) * g->H * g->W;
+        for (int64_t oh = 0; oh < g->Ho; oh++) {
+          int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
+          if (h < 0 || h >= g->H) continue;
+          for (int64_t ow = 0; ow < g->Wo; ow++) {
+            int64_t w = ow * o->stride[1] - o->pad[1] + j * o->dil[1];
+            if (w >= 0 && w < g->W) xc[h * g->W + w] += row[oh * g->Wo + ow];
+          }
+        }
+      }
+}
+
+static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
+
+dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
+  geom g;
+  if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
+  dl_tensor *xc = dl_contiguous(ctx, x);
+  dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
+  int64_t csh[2] = {g.K, g.P}, osh[4] = {g.N, g.O, g.Ho, g.Wo};
+  dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 2, csh) : NULL;
+  dl_tensor *out = col ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
+  if (!out) {
+    dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(col);
+    return NULL;
+  }
+  const float *xp = dl_data(xc), *wp = dl_data(wc);
+  float *cp = col->st->data, *op = out->st->data;
+  int G = o->groups;
+  for (int64_t n = 0; n < g.N; n++)
+    for (int gi = 0; gi < G; gi++) {
+      im2col(xp + n * g.C * g.H * g.W, &g, o, gi * g.Cg, cp);
+      float *y = op + (n * g.O + gi * g.Og) * g.P;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Og, (int)g.P, (int)g.K, 1.0f,
+                  wp + gi * g.Og * g.K, (int)g.K, cp, (int)g.P, 0.0f, y, (int)g.P);
+    }
+  if (b) {
+    for (int64_t n = 0; n < g.N; n++)
+      for (int64_t c = 0; c < g.O; c++) {
+        float bv = (float)dl_get_flat(b, c), *y = op + (n * g.O + c) * g.P;
+        for (int64_t p = 0; p < g.P; p++) y[p] += bv;
+      }
+  }
+  dl_tensor_release(col);
+  dl_tensor_release(xc);
+  dl_tensor_release(wc);
+  dl_tensor *in[3] = {x, w, b};
+  int nin = b ? 3 : 2;
+  if (!dl_needs_grad(ctx, nin, in)) return out;
+  dl_node *nd = dl_node_new(ctx, "conv2d", bw_conv, nin, in);
+  if (!nd) { dl_tensor_release(out); return NULL; }
+  _Static_assert(sizeof(dl_conv_opts) <= sizeof nd->iv, "conv options fit the node");
+  memcpy(&nd->iv[0], o, sizeof *o);
+  return dl_record(ctx, out, nd);
+}
+
+static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
+  dl_conv_opts o;
+  memcpy(&o, &n->iv[0], sizeof o);
+  dl_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
+  geom g;
+  if (conv_geom(ctx, x, w, b, &o, &g) < 0) return -1;
+  dl_tensor *gyc = dl_contiguous(ctx, gy);
+  dl_tensor *xc = gyc ? dl_contiguous(ctx, x) : NULL;
+  dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
+  int64_t csh[2] = {g.K, g.P};
+  dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 2, csh) : NULL;
+  dl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
+  int rc = col ? 0 : -1;
+  if (!rc && x->requires_grad && !(gx = dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape))) rc = -1;
+  if (!rc && w->requires_grad && !(gw = dl_tensor_new_zeros(ctx, DL_F32, 4, w->shape))) rc = -1;
+  if (!rc && b && b->requires_grad && !(gb = dl_tensor_new_zeros(ctx, DL_F32, 1, b->shape))) rc = -1;
+  if (!rc) {
+    const float *xp = dl_data(xc), *wp = dl_data(wc), *gp = dl_data(gyc);
+    float *cp = col->st->data;
+    int G = o.groups;
+    for (int64_t s = 0; s < g.N; s++)
+      for (int gi = 0; gi < G; gi++) {
+        const float *dy = gp + (s * g.O + gi * g.Og) * g.P;
+        if (gw) {
+          im2col(xp + s * g.C * g.H * g.W, &g, &o, gi * g.Cg, cp);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)g.P, 1.0f, dy, (int)g.P, cp,
+                      (int)g.P, 1.0f, (float *)gw->st->data + gi * g.Og * g.K, (int)g.K);
+        }
+        if (gx) {
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)g.P, (int)g.Og, 1.0f,
+                      wp + gi * g.Og * g.K, (int)g.K, dy, (int)g.P, 0.0f, cp, (int)g.P);
+          col2im(cp, &g, &o, gi * g.Cg, (float *)gx->st->data + s * g.C * g.H * g.W);
+        }
+      }
+    if (gb) {
+      float *bp = gb->st->data;
+      for (int64_t c = 0; c < g.O; c++) {
+        double acc = 0;
+        for (int64_t s = 0; s < g.N; s++) {
+          const float *dy = gp + (s * g.O + c) * g.P;
+          for (int64_t p = 0; p < g.P; p++) acc += (double)dy[p];
+        }
+        bp[c] = (float)acc;
+      }
+    }
+  }
+  dl_tensor_release(col); dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(gyc);
+  if (rc) {
+    dl_tensor_release(gx); dl_tensor_release(gw); dl_tensor_release(gb);
+    return -1;
+  }
+  gin[0] = gx;
+  gin[1] = gw;
+  if (b) gin[2] = gb;
+  return 0;
+}
+
+/* ------------------------------------------------------------ pooling */
+
+static int bw_pool(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
+
+dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], const int p[2], int max) {
+  const char *name = max ? "max_pool2d" : "avg_pool2d";
+  char a[128];
+  dl_shape_str(x->shape, x->ndim, a, sizeof a);
+  if (x->ndim != 4 || x->dtype != DL_F32) return dl_fail(ctx, "%s: input %s must be a float32 [N, C, H, W]", name, a);
+  for (int i = 0; i < 2; i++) {
+    if (k[i] < 1 || s[i] < 1 || p[i] < 0) return dl_fail(ctx, "%s: kernel and stride must be >= 1, padding >= 0", name);
+    if (2 * p[i] > k[i]) return dl_fail(ctx, "%s: padding %d must be at most half the kernel %d", name, p[i], k[i]);
+  }
+  int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+  int64_t Ho = (H + 2 * p[0] - k[0]) / s[0] + 1, Wo = (W + 2 * p[1] - k[1]) / s[1] + 1;
+  if (H + 2 * p[0] < k[0] || W + 2 * p[1] < k[1])
+    return dl_fail(ctx, "%s: input %s is smaller than the kernel %dx%d", name, a, k[0], k[1]);
+  int64_t osh[4] = {N, C, Ho, Wo};
+  dl_tensor *xc = dl_contiguous(ctx, x);
+  dl_tensor *out = xc ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
+  dl_tensor *arg = (out && max) ? dl_tensor_new_empty(ctx, DL_I64, 4, osh) : NULL;
+  if (!out || (max && !arg)) { dl_tensor_release(xc); dl_tensor_release(out); return NULL; }
+  const float *xp = dl_data(xc);
+  float *op = out->st->data;
+  int64_t *ap = arg ? arg->st->data : NULL;
+  for (int64_t nc = 0; nc < N * C; nc++) {
+    const float *xi = xp + nc * H * W;
+    for (int64_t oh = 0; oh < Ho; oh++)
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        float best = -FLT_MAX;
+        int64_t bi = -1;
+        double sum = 0;
+        for (int i = 0; i < k[0]; i++) {
+          int64_t h = oh * s[0] - p[0] + i;
+          if (h < 0 || h >= H) continue;
+          for (int j = 0; j < k[1]; j++) {
+            int64_t w = ow * s[1] - p[1] + j;
+            if (w < 0 || w >= W) continue;
+            float v = xi[h * W + w];
+            if (bi < 0 || v > best || v != v) { best = v; bi = h * W + w; }
+            sum += (double)v;
+          }
+        }
+        int64_t o = (nc * Ho + oh) * Wo + ow;
+        if (max) { op[o] = best; ap[o] = bi; }
+        else op[o] = (float)(sum / (k[0] * k[1]));
+      }
+  }
+  dl_tensor_release(xc);
+  if (!dl_needs_grad(ctx, 1, &x)) { dl_tensor_release(arg); return out; }
+  dl_node *nd = dl_node_new(ctx, name, bw_pool, 1, &x);
+  if (!nd) { dl_tensor_release(arg); dl_tensor_release(out); return NULL; }
+  nd->saved[0] = arg;
+  nd->iv[0] = max; nd->iv[1] = k[0]; nd->iv[2] = k[1]; nd->iv[3] = s[0]; nd->iv[4] = s[1];
+  nd->iv[5] = p[0]; nd->iv[6] = p[1];
+  return dl_record(ctx, out, nd);
+}
+
+static int bw_pool(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
+  dl_tensor *x = n->in[0];
+  int max = (int)n->iv[0], k0 = (int)n->iv[1], k1 = (int)n->iv[2], s0 = (int)n->iv[3], s1 = (int)n->iv[4];
+  int p0 = (int)n->iv[5], p1 = (int)n->iv[6];
+  int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+  int64_t Ho = gy->shape[2], Wo = gy->shape[3];
+  dl_tensor *gyc = dl_contiguous(ctx, gy);
+  dl_tensor *gx = gyc ? dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape) : NULL;
+  if (!gx) { dl_tensor_release(gyc); return -1; }
+  const float *gp = dl_data(gyc);
+  float *xp = gx->st->data;
+  const int64_t *ap = max ? n->saved[0]->st->data : NULL;
+  float inv = 1.0f / (float)(k0 * k1);
+  for (int64_t nc = 0; nc < N * C; nc++) {
+    float *xi = xp + nc * H * W;
+    for (int64_t oh = 0; oh < Ho; oh++)
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        int64_t o = (nc * Ho + oh) * Wo + ow;
+        if (max) { xi[ap[o]] += gp[o]; continue; }
+        for (int i = 0; i < k0; i++) {
+          int64_t h = oh * s0 - p0 + i;
+          if (h < 0 || h >= H) continue;
+          for (int j = 0; j < k1; j++) {
+            int64_t w = ow * s1 - p1 + j;
+            if (w >= 0 && w < W) xi[h * W + w] += gp[o] * inv;
+          }
+        }
+      }
+  }
+  dl_tensor_release(gyc);
+  gin[0] = gx;
+  return 0;
+}

@@ -1,0 +1,106 @@
+-- Conv2d and pooling against direct loops, gradients against finite differences
+-- (float32 kernels: central differences with eps 1e-2 on linear-in-input ops).
+local dl = require "dlua"
+local nn = dl.nn
+
+local function ref_conv(x, w, b, s, p, d, groups)
+  local N, C, H, W = table.unpack(x:shape())
+  local O, Cg, kh, kw = table.unpack(w:shape())
+  local Og = O // groups
+  local Ho = (H + 2 * p[1] - d[1] * (kh - 1) - 1) // s[1] + 1
+  local Wo = (W + 2 * p[2] - d[2] * (kw - 1) - 1) // s[2] + 1
+  local X, Wt, B = x:totable(), w:totable(), b and b:totable()
+  local out = {}
+  for n = 1, N do out[n] = {} for o = 1, O do out[n][o] = {} for i = 1, Ho do out[n][o][i] = {} for j = 1, Wo do
+    local acc = B and B[o] or 0
+    local g = (o - 1) // Og
+    for c = 1, Cg do for a = 1, kh do for e = 1, kw do
+      local h, ww = (i - 1) * s[1] - p[1] + (a - 1) * d[1] + 1, (j - 1) * s[2] - p[2] + (e - 1) * d[2] + 1
+      if h >= 1 and h <= H and ww >= 1 and ww <= W then acc = acc + X[n][g * Cg + c][h][ww] * Wt[o][c][a][e] end
+    end end end
+    out[n][o][i][j] = acc
+  end end end end
+  return out
+end
+
+local function max_diff(a, b)
+  if type(a) ~= "table" then return math.abs(a - b) end
+  assert.are.equal(#b, #a)
+  local m = 0
+  for i = 1, #a do m = math.max(m, max_diff(a[i], b[i])) end
+  return m
+end
+
+local gc = {eps = 1e-2, atol = 2e-3, rtol = 1e-2}
+
+describe("dlua conv2d", function()
+  local cases = {
+    {"plain 3x3", {2, 3, 6, 6}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1},
+    {"stride 2, padding 1, dilation 2, odd sizes", {2, 3, 7, 6}, {4, 3, 3, 2}, {2, 2}, {1, 1}, {2, 2}, 1},
+    {"groups 2, rectangular stride and padding", {2, 4, 5, 7}, {6, 2, 3, 3}, {1, 2}, {2, 0}, {1, 1}, 2},
+    {"depthwise (groups = channels)", {1, 3, 5, 5}, {3, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 3},
+  }
+  for _, c in ipairs(cases) do
+    it("matches direct loops: " .. c[1], function()
+      dl.seed(1)
+      local x, w, b = dl.randn(c[2]), dl.randn(c[3]), dl.randn(c[3][1])
+      local opts = {stride = c[4], padding = c[5], dilation = c[6], groups = c[7]}
+      local got = dl.conv2d(x, w, b, opts):totable()
+      assert(max_diff(got, ref_conv(x, w, b, c[4], c[5], c[6], c[7])) < 1e-4)
+    end)
+    it("gradchecks: " .. c[1], function()
+      dl.seed(2)
+      local opts = {stride = c[4], padding = c[5], dilation = c[6], groups = c[7]}
+      local ok, rep = dl.autograd.gradcheck(function(x, w, b)
+        return dl.conv2d(x:float(), w:float(), b:float(), opts)
+      end, {dl.randn(c[2]), dl.randn(c[3]), dl.randn(c[3][1])}, gc)
+      assert(ok, rep)
+    end)
+  end
+
+  it("names both shapes when channels do not fit", function()
+    assert.error_matches(function() dl.conv2d(dl.zeros(1, 3, 5, 5), dl.zeros(4, 2, 3, 3)) end,
+      "conv2d: input %[1, 3, 5, 5%] has 3 channels but weight %[4, 2, 3, 3%] expects 2 x 1 groups")
+    assert.error_matches(function() dl.conv2d(dl.zeros(1, 3, 2, 2), dl.zeros(4, 3, 3, 3)) end,
+      "smaller than the %(dilated%) kernel 3x3")
+    assert.error_matches(function() dl.conv2d(dl.zeros(3, 5), dl.zeros(4, 3, 3, 3)) end, "must be %[N, C, H, W%]")
+    assert.error_matches(function() dl.conv2d(dl.zeros(1, 3, 5, 5), dl.zeros(4, 3, 3, 3), {strides = 2}) end,
+      "unknown option 'strides'")
+    assert.error_matches(function() nn.Conv2d(3, 4, 3, {groups = 2}) end, "groups 2 must divide")
+  end)
+end)
+
+describe("dlua pooling", function()
+  it("max-pools and average-pools 2x2 windows", function()
+    local x = dl.arange(16):reshape(1, 1, 4, 4)
+    assert.are.same({{{{5, 7}, {13, 15}}}}, dl.max_pool2d(x, 2):totable())
+    assert.are.same({{{{2.5, 4.5}, {10.5, 12.5}}}}, dl.avg_pool2d(x, 2):totable())
+    -- padding 1, stride 2, kernel 3 over 4x4: windows centred on 1, 3 (0-based); avg counts padding
+    local a = dl.avg_pool2d(x, 3, {stride = 2, padding = 1}):totable()
+    assert(math.abs(a[1][1][1][1] - (0 + 1 + 4 + 5) / 9) < 1e-6)
+  end)
+
+  it("gradchecks max and average pooling", function()
+    dl.seed(3)
+    -- well-separated values so eps never changes which element is the max
+    local x = dl.randperm(2 * 3 * 6 * 5):double():scale(0.1):reshape(2, 3, 6, 5)
+    local ok, rep = dl.autograd.gradcheck(function(t) return dl.max_pool2d(t:float(), 2) end, {x}, gc)
+    assert(ok, rep)
+    ok, rep = dl.autograd.gradcheck(function(t) return dl.avg_pool2d(t:float(), 3, {stride = 2, padding = 1}) end,
+      {dl.randn(2, 3, 7, 6)}, gc)
+    assert(ok, rep)
+  end)
+
+  it("pools globally with AdaptiveAvgPool2d(1)", function()
+    local x = dl.randn(2, 3, 4, 5)
+    local y = nn.AdaptiveAvgPool2d(1)(x)
+    assert.are.same({2, 3, 1, 1}, y:shape())
+    assert(math.abs(y[2][3][1][1]:item() - x[2][3]:mean():item()) < 1e-6)
+  end)
+
+  it("refuses bad pooling arguments", function()
+    assert.error_matches(function() dl.max_pool2d(dl.zeros(1, 1, 2, 2), 3) end, "smaller than the kernel 3x3")
+    assert.error_matches(function() dl.max_pool2d(dl.zeros(4, 4), 2) end, "must be a float32 %[N, C, H, W%]")
+    assert.error_matches(function() dl.max_pool2d(dl.zeros(1, 1, 4, 4), 2, {padding = 2}) end, "at most half the kernel")
+  end)
+end)

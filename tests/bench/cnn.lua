@@ -1,0 +1,41 @@
+-- tests/bench/cnn.lua -- training throughput (examples/s) of the CNN (conv5x5-32, pool, conv5x5-64,
+-- pool, FC-1024, FC-10) with Adam, the reference script's model B, on Fashion-MNIST batches.
+--   build/dlua tests/bench/cnn.lua [batch=256] [threads=2] [window_seconds=2] [windows=5]
+local dl = require "dlua"
+local nn, optim = dl.nn, dl.optim
+
+local batch = tonumber(arg[1]) or 256
+local threads = tonumber(arg[2]) or 2
+local win, nwin = tonumber(arg[3]) or 2, tonumber(arg[4]) or 5
+dl.threads(threads)
+local dir = "/usr/share/datasets/fashion-mnist"
+local x = dl.read_idx(dir .. "/train-images-idx3-ubyte.gz"):float():scale(1 / 255):reshape(60000, 1, 28, 28)
+local y = dl.read_idx(dir .. "/train-labels-idx1-ubyte.gz"):long():scale(1, 1)
+dl.seed(0)
+local model = nn.Sequential{
+  nn.Conv2d(1, 32, 5, {padding = 2}), nn.ReLU(), nn.MaxPool2d(2),
+  nn.Conv2d(32, 64, 5, {padding = 2}), nn.ReLU(), nn.MaxPool2d(2),
+  nn.Flatten(), nn.Linear(3136, 1024), nn.ReLU(), nn.Linear(1024, 10),
+}
+local ce = nn.CrossEntropy()
+local opt = optim.Adam{params = model:parameters(), lr = 1e-3}
+local nb = 60000 // batch
+local k = 0
+local function step()
+  local xb, yb = x:narrow(1, k * batch + 1, batch), y:narrow(1, k * batch + 1, batch)
+  k = (k + 1) % nb
+  opt:zero_grad()
+  ce(model(xb), yb):backward()
+  opt:step()
+end
+local function window()
+  local n, t0 = 0, dl.clock()
+  repeat step(); n = n + 1 until dl.clock() - t0 >= win
+  return n * batch / (dl.clock() - t0)
+end
+window()
+local r = {}
+for i = 1, nwin do r[i] = window() end
+table.sort(r)
+print(string.format('{"bench":"cnn","impl":"dlua","batch":%d,"threads":%d,"ex_per_s_median":%.0f,"min":%.0f,"max":%.0f}',
+  batch, threads, r[(nwin + 1) // 2], r[1], r[nwin]))

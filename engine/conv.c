@@ -68,12 +68,12 @@ static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const 
   return 0;
 }
 
-/* col[K, P] from x (one example, channels c0..c0+Cg) */
-static void im2col(const float *x, const geom *g, const dl_conv_opts *o, int64_t c0, float *col) {
+/* col[K, P] (rows ld apart) from x (one example, channels c0..c0+Cg) */
+static void im2col(const float *x, const geom *g, const dl_conv_opts *o, int64_t c0, float *col, int64_t ld) {
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
-        float *row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+        float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
         const float *xc = x + (c0 + c) * g->H * g->W;
         for (int64_t oh = 0; oh < g->Ho; oh++) {
           int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
@@ -87,11 +87,11 @@ static void im2col(const float *x, const geom *g, const dl_conv_opts *o, int64_t
       }
 }
 
-static void col2im(const float *col, const geom *g, const dl_conv_opts *o, int64_t c0, float *dx) {
+static void col2im(const float *col, const geom *g, const dl_conv_opts *o, int64_t c0, float *dx, int64_t ld) {
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
-        const float *row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+        const float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
         float *xc = dx + (c0 + c) * g->H * g->W;
         for (int64_t oh = 0; oh < g->Ho; oh++) {
           int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
@@ -104,6 +104,29 @@ static void col2im(const float *col, const geom *g, const dl_conv_opts *o, int64
       }
 }
 
+/* the whole batch at once: col [K, N*P] with example n in columns n*P.. so each
+ * group is one large sgemm; im2col/col2im run per example on the pool */
+typedef struct {
+  const geom *g;
+  const dl_conv_opts *o;
+  const float *x;     /* input, or NULL */
+  float *dx;          /* input gradient, or NULL */
+  float *col;
+  int64_t c0;
+} col_job;
+
+static void im2col_task(void *arg, int n) {
+  const col_job *j = arg;
+  const geom *g = j->g;
+  im2col(j->x + n * g->C * g->H * g->W, g, j->o, j->c0, j->col + n * g->P, g->N * g->P);
+}
+
+static void col2im_task(void *arg, int n) {
+  const col_job *j = arg;
+  const geom *g = j->g;
+  col2im(j->col + n * g->P, g, j->o, j->c0, j->dx + n * g->C * g->H * g->W, g->N * g->P);
+}
+
 static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
 
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
@@ -111,30 +134,32 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
   dl_tensor *xc = dl_contiguous(ctx, x);
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
-  int64_t csh[2] = {g.K, g.P}, osh[4] = {g.N, g.O, g.Ho, g.Wo};
+  int64_t NP = g.N * g.P;
+  int64_t csh[2] = {g.K, NP}, ysh[2] = {g.Og, NP}, osh[4] = {g.N, g.O, g.Ho, g.Wo};
   dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 2, csh) : NULL;
-  dl_tensor *out = col ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
+  dl_tensor *yg = col ? dl_tensor_new_empty(ctx, DL_F32, 2, ysh) : NULL;
+  dl_tensor *out = yg ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
   if (!out) {
-    dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(col);
+    dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(col); dl_tensor_release(yg);
     return NULL;
   }
-  const float *xp = dl_data(xc), *wp = dl_data(wc);
-  float *cp = col->st->data, *op = out->st->data;
-  int G = o->groups;
-  for (int64_t n = 0; n < g.N; n++)
-    for (int gi = 0; gi < G; gi++) {
-      im2col(xp + n * g.C * g.H * g.W, &g, o, gi * g.Cg, cp);
-      float *y = op + (n * g.O + gi * g.Og) * g.P;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Og, (int)g.P, (int)g.K, 1.0f,
-                  wp + gi * g.Og * g.K, (int)g.K, cp, (int)g.P, 0.0f, y, (int)g.P);
-    }
-  if (b) {
-    for (int64_t n = 0; n < g.N; n++)
-      for (int64_t c = 0; c < g.O; c++) {
-        float bv = (float)dl_get_flat(b, c), *y = op + (n * g.O + c) * g.P;
-        for (int64_t p = 0; p < g.P; p++) y[p] += bv;
+  const float *wp = dl_data(wc);
+  float *cp = col->st->data, *yp = yg->st->data, *op = out->st->data;
+  for (int gi = 0; gi < o->groups; gi++) {
+    col_job j = {&g, o, dl_data(xc), NULL, cp, gi * g.Cg};
+    dl_pool_run(ctx->pool, (int)g.N, im2col_task, &j);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Og, (int)NP, (int)g.K, 1.0f,
+                wp + gi * g.Og * g.K, (int)g.K, cp, (int)NP, 0.0f, yp, (int)NP);
+    for (int64_t n = 0; n < g.N; n++)           /* [Og, N, P] -> out[n, gi*Og + c, P] (+ bias) */
+      for (int64_t c = 0; c < g.Og; c++) {
+        int64_t oc = gi * g.Og + c;
+        float bv = b ? (float)dl_get_flat(b, oc) : 0.0f;
+        const float *src = yp + c * NP + n * g.P;
+        float *dst = op + (n * g.O + oc) * g.P;
+        for (int64_t q = 0; q < g.P; q++) dst[q] = src[q] + bv;
       }
   }
+  dl_tensor_release(yg);
   dl_tensor_release(col);
   dl_tensor_release(xc);
   dl_tensor_release(wc);
@@ -157,43 +182,47 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *gyc = dl_contiguous(ctx, gy);
   dl_tensor *xc = gyc ? dl_contiguous(ctx, x) : NULL;
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
-  int64_t csh[2] = {g.K, g.P};
+  int64_t NP = g.N * g.P;
+  int64_t csh[2] = {g.K, NP}, ysh[2] = {g.Og, NP};
   dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 2, csh) : NULL;
+  dl_tensor *dyg = col ? dl_tensor_new_empty(ctx, DL_F32, 2, ysh) : NULL;
   dl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
-  int rc = col ? 0 : -1;
+  int rc = dyg ? 0 : -1;
   if (!rc && x->requires_grad && !(gx = dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape))) rc = -1;
   if (!rc && w->requires_grad && !(gw = dl_tensor_new_zeros(ctx, DL_F32, 4, w->shape))) rc = -1;
   if (!rc && b && b->requires_grad && !(gb = dl_tensor_new_zeros(ctx, DL_F32, 1, b->shape))) rc = -1;
   if (!rc) {
-    const float *xp = dl_data(xc), *wp = dl_data(wc), *gp = dl_data(gyc);
-    float *cp = col->st->data;
-    int G = o.groups;
-    for (int64_t s = 0; s < g.N; s++)
-      for (int gi = 0; gi < G; gi++) {
-        const float *dy = gp + (s * g.O + gi * g.Og) * g.P;
-        if (gw) {
-          im2col(xp + s * g.C * g.H * g.W, &g, &o, gi * g.Cg, cp);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)g.P, 1.0f, dy, (int)g.P, cp,
-                      (int)g.P, 1.0f, (float *)gw->st->data + gi * g.Og * g.K, (int)g.K);
-        }
-        if (gx) {
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)g.P, (int)g.Og, 1.0f,
-                      wp + gi * g.Og * g.K, (int)g.K, dy, (int)g.P, 0.0f, cp, (int)g.P);
-          col2im(cp, &g, &o, gi * g.Cg, (float *)gx->st->data + s * g.C * g.H * g.W);
-        }
+    const float *wp = dl_data(wc), *gp = dl_data(gyc);
+    float *cp = col->st->data, *dp = dyg->st->data;
+    for (int gi = 0; gi < o.groups; gi++) {
+      for (int64_t c = 0; c < g.Og; c++)        /* dY[n, gi*Og + c, P] -> [Og, N*P] */
+        for (int64_t s = 0; s < g.N; s++)
+          memcpy(dp + c * NP + s * g.P, gp + (s * g.O + gi * g.Og + c) * g.P, sizeof(float) * (size_t)g.P);
+      col_job j = {&g, &o, dl_data(xc), gx ? (float *)gx->st->data : NULL, cp, gi * g.Cg};
+      if (gw) {
+        dl_pool_run(ctx->pool, (int)g.N, im2col_task, &j);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)NP, 1.0f, dp, (int)NP, cp,
+                    (int)NP, 0.0f, (float *)gw->st->data + gi * g.Og * g.K, (int)g.K);
       }
+      if (gx) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)NP, (int)g.Og, 1.0f,
+                    wp + gi * g.Og * g.K, (int)g.K, dp, (int)NP, 0.0f, cp, (int)NP);
+        dl_pool_run(ctx->pool, (int)g.N, col2im_task, &j);
+      }
+    }
     if (gb) {
       float *bp = gb->st->data;
       for (int64_t c = 0; c < g.O; c++) {
         double acc = 0;
         for (int64_t s = 0; s < g.N; s++) {
           const float *dy = gp + (s * g.O + c) * g.P;
-          for (int64_t p = 0; p < g.P; p++) acc += (double)dy[p];
+          for (int64_t q = 0; q < g.P; q++) acc += (double)dy[q];
         }
         bp[c] = (float)acc;
       }
     }
   }
+  dl_tensor_release(dyg);
   dl_tensor_release(col); dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(gyc);
   if (rc) {
     dl_tensor_release(gx); dl_tensor_release(gw); dl_tensor_release(gb);

@@ -20,13 +20,9 @@ end
 function GLU:extra_repr() return string.format("%d -> %d", self.n_in, self.n_out) end
 
 local epochs = tonumber(arg and arg[1]) or 1
-local dir = os.getenv("DLUA_FASHION_MNIST") or "/usr/share/datasets/fashion-mnist"
-local function load(images, labels)
-  local x = dl.read_idx(dir .. "/" .. images):float():scale(1 / 255)
-  return x:reshape(x:size(1), 784), dl.read_idx(dir .. "/" .. labels):long():scale(1, 1)
-end
-local xtr, ytr = load("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz")
-local xte, yte = load("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+local fm = dl.data.fashion_mnist_tensors()
+local xtr, ytr = fm.train.x:reshape(-1, 784), fm.train.y
+local xte, yte = fm.test.x:reshape(-1, 784), fm.test.y
 
 dl.seed(0)
 dl.threads(2)

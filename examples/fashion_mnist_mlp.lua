@@ -1,6 +1,6 @@
 -- examples/fashion_mnist_mlp.lua -- the MLP 784-1024-1024-10 on Fashion-MNIST with
 -- dl.nn and dl.optim (SGD with Nesterov momentum), the model the benchmarks compare
--- with PyTorch. A minimal loader reads Debian's IDX files; the full input
+-- with PyTorch. dl.data.fashion_mnist_tensors reads Debian's IDX files; the full input
 -- pipeline (dl.data) is a later issue.
 --   dlua examples/fashion_mnist_mlp.lua [epochs=2] [batch=256] [lr=0.05]
 local dl = require "dlua"
@@ -9,20 +9,9 @@ local nn, optim = dl.nn, dl.optim
 local epochs = tonumber(arg and arg[1]) or 2
 local batch = tonumber(arg and arg[2]) or 256
 local lr = tonumber(arg and arg[3]) or 0.05
-local dir = os.getenv("DLUA_FASHION_MNIST") or "/usr/share/datasets/fashion-mnist"
-
-local function load(images, labels)
-  local ok, x = pcall(dl.read_idx, dir .. "/" .. images)
-  if not ok then
-    io.stderr:write(x, "\n(install the data with: apt-get install dataset-fashion-mnist)\n")
-    os.exit(1)
-  end
-  local y = dl.read_idx(dir .. "/" .. labels):long():scale(1, 1)   -- IDX labels are 0-based
-  return x:float():scale(1 / 255):reshape(x:size(1), 784), y
-end
-
-local xtr, ytr = load("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz")
-local xte, yte = load("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+local fm = dl.data.fashion_mnist_tensors()
+local xtr, ytr = fm.train.x:reshape(-1, 784), fm.train.y
+local xte, yte = fm.test.x:reshape(-1, 784), fm.test.y
 
 dl.seed(0)
 dl.threads(2)

@@ -8,20 +8,13 @@ local dl = require "dlua"
 local epochs = tonumber(arg and arg[1]) or 5
 local batch = tonumber(arg and arg[2]) or 128
 local lr = tonumber(arg and arg[3]) or 0.1
-local dir = os.getenv("DLUA_FASHION_MNIST") or "/usr/share/datasets/fashion-mnist"
-
-local function load(images, labels)
-  local x = dl.read_idx(dir .. "/" .. images):float():scale(1 / 255)
-  local y = dl.read_idx(dir .. "/" .. labels):long():scale(1, 1) -- labels 1-based
-  return x:reshape(x:size(1), 784), y
-end
-
-local ok, xtr, ytr = pcall(load, "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz")
+local ok, fm = pcall(dl.data.fashion_mnist_tensors)
 if not ok then
-  io.stderr:write(xtr, "\n(install the data with: apt-get install dataset-fashion-mnist)\n")
+  io.stderr:write(fm, "\n")
   os.exit(1)
 end
-local xte, yte = load("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+local xtr, ytr = fm.train.x:reshape(-1, 784), fm.train.y
+local xte, yte = fm.test.x:reshape(-1, 784), fm.test.y
 print(string.format("train %s, test %s", table.concat(xtr:shape(), "x"), table.concat(xte:shape(), "x")))
 
 dl.seed(0)

@@ -43,5 +43,6 @@ M.memory = require "dlua.memory"
 M.autograd = require "dlua.autograd"
 M.nn = require "dlua.nn"
 M.optim = require "dlua.optim"
+M.data = require "dlua.data"
 
 return M

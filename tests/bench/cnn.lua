@@ -8,9 +8,8 @@ local batch = tonumber(arg[1]) or 256
 local threads = tonumber(arg[2]) or 2
 local win, nwin = tonumber(arg[3]) or 2, tonumber(arg[4]) or 5
 dl.threads(threads)
-local dir = "/usr/share/datasets/fashion-mnist"
-local x = dl.read_idx(dir .. "/train-images-idx3-ubyte.gz"):float():scale(1 / 255):reshape(60000, 1, 28, 28)
-local y = dl.read_idx(dir .. "/train-labels-idx1-ubyte.gz"):long():scale(1, 1)
+local train = dl.data.fashion_mnist_tensors().train
+local x, y = train.x, train.y
 dl.seed(0)
 local model = nn.Sequential{
   nn.Conv2d(1, 32, 5, {padding = 2}), nn.ReLU(), nn.MaxPool2d(2),

@@ -1,0 +1,82 @@
+-- The IDX reader and the in-memory Fashion-MNIST loader: real-file facts,
+-- files written here, and malformed files refused with file and offset.
+local dl = require "dlua"
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p " .. d))
+  return d
+end
+
+local function write(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
+-- IDX header: 0, 0, type, ndim, then big-endian uint32 sizes
+local function idx(dims, data, typ)
+  local h = string.char(0, 0, typ or 8, #dims)
+  for _, d in ipairs(dims) do h = h .. string.pack(">I4", d) end
+  return h .. data
+end
+
+describe("dlua.read_idx", function()
+  local d = tmpdir()
+
+  it("reads a plain IDX file with its dimensions and bytes", function()
+    write(d .. "/ok.idx", idx({2, 3}, string.char(1, 2, 3, 4, 5, 255)))
+    local t = dl.read_idx(d .. "/ok.idx")
+    assert.are.equal("uint8", t:dtype())
+    assert.are.same({{1, 2, 3}, {4, 5, 255}}, t:totable())
+  end)
+
+  it("reads a gzip-compressed IDX file", function()
+    write(d .. "/z.idx", idx({4}, string.char(9, 8, 7, 6)))
+    assert(os.execute("gzip -kf " .. d .. "/z.idx"))
+    assert.are.same({9, 8, 7, 6}, dl.read_idx(d .. "/z.idx.gz"):totable())
+  end)
+
+  it("refuses malformed files naming the file and offset", function()
+    write(d .. "/magic.idx", "\1\2\8\1" .. string.pack(">I4", 1) .. "x")
+    assert.error_matches(function() dl.read_idx(d .. "/magic.idx") end, "magic.idx' has a bad magic number 01 02 08 01 at offset 0")
+    write(d .. "/short.idx", idx({5}, "abc"))
+    assert.error_matches(function() dl.read_idx(d .. "/short.idx") end,
+      "short.idx' is truncated: expected 5 data bytes after the 8%-byte header, got 3")
+    write(d .. "/hdr.idx", "\0\0\8\2" .. string.pack(">I4", 1))
+    assert.error_matches(function() dl.read_idx(d .. "/hdr.idx") end, "truncated in the header at offset 8")
+    write(d .. "/float.idx", idx({1}, "abcd", 0x0d))
+    assert.error_matches(function() dl.read_idx(d .. "/float.idx") end, "data type 0x0d at offset 2")
+    assert.error_matches(function() dl.read_idx(d .. "/none.idx") end, "cannot open '.*none.idx'")
+    write(d .. "/bad.idx.gz", "\31\139\8\0garbage-not-deflate")
+    assert.has_error(function() dl.read_idx(d .. "/bad.idx.gz") end)
+  end)
+end)
+
+describe("dlua.data.fashion_mnist_tensors", function()
+  it("loads the known Fashion-MNIST facts from Debian's files", function()
+    local fm = dl.data.fashion_mnist_tensors()
+    assert.are.same({60000, 1, 28, 28}, fm.train.x:shape())
+    assert.are.same({10000, 1, 28, 28}, fm.test.x:shape())
+    assert.are.equal("int64", fm.train.y:dtype())
+    assert.are.equal(1, fm.train.y:min():item())
+    assert.are.equal(10, fm.train.y:max():item())
+    local counts = dl.one_hot(fm.train.y, 10):sum(1):totable()
+    for c = 1, 10 do assert.are.equal(6000, counts[c]) end
+    assert(fm.train.x:min():item() >= 0 and fm.train.x:max():item() <= 1)
+  end)
+
+  it("fails with an install hint when the directory has no data", function()
+    local d = tmpdir()
+    assert.error_matches(function() dl.data.fashion_mnist_tensors{dir = d} end,
+      "cannot open .*train%-images%-idx3%-ubyte.gz.*apt%-get install dataset%-fashion%-mnist")
+  end)
+
+  it("refuses images and labels of different lengths", function()
+    local d = tmpdir()
+    write(d .. "/train-images-idx3-ubyte.gz", idx({2, 1, 1}, "\0\0"))
+    write(d .. "/train-labels-idx1-ubyte.gz", idx({3}, "\0\1\2"))
+    assert.error_matches(function() dl.data.fashion_mnist_tensors{dir = d} end, "has 2 images but .* has 3 labels")
+  end)
+end)

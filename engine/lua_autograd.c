@@ -79,7 +79,7 @@ static int bw_lua(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return 0;
 }
 
-/* record_function(out, {inputs...}, backward [, name]) -> new output with grad_fn */
+/* record_function(out, {inputs...}, backward) -> new output with grad_fn */
 static int l_record_function(lua_State *L) {
   ctx_box *cb = lua_touserdata(L, lua_upvalueindex(1));
   for (int i = 0; i < cb->ndead; i++) luaL_unref(L, LUA_REGISTRYINDEX, cb->dead_refs[i]);
@@ -87,7 +87,6 @@ static int l_record_function(lua_State *L) {
   dl_tensor *out = lt_check(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   luaL_checktype(L, 3, LUA_TFUNCTION);
-  const char *name = luaL_optstring(L, 4, "function");
   lua_Integer n = luaL_len(L, 2);
   if (n < 1 || n > 4) return luaL_error(L, "autograd.Function: %d tensor inputs, 1 to 4 supported", (int)n);
   dl_tensor *in[4];
@@ -112,10 +111,7 @@ static int l_record_function(lua_State *L) {
   if (!nd) { free(f); return lt_raise(L); }
   lua_pushvalue(L, 3);
   f->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  /* the name must outlive the node: keep it in the registry-interned string table
-   * by storing it with the function; use a static fallback otherwise */
-  nd->name = "function";
-  (void)name;
+  nd->name = "function";      /* node names are static strings; the Lua name is not kept */
   nd->user = f;
   nd->user_free = fn_free;
   dl_record(ctx, r, nd);

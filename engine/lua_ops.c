@@ -511,11 +511,9 @@ static int l_scatter_add(lua_State *L) {
 }
 
 static int l_one_hot(lua_State *L) {
-  dl_tensor *lab = lt_test(L, 1) ? lt_check(L, 1) : NULL;
   int64_t classes = lt_checkint(L, 2, "one_hot", "classes");
   if (classes < 1) return luaL_error(L, "one_hot: classes must be positive, got %d", (int)classes);
   dl_tensor *idx = index_arg(L, 1, "one_hot");
-  (void)lab;
   int64_t n = dl_numel(idx);
   const int64_t *p = dl_data(idx);
   for (int64_t k = 0; k < n; k++)
@@ -541,10 +539,8 @@ static int cat_stack(lua_State *L, int stack) {
     if (!t) return luaL_error(L, "%s: element %d is a %s, expected a tensor", fn, (int)k, luaL_typename(L, -1));
     ts[k - 1] = t;
   }
-  int nd = ts[0]->ndim + (stack ? 1 : 0);
   int d = lua_isnoneornil(L, 2) ? 0 : lt_checkdim(L, 2, ts[0]->ndim, fn, stack ? 1 : 0);
   if (!stack && ts[0]->ndim == 0) return luaL_error(L, "%s: cannot concatenate 0-d tensors (use stack)", fn);
-  (void)nd;
   lt_newbox(L);
   dl_tensor *r = stack ? dl_stack(lt_ctx(L), (int)n, ts, d) : dl_cat(lt_ctx(L), (int)n, ts, d);
   lt_finish(L, r);

@@ -853,6 +853,9 @@ int luaopen_dlua_core(lua_State *L) {
   lt_register_ops(L, mod, cidx);
   lt_register_autograd(L, mod, cidx);
   lt_register_optim(L, mod, cidx);
+  lt_register_batchnorm(L, mod, cidx);
+  lt_register_pipeline(L, mod, cidx);
+  lt_register_checkpoint(L, mod, cidx);
 
   luaL_newmetatable(L, "dlua.Tensor");
   int mt = lua_gettop(L);

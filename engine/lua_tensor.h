@@ -35,6 +35,9 @@ void lt_register_ops(lua_State *L, int mod, int cidx);
 void lt_register_meta(lua_State *L, int mt, int cidx);
 void lt_register_autograd(lua_State *L, int mod, int cidx);
 void lt_register_optim(lua_State *L, int mod, int cidx);
+void lt_register_batchnorm(lua_State *L, int mod, int cidx);   /* lua_batchnorm.c */
+void lt_register_pipeline(lua_State *L, int mod, int cidx);    /* lua_pipeline.c */
+void lt_register_checkpoint(lua_State *L, int mod, int cidx);  /* lua_checkpoint.c */
 
 int luaopen_dlua_core(lua_State *L);
 

@@ -44,5 +44,6 @@ M.autograd = require "dlua.autograd"
 M.nn = require "dlua.nn"
 M.optim = require "dlua.optim"
 M.data = require "dlua.data"
+M.checkpoint = require "dlua.checkpoint"
 
 return M

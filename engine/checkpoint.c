@@ -103,6 +103,11 @@ static const char *show(char *buf, size_t cap, const char *s, size_t n) {
   return buf;
 }
 
+/* qsort, which must not see a NULL base even for 0 elements */
+static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+  if (n > 1) qsort(base, n, size, cmp);
+}
+
 static uint64_t shape_bytes(dl_dtype d, int ndim, const int64_t *shape) {
   uint64_t n = dl_dtype_size(d);
   for (int i = 0; i < ndim; i++)
@@ -146,7 +151,7 @@ static int sb_reserve(sbuf *b, size_t extra) {
 }
 
 static void sb_add(sbuf *b, const void *s, size_t n) {
-  if (sb_reserve(b, n) < 0) return;
+  if (n == 0 || sb_reserve(b, n) < 0) return;
   memcpy(b->p + b->n, s, n);
   b->n += n;
 }
@@ -444,14 +449,14 @@ int dl_checkpoint_save(dl_ctx *ctx, const char *path, const dl_checkpoint_item *
     w[i].src = t;
     if (!dl_is_contiguous(t) && dl_numel(t) > 0) need_chunk = 1;
   }
-  qsort(w, (size_t)n, sizeof *w, cmp_wentry);
+  sort_n(w, (size_t)n, sizeof *w, cmp_wentry);
   for (int i = 1; i < n; i++)
     if (cmp_wentry(&w[i - 1], &w[i]) == 0) {
       rc = arg_fail(ctx, "duplicate tensor name '%s'", show(a, sizeof a, w[i].e.name, w[i].e.name_len));
       goto done;
     }
   if (nmeta) memcpy(kv, meta, sizeof *kv * (size_t)nmeta);
-  qsort(kv, (size_t)nmeta, sizeof *kv, cmp_kv);
+  sort_n(kv, (size_t)nmeta, sizeof *kv, cmp_kv);
   for (int i = 1; i < nmeta; i++)
     if (cmp_kv(&kv[i - 1], &kv[i]) == 0) {
       rc = arg_fail(ctx, "duplicate metadata key '%s'", show(a, sizeof a, kv[i].key, kv[i].key_len));
@@ -480,11 +485,11 @@ int dl_checkpoint_save(dl_ctx *ctx, const char *path, const dl_checkpoint_item *
   kv[nkv++] = (dl_checkpoint_kv){"crc32", 5, crcs.p ? crcs.p : "", crcs.n};
   kv[nkv++] = (dl_checkpoint_kv){"format", 6, "dlua-checkpoint", 15};
   kv[nkv++] = (dl_checkpoint_kv){"format_version", 14, "1", 1};
-  qsort(kv, (size_t)nkv, sizeof *kv, cmp_kv);
+  sort_n(kv, (size_t)nkv, sizeof *kv, cmp_kv);
   char hcrc[16];
   snprintf(hcrc, sizeof hcrc, "%08x", (unsigned)header_crc(ents, n, kv, nkv));
   kv[nkv++] = (dl_checkpoint_kv){"header_crc32", 12, hcrc, 8};
-  qsort(kv, (size_t)nkv, sizeof *kv, cmp_kv);
+  sort_n(kv, (size_t)nkv, sizeof *kv, cmp_kv);
 
   /* the JSON header, padded with spaces to a multiple of 8 */
   sb_adds(&hdr, "{\"__metadata__\":{");
@@ -915,18 +920,18 @@ static int check_layout(reader *r, span *order) {
                   (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
     }
   }
-  qsort(ck->tensors, (size_t)ck->ntensors, sizeof *ck->tensors, cmp_entry);
+  sort_n(ck->tensors, (size_t)ck->ntensors, sizeof *ck->tensors, cmp_entry);
   for (int i = 1; i < ck->ntensors; i++)
     if (cmp_entry(&ck->tensors[i - 1], &ck->tensors[i]) == 0)
       return fail(r, "duplicate tensor name '%s'", show(a, sizeof a, ck->tensors[i].name, ck->tensors[i].name_len));
-  qsort(ck->meta, (size_t)ck->nmeta, sizeof *ck->meta, cmp_kv);
+  sort_n(ck->meta, (size_t)ck->nmeta, sizeof *ck->meta, cmp_kv);
   for (int i = 1; i < ck->nmeta; i++)
     if (cmp_kv(&ck->meta[i - 1], &ck->meta[i]) == 0)
       return fail(r, "duplicate __metadata__ key '%s'", show(a, sizeof a, ck->meta[i].key, ck->meta[i].key_len));
 
   for (int i = 0; i < ck->ntensors; i++)
     order[i] = (span){ck->tensors[i].begin, ck->tensors[i].end, i};
-  qsort(order, (size_t)ck->ntensors, sizeof *order, cmp_span);
+  sort_n(order, (size_t)ck->ntensors, sizeof *order, cmp_span);
   uint64_t pos = 0;
   for (int i = 0; i < ck->ntensors; i++) {
     const dl_checkpoint_entry *e = &ck->tensors[order[i].idx];
@@ -1129,18 +1134,18 @@ done:
 dl_checkpoint *dl_checkpoint_read_new(dl_ctx *ctx, const char *path, dl_checkpoint_mode mode) {
   FILE *f = fopen(path, "rb");
   if (!f) return dl_fail(ctx, "checkpoint: cannot open '%s': %s", path, strerror(errno));
-  dl_checkpoint *ck = dl_alloc(ctx, sizeof *ck);
-  if (!ck) {
-    fclose(f);
-    return NULL;
-  }
-  memset(ck, 0, sizeof *ck);
-  ck->ctx = ctx;
   reader r;
   memset(&r, 0, sizeof r);
   r.ctx = ctx;
-  r.ck = ck;
-  int rc = read_checkpoint(&r, f, mode);
+  dl_checkpoint *ck = r.ck = dl_alloc(ctx, sizeof *ck);
+  int rc = -1;
+  if (ck) {
+    memset(ck, 0, sizeof *ck);
+    ck->ctx = ctx;
+    rc = read_checkpoint(&r, f, mode);
+  } else {
+    r.oom = 1;
+  }
   fclose(f);
   if (rc == 0) return ck;
   if (r.oom) {

@@ -17,6 +17,11 @@ local function is_tensor(x)
   return getmetatable(x) == core.Tensor
 end
 
+-- s with control and non-ASCII bytes as \ddd, for messages about bad UTF-8
+local function printable(s)
+  return (s:gsub("[^\32-\126]", function(c) return "\\" .. c:byte() end))
+end
+
 local function check_string(fn, what, s)
   if type(s) ~= "string" then
     error(string.format("checkpoint.%s: %s must be a string, got %s", fn, what, type(s)), 3)
@@ -42,7 +47,7 @@ function M.save(path, tensors, meta)
       error(string.format("checkpoint.save: tensor names must be strings, got %s key %s", type(name),
         tostring(name)), 2)
     end
-    if not utf8.len(name) then error(string.format("checkpoint.save: tensor name %q is not valid UTF-8", name), 2) end
+    if not utf8.len(name) then error(string.format("checkpoint.save: tensor name '%s' is not valid UTF-8", printable(name)), 2) end
     if name == "__metadata__" then error("checkpoint.save: '__metadata__' cannot name a tensor", 2) end
     if not is_tensor(t) then
       error(string.format("checkpoint.save: value for '%s' is a %s, expected a tensor", name, type(t)), 2)
@@ -57,7 +62,7 @@ function M.save(path, tensors, meta)
       end
       if RESERVED[k] then error(string.format("checkpoint.save: meta key '%s' is reserved (dlua writes it)", k), 2) end
       if not utf8.len(k) or not utf8.len(v) then
-        error(string.format("checkpoint.save: meta entry %q is not valid UTF-8", k), 2)
+        error(string.format("checkpoint.save: meta entry '%s' is not valid UTF-8", printable(k)), 2)
       end
     end
   end

@@ -221,6 +221,18 @@ describe("dlua.checkpoint", function()
     assert_matches(src["layer123.weight"], py.tensors["layer123.weight"], "layer123.weight")
   end)
 
+  it("round-trips a module's state_dict into load_state_dict", function()
+    dl.seed(3)
+    local a = dl.nn.Sequential{dl.nn.Linear(5, 4), dl.nn.ReLU(), dl.nn.Linear(4, 2)}
+    local b = dl.nn.Sequential{dl.nn.Linear(5, 4), dl.nn.ReLU(), dl.nn.Linear(4, 2)}
+    local p = d .. "/module.safetensors"
+    assert(ck.save(p, a:state_dict(), {step = "3"}))
+    local tensors = assert(ck.load(p))      -- not load_state_dict(assert(...)): meta would be its options
+    b:load_state_dict(tensors)
+    local x = dl.randn(3, 5)
+    assert.are.same(a(x):totable(), b(x):totable())
+  end)
+
   it("saves an empty checkpoint", function()
     local p = d .. "/empty.safetensors"
     assert(ck.save(p, {}, {note = "nothing"}))

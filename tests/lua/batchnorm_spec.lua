@@ -468,4 +468,32 @@ describe("BatchNorm errors", function()
     assert.error_matches(function() dl.batch_norm(dl.zeros(1, 3), nil, nil) end,
       "only 1 value%(s%) per channel .*training needs at least 2")
   end)
+
+  it("reports bad option values to dl.batch_norm", function()
+    local x = dl.zeros(4, 3)
+    local function bn(o) return function() dl.batch_norm(x, nil, nil, o) end end
+    assert.error_matches(bn({momentum = "fast"}), "batch_norm: option 'momentum' must be a number, got string")
+    assert.error_matches(bn({momentum = 1.5}), "batch_norm: momentum must be in %[0, 1%], got 1.5")
+    assert.error_matches(bn({eps = 0}), "batch_norm: eps must be > 0, got 0")
+    assert.error_matches(bn({sync = 1}), "batch_norm: option 'sync' must be a boolean, got number")
+    assert.error_matches(bn({replicas = 0}), "batch_norm: replicas must be >= 1, got 0")
+    assert.error_matches(bn({virtual_batch = -2}), "batch_norm: virtual_batch must be >= 1 %(or 0 for none%), got %-2")
+    assert.error_matches(bn({running_mean = {0, 0, 0}}), "batch_norm: option 'running_mean' must be a tensor, got table")
+    assert.error_matches(bn({running_mean = dl.zeros(3)}), "give both running_mean and running_var, or neither")
+    assert.error_matches(bn({running_mean = dl.zeros(3):double(), running_var = dl.ones(3)}),
+      "batch_norm: running_mean must be a contiguous float32 tensor")
+    local shared = dl.zeros(3)
+    assert.error_matches(bn({running_mean = shared, running_var = shared}), "share storage")
+    assert.error_matches(function() dl.batch_norm(x, dl.ones(3):double(), nil) end,
+      "batch_norm: weight is float64 but input %[4, 3%] is float32")
+  end)
+
+  it("leaves the running averages alone when a call fails", function()
+    local rm, rv = dl.zeros(3), dl.ones(3)
+    assert.has_error(function()
+      dl.batch_norm(dl.randn(4, 3), dl.ones(2), nil, {running_mean = rm, running_var = rv})
+    end)
+    assert.are.same({0, 0, 0}, rm:totable())
+    assert.are.same({1, 1, 1}, rv:totable())
+  end)
 end)

@@ -468,11 +468,11 @@ static void fw_task3(void *arg, int i) {
   fw_pass3(j, c0, c1);
 }
 
-/* [N, C] <-> [C, N] as a new contiguous tensor */
-static dl_tensor *transposed(dl_ctx *ctx, dl_tensor *t) {
+/* [N, C] <-> [C, N] as a new contiguous tensor of dtype d */
+static dl_tensor *transposed(dl_ctx *ctx, dl_tensor *t, dl_dtype d) {
   int64_t sh[2] = {t->shape[1], t->shape[0]}, st[2] = {t->stride[1], t->stride[0]};
   dl_tensor *v = dl_view_new(ctx, t, 2, sh, st, t->offset);
-  dl_tensor *c = v ? dl_tensor_new_contiguous(ctx, v, t->dtype) : NULL;
+  dl_tensor *c = v ? dl_tensor_new_contiguous(ctx, v, d) : NULL;
   dl_tensor_release(v);
   return c;
 }
@@ -550,7 +550,7 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
   int staged = !frozen && g.sync && o->reducer;
   int64_t S = g.S, J = g.R * g.G, SC = S * C;
 
-  dl_tensor *xc = cn ? transposed(ctx, x) : dl_contiguous(ctx, x);
+  dl_tensor *xc = cn ? transposed(ctx, x, x->dtype) : dl_contiguous(ctx, x);
   dl_tensor *yc = xc ? dl_tensor_new_empty(ctx, x->dtype, xc->ndim, xc->shape) : NULL;
   int64_t nst = 2 * SC + S;
   dl_tensor *stats = yc ? dl_tensor_new_empty(ctx, DL_F64, 1, &nst) : NULL;   /* mean, rstd [S, C]; n [S] */
@@ -602,11 +602,12 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
     memcpy(st + 2 * SC, j.n, sizeof(double) * (size_t)S);
   }
   /* everything that can fail comes before the running averages change */
-  dl_tensor *out = cn ? transposed(ctx, yc) : dl_tensor_retain(yc);
+  dl_tensor *out = cn ? transposed(ctx, yc, yc->dtype) : dl_tensor_retain(yc);
   dl_tensor_release(yc);
   dl_tensor *in[3] = {x, weight, bias};
-  dl_node *nd = (out && dl_needs_grad(ctx, 3, in)) ? dl_node_new(ctx, "batch_norm", bw_batch_norm, 3, in) : NULL;
-  if (!out || (!nd && dl_needs_grad(ctx, 3, in))) {
+  int record = dl_needs_grad(ctx, 3, in);
+  dl_node *nd = (out && record) ? dl_node_new(ctx, "batch_norm", bw_batch_norm, 3, in) : NULL;
+  if (!out || (record && !nd)) {
     dl_free(ctx, w, wbytes);
     dl_tensor_release(xc); dl_tensor_release(stats); dl_tensor_release(out);
     return NULL;
@@ -707,7 +708,9 @@ static int bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin
   const dl_bn_reducer *red = n->user;
   int64_t C = g.C, S = g.S, J = g.R * g.G, SC = S * C;
   int need_dx = x->requires_grad;
-  dl_tensor *dyc = g.cn ? transposed(ctx, gy) : dl_contiguous(ctx, gy);
+  dl_tensor *dyc = g.cn ? transposed(ctx, gy, x->dtype)                 /* in x's layout and dtype */
+                 : (gy->dtype == x->dtype && dl_is_contiguous(gy)) ? dl_tensor_retain(gy)
+                 : dl_tensor_new_contiguous(ctx, gy, x->dtype);
   dl_tensor *dxc = (dyc && need_dx) ? dl_tensor_new_empty(ctx, x->dtype, xc->ndim, xc->shape) : NULL;
   size_t wbytes = sizeof(double) * (size_t)(2 * J * C + 2 * SC + 2 * C);
   double *wk = (dyc && (dxc || !need_dx)) ? dl_alloc(ctx, wbytes) : NULL;
@@ -735,7 +738,7 @@ static int bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin
   }
   dl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
   if (!rc && dxc) {
-    gx = g.cn ? transposed(ctx, dxc) : dl_tensor_retain(dxc);
+    gx = g.cn ? transposed(ctx, dxc, dxc->dtype) : dl_tensor_retain(dxc);
     if (!gx) rc = -1;
   }
   if (!rc && w && w->requires_grad && !(gw = param_grad(ctx, w->dtype, j.dgamma, C))) rc = -1;

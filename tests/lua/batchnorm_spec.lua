@@ -180,6 +180,15 @@ describe("dl.batch_norm against the reference loops and finite differences", fun
     assert.is_true(max_diff(dl.batch_norm(x, nil, nil):totable(), Y) < 1e-4)
   end)
 
+  it("takes a float32 gradient for a float64 output", function()
+    for _, shape in ipairs({{6, 3}, {6, 3, 2, 2}}) do
+      local x, g = dl.randn(shape):double(), dl.randn(shape)
+      local _, ga = run(x, nil, nil, g, {})
+      local _, gb = run(x, nil, nil, g:double(), {})
+      assert.are.same(gb:totable(), ga:totable())
+    end
+  end)
+
   it("gives the same bits with 1 and 2 threads", function()
     dl.seed(9)
     local x, dy = dl.randn(64, 8, 9, 9), dl.randn(64, 8, 9, 9)

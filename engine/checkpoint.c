@@ -990,7 +990,8 @@ static int check_dlua_meta(reader *r) {
   uint32_t stored;
   if (!hc) return fail(r, "dlua checkpoint without a header_crc32");
   if (parse_hex8(hc->value, hc->value_len, &stored) < 0)
-    return fail(r, "malformed header_crc32 '%s' (expected 8 hex digits)", show(a, sizeof a, hc->value, hc->value_len));
+    return fail(r, "malformed header_crc32 '%s' (expected 8 hex digits)",
+                show(a, sizeof a, hc->value, hc->value_len));
   uint32_t got = header_crc(ck->tensors, ck->ntensors, ck->meta, ck->nmeta);
   if (got != stored)
     return fail(r, "checksum mismatch for the header (stored %08x, computed %08x)", (unsigned)stored, (unsigned)got);

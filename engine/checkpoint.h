@@ -84,7 +84,9 @@ typedef struct dl_checkpoint {
  * directory is written, fsync'ed and renamed over path, then the directory
  * is fsync'ed. Returns 0; DL_CHECKPOINT_EIO with ctx->err naming path and the
  * errno text (the temporary file is removed and an existing file at path is
- * left untouched); or DL_CHECKPOINT_EARG (invalid UTF-8, a duplicate or
+ * left untouched; the one exception is a failing fsync of the directory after
+ * the rename, whose message says the file was written); or DL_CHECKPOINT_EARG
+ * (invalid UTF-8, a duplicate or
  * reserved name or key, a bad tensor) before anything is written. Fails on
  * memory too (DL_CHECKPOINT_EIO). */
 int dl_checkpoint_save(dl_ctx *ctx, const char *path, const dl_checkpoint_item *items, int n,

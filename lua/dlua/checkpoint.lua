@@ -47,7 +47,9 @@ function M.save(path, tensors, meta)
       error(string.format("checkpoint.save: tensor names must be strings, got %s key %s", type(name),
         tostring(name)), 2)
     end
-    if not utf8.len(name) then error(string.format("checkpoint.save: tensor name '%s' is not valid UTF-8", printable(name)), 2) end
+    if not utf8.len(name) then
+      error(string.format("checkpoint.save: tensor name '%s' is not valid UTF-8", printable(name)), 2)
+    end
     if name == "__metadata__" then error("checkpoint.save: '__metadata__' cannot name a tensor", 2) end
     if not is_tensor(t) then
       error(string.format("checkpoint.save: value for '%s' is a %s, expected a tensor", name, type(t)), 2)
@@ -60,7 +62,9 @@ function M.save(path, tensors, meta)
         error(string.format("checkpoint.save: meta must map strings to strings, got %s -> %s (key %s)", type(k),
           type(v), tostring(k)), 2)
       end
-      if RESERVED[k] then error(string.format("checkpoint.save: meta key '%s' is reserved (dlua writes it)", k), 2) end
+      if RESERVED[k] then
+        error(string.format("checkpoint.save: meta key '%s' is reserved (dlua writes it)", k), 2)
+      end
       if not utf8.len(k) or not utf8.len(v) then
         error(string.format("checkpoint.save: meta entry '%s' is not valid UTF-8", printable(k)), 2)
       end

@@ -105,7 +105,8 @@ static void test_round_trip(void) {
     const dl_checkpoint_kv *m = &ck->meta[i];
     if (m->key_len == 4 && memcmp(m->key, "note", 4) == 0)
       found += m->value_len == 7 && memcmp(m->value, "a\0b \"q\"", 7) == 0;
-    if (m->key_len == 4 && memcmp(m->key, "step", 4) == 0) found += m->value_len == 3 && memcmp(m->value, "100", 3) == 0;
+    if (m->key_len == 4 && memcmp(m->key, "step", 4) == 0)
+      found += m->value_len == 3 && memcmp(m->value, "100", 3) == 0;
   }
   DL_CHECK(found == 2);
   /* the tensors are in name order, and so is the data */

@@ -85,7 +85,8 @@ end
 local ST = {F32 = "float32", F64 = "float64", I32 = "int32", I64 = "int64", U8 = "uint8"}
 
 local function num(s)
-  if s == "inf" then return math.huge elseif s == "-inf" then return -math.huge elseif s == "nan" then return 0 / 0 end
+  local special = {inf = math.huge, ["-inf"] = -math.huge, nan = 0 / 0}
+  if special[s] then return special[s] end
   if s:match("^%-?%d+$") then return math.tointeger(s) end
   return tonumber(s)
 end
@@ -115,7 +116,8 @@ local function assert_same_tensor(a, b, name)
   assert.are.equal(a:dtype(), b:dtype(), name)
   assert.are.same(a:shape(), b:shape(), name)
   for i = 1, a:numel() do
-    assert(same_value(a:get_flat(i), b:get_flat(i)), string.format("%s[%d]: %s vs %s", name, i, a:get_flat(i), b:get_flat(i)))
+    local x, y = a:get_flat(i), b:get_flat(i)
+    assert(same_value(x, y), string.format("%s[%d]: %s vs %s", name, i, x, y))
   end
 end
 
@@ -190,7 +192,8 @@ describe("dlua.checkpoint", function()
   end)
 
   it("keeps names with quotes, backslashes, control bytes, NUL and unicode, and metadata strings", function()
-    local names = {'a"b', "back\\slash", "new\nline", "tab\t", "\0nul", "", " spaced ", "é", "日本語", "😀", "0.weight",
+    local names = {'a"b', "back\\slash", "new\nline", "tab\t", "\0nul", "", " spaced ", "é", "日本語", "😀",
+      "0.weight",
       "{\"json\": 1}", "\127del"}
     local src = {}
     for i, n in ipairs(names) do src[n] = dl.full(i, 2) end
@@ -442,19 +445,24 @@ describe("dlua.checkpoint", function()
     it("raises on bad arguments, naming them", function()
       local t = dl.ones(2)
       assert.error_matches(function() ck.save(1, {}) end, "checkpoint.save: path must be a string, got number")
-      assert.error_matches(function() ck.save(d .. "/x", t) end, "checkpoint.save: tensors must be a table of name %-> tensor, got userdata")
-      assert.error_matches(function() ck.save(d .. "/x", {t}) end, "checkpoint.save: tensor names must be strings, got number key 1")
-      assert.error_matches(function() ck.save(d .. "/x", {w = {1, 2}}) end, "checkpoint.save: value for 'w' is a table, expected a tensor")
-      assert.error_matches(function() ck.save(d .. "/x", {["\xff"] = t}) end, "checkpoint.save: tensor name '\\255' is not valid UTF%-8")
-      assert.error_matches(function() ck.save(d .. "/x", {__metadata__ = t}) end, "checkpoint.save: '__metadata__' cannot name a tensor")
-      assert.error_matches(function() ck.save(d .. "/x", {w = t}, {step = 100}) end,
+      local x = d .. "/x"
+      assert.error_matches(function() ck.save(x, t) end,
+        "checkpoint.save: tensors must be a table of name %-> tensor, got userdata")
+      assert.error_matches(function() ck.save(x, {t}) end, "checkpoint.save: tensor names must be strings, got number key 1")
+      assert.error_matches(function() ck.save(x, {w = {1, 2}}) end,
+        "checkpoint.save: value for 'w' is a table, expected a tensor")
+      assert.error_matches(function() ck.save(x, {["\xff"] = t}) end,
+        "checkpoint.save: tensor name '\\255' is not valid UTF%-8")
+      assert.error_matches(function() ck.save(x, {__metadata__ = t}) end,
+        "checkpoint.save: '__metadata__' cannot name a tensor")
+      assert.error_matches(function() ck.save(x, {w = t}, {step = 100}) end,
         "checkpoint.save: meta must map strings to strings, got string %-> number %(key step%)")
-      assert.error_matches(function() ck.save(d .. "/x", {w = t}, {crc32 = "0"}) end,
+      assert.error_matches(function() ck.save(x, {w = t}, {crc32 = "0"}) end,
         "checkpoint.save: meta key 'crc32' is reserved %(dlua writes it%)")
       local r = dl.ones(2)
       r:release()
-      assert.error_matches(function() ck.save(d .. "/x", {w = r}) end, "checkpoint.save: tensor 'w' has been released")
-      assert.is_nil(io.open(d .. "/x"))
+      assert.error_matches(function() ck.save(x, {w = r}) end, "checkpoint.save: tensor 'w' has been released")
+      assert.is_nil(io.open(x))
     end)
 
     it("writes atomically: failures leave the old file intact and no temporary files", function()
@@ -472,7 +480,8 @@ describe("dlua.checkpoint", function()
       assert(os.execute("mkdir " .. shquote(w .. "/adir")))
       ok, msg = ck.save(w .. "/adir", {w = dl.ones(3)})
       assert.is_nil(ok)
-      assert.are.equal("checkpoint: cannot write '" .. w .. "/adir': Is a directory (renaming the temporary file over it)", msg)
+      assert.are.equal("checkpoint: cannot write '" .. w .. "/adir': Is a directory "
+        .. "(renaming the temporary file over it)", msg)
       assert.are.same({"adir", "ck.safetensors"}, listdir(w))
 
       -- a write that fails half-way (file size limit, like a full disk): the old file survives
@@ -481,9 +490,11 @@ describe("dlua.checkpoint", function()
         local dl = require "dlua"
         print(dl.checkpoint.save(%q, {w = dl.zeros(1000000)}, {step = "2"}))
       ]], p))
-      local code, out, err = run("sh -c " .. shquote("ulimit -f 64; trap '' XFSZ; exec " .. shquote(DLUA) .. " " .. shquote(script)))
+      local limited = "ulimit -f 64; trap '' XFSZ; exec " .. shquote(DLUA) .. " " .. shquote(script)
+      local code, out, err = run("sh -c " .. shquote(limited))
       assert(code == 0, err)
-      assert.are.equal("nil\tcheckpoint: cannot write '" .. p .. "': File too large (writing the temporary file)\n", out)
+      assert.are.equal("nil\tcheckpoint: cannot write '" .. p .. "': File too large "
+        .. "(writing the temporary file)\n", out)
       assert.are.equal(old, slurp(p))
       assert.are.same({"adir", "big.lua", "ck.safetensors"}, listdir(w))
       local _, meta = ck.load(p)

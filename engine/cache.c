@@ -7,14 +7,16 @@
  * in order: magic and version, a header that fits the file, the file size
  * the header implies, the fingerprint (a mismatch is "stale"), then the CRC
  * while the data streams into the new tensors (a mismatch is "corrupt").
- * Writes go to a temporary file that is fsync'ed and renamed into place, so
- * a crash leaves the old cache or none, never half of one. Little-endian
+ * Writes go to a temporary file that is fsync'ed and renamed into place (and
+ * the directory fsync'ed), so a crash leaves the old cache or none, never
+ * half of one. Little-endian
  * hosts only (checked).
  */
 /* See LICENSE */
 #include "pipeline.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,21 @@ static void put(out_file *o, const void *p, size_t n) {
 
 static void put_u32(out_file *o, uint32_t v) { put(o, &v, 4); }
 static void put_i64(out_file *o, int64_t v) { put(o, &v, 8); }
+
+/* makes the rename durable: fsync of the directory holding path (best effort) */
+static void sync_dir(const char *path) {
+  char d[1024];
+  snprintf(d, sizeof d, "%s", path);
+  char *slash = strrchr(d, '/');
+  if (slash == d) slash[1] = 0;
+  else if (slash) *slash = 0;
+  else snprintf(d, sizeof d, ".");
+  int fd = open(d, O_RDONLY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
 
 int dl_cache_write(dl_ctx *ctx, const char *path, const dl_dataset *ds, const char *fingerprint) {
   if (!little_endian()) {
@@ -124,6 +141,7 @@ int dl_cache_write(dl_ctx *ctx, const char *path, const dl_dataset *ds, const ch
     remove(tmp);
     return -1;
   }
+  sync_dir(path);
   return 0;
 oom:
   free(h);

@@ -414,7 +414,7 @@ dl_pipe *dl_pipe_new(dl_ctx *ctx, const dl_pipe_opts *o) {
     return dl_fail(ctx, "pipeline: out of memory");
   }
   p->o = *o;
-  memcpy(p->tf, o->tf, (size_t)o->ntf * sizeof *p->tf);
+  if (o->ntf) memcpy(p->tf, o->tf, (size_t)o->ntf * sizeof *p->tf);
   p->o.tf = p->tf;
   dl_dataset_retain(o->ds);
   pthread_mutex_init(&p->lock, NULL);

@@ -126,12 +126,12 @@ static void push_row(lua_State *L, const dl_dataset *ds, int f, int64_t row) {
   lt_finish(L, dl_view_new(lt_ctx(L), t, t->ndim - 1, t->shape + 1, t->stride + 1, t->offset + row * t->stride[0]));
 }
 
-/* _ds_get(ds, i) -> {field = value}, i 1-based */
+/* _ds_get(ds, i) -> {field = value}, i 1-based (negative from the end) */
 static int l_ds_get(lua_State *L) {
   dl_dataset *ds = check_ds(L, 1);
-  int64_t i = lt_checkint(L, 2, "get", "index");
+  int64_t given = lt_checkint(L, 2, "get", "index"), i = given < 0 ? given + ds->len + 1 : given;
   if (i < 1 || i > ds->len)
-    return luaL_error(L, "get: index %I is out of range for a dataset of %I examples", (lua_Integer)i,
+    return luaL_error(L, "get: index %I is out of range for a dataset of %I examples", (lua_Integer)given,
                       (lua_Integer)ds->len);
   int64_t row = dl_dataset_row(ds, i - 1);
   lua_createtable(L, 0, ds->nfields);

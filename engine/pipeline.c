@@ -220,7 +220,7 @@ static int collate_fail(char *dst, size_t n, const dl_example *ex, int64_t epoch
   return -1;
 }
 
-/* runs the transforms over ex[0..n) of epoch (keys from ekey) */
+/* runs the transforms over ex[0..n) of epoch (keys from ekey); tid 0: no spans */
 static int run_transforms(dl_pipe *p, int worker_id, dl_example *ex, int64_t n, int64_t epoch, uint64_t ekey,
                           char *err, size_t errlen, int tid) {
   char msg[512];
@@ -234,7 +234,7 @@ static int run_transforms(dl_pipe *p, int worker_id, dl_example *ex, int64_t n, 
     }
     int64_t t1 = dl_trace_now();
     atomic_fetch_add_explicit(&p->stage_ns[s + 1], t1 - t0, memory_order_relaxed);
-    if (p->o.trace && tid) dl_trace_span(p->o.trace, p->tf[s].name, "pipeline", tid, t0, t1);
+    if (tid) dl_trace_span(p->o.trace, p->tf[s].name, "pipeline", tid, t0, t1);
   }
   return 0;
 }
@@ -243,8 +243,8 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
   int64_t epoch = g / p->per_epoch, b = g % p->per_epoch;
   int64_t first = b * p->rows, n = p->epoch_examples - first < p->rows ? p->epoch_examples - first : p->rows;
   int tid = p->o.workers == 0 ? DL_TRACE_MAIN_TID : 1000 * p->o.trace_id + w->id + 1;
-  dl_trace *tr = p->o.trace;
-  if (tr && p->o.workers > 0 && dl_trace_active(tr)) {
+  dl_trace *tr = p->o.trace && dl_trace_active(p->o.trace) ? p->o.trace : NULL;   /* once per batch */
+  if (tr && p->o.workers > 0) {
     char name[48];
     snprintf(name, sizeof name, "pipeline %d worker %d", p->o.trace_id, w->id + 1);
     dl_trace_thread_name(tr, tid, name);
@@ -261,7 +261,7 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
   atomic_fetch_add_explicit(&p->stage_ns[0], t1 - tb, memory_order_relaxed);
   if (tr) dl_trace_span(tr, "read", "pipeline", tid, tb, t1);
   uint64_t ekey = mix(p->aug_key, (uint64_t)epoch);
-  if (run_transforms(p, w->id, w->ex, n, epoch, ekey, s->err, sizeof s->err, tid) < 0) return -1;
+  if (run_transforms(p, w->id, w->ex, n, epoch, ekey, s->err, sizeof s->err, tr ? tid : 0) < 0) return -1;
   /* collate into the slot */
   int64_t tc = dl_trace_now();
   char msg[512];

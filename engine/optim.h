@@ -1,4 +1,4 @@
-/* optim.h -- optimizer update rules over flat float32 buffers. */
+/* optim.h -- optimizer update rules over flat float32 (or float64) buffers. */
 /* See LICENSE */
 #ifndef DL_OPTIM_H
 #define DL_OPTIM_H
@@ -27,5 +27,8 @@ int dl_optim_nstate(dl_optim_kind k, const dl_optim_opts *o);
  * bias correction). The formulas are in docs/optimizers.md. */
 void dl_optim_update(dl_optim_kind k, const dl_optim_opts *o, int64_t t, float *p, const float *g, float *s1,
                      float *s2, int64_t n);
+/* The same rules over float64 buffers. */
+void dl_optim_update_f64(dl_optim_kind k, const dl_optim_opts *o, int64_t t, double *p, const double *g,
+                         double *s1, double *s2, int64_t n);
 
 #endif

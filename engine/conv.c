@@ -10,7 +10,6 @@
 /* See LICENSE */
 #include "conv.h"
 
-#include <cblas.h>
 #include <float.h>
 #include <string.h>
 
@@ -148,8 +147,7 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   for (int gi = 0; gi < o->groups; gi++) {
     col_job j = {&g, o, dl_data(xc), NULL, cp, gi * g.Cg};
     dl_pool_run(ctx->pool, (int)g.N, im2col_task, &j);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Og, (int)NP, (int)g.K, 1.0f,
-                wp + gi * g.Og * g.K, (int)g.K, cp, (int)NP, 0.0f, yp, (int)NP);
+    dl_gemm(ctx, DL_F32, 0, 0, g.Og, NP, g.K, 1.0, wp + gi * g.Og * g.K, g.K, cp, NP, 0.0, yp, NP);
     for (int64_t n = 0; n < g.N; n++)           /* [Og, N, P] -> out[n, gi*Og + c, P] (+ bias) */
       for (int64_t c = 0; c < g.Og; c++) {
         int64_t oc = gi * g.Og + c;
@@ -201,12 +199,11 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
       col_job j = {&g, &o, dl_data(xc), gx ? (float *)gx->st->data : NULL, cp, gi * g.Cg};
       if (gw) {
         dl_pool_run(ctx->pool, (int)g.N, im2col_task, &j);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)NP, 1.0f, dp, (int)NP, cp,
-                    (int)NP, 0.0f, (float *)gw->st->data + gi * g.Og * g.K, (int)g.K);
+        dl_gemm(ctx, DL_F32, 0, 1, g.Og, g.K, NP, 1.0, dp, NP, cp, NP, 0.0, (float *)gw->st->data + gi * g.Og * g.K,
+                g.K);
       }
       if (gx) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)NP, (int)g.Og, 1.0f,
-                    wp + gi * g.Og * g.K, (int)g.K, dp, (int)NP, 0.0f, cp, (int)NP);
+        dl_gemm(ctx, DL_F32, 1, 0, g.K, NP, g.Og, 1.0, wp + gi * g.Og * g.K, g.K, dp, NP, 0.0, cp, NP);
         dl_pool_run(ctx->pool, (int)g.N, col2im_task, &j);
       }
     }

@@ -691,7 +691,7 @@ static int l_threads(lua_State *L) {
   dl_pool_free(ctx->pool);
   ctx->pool = p;
   ctx->threads = (int)n;
-  openblas_set_num_threads((int)n);
+  openblas_set_num_threads(1);            /* the pool splits products itself (gemm.c) */
   return 0;
 }
 

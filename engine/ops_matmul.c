@@ -1,6 +1,6 @@
 /* ops_matmul.c -- matrix products on OpenBLAS: 2-D, batched with broadcasting, vectors.
  *
- * Operands are passed to cblas_sgemm / cblas_dgemm as they lie in memory
+ * Operands are passed to dl_gemm (gemm.c) as they lie in memory
  * whenever one of their last two strides is 1 (a transposed view becomes
  * CblasTrans, with no copy); anything else is made contiguous first. The
  * backward is two more products on transposed views, so Linear layers
@@ -9,7 +9,6 @@
 /* See LICENSE */
 #include "ops.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* how a [rows, cols] matrix view with strides (s0, s1) can be handed to BLAS */
@@ -17,21 +16,6 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, int *
   if (s1 == 1 && (s0 >= cols || rows == 1) && s0 >= 1) { *trans = 0; *ld = rows == 1 ? (cols > 0 ? cols : 1) : s0; return 1; }
   if (s0 == 1 && (s1 >= rows || cols == 1) && s1 >= 1) { *trans = 1; *ld = cols == 1 ? (rows > 0 ? rows : 1) : s1; return 1; }
   return 0;
-}
-
-static void gemm(dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                 const void *B, int64_t ldb, void *C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M; i++) memset((char *)C + (size_t)(i * ldc) * dl_dtype_size(d), 0, (size_t)N * dl_dtype_size(d));
-    return;
-  }
-  if (d == DL_F32)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb, 0.0, C, (int)ldc);
 }
 
 static int bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
@@ -66,7 +50,8 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
     }
     int64_t rows = 1;
     for (int d = 0; d < na - 1; d++) rows *= a->shape[d];
-    gemm(a->dtype, 0, trans, rows, N, K, dl_data(ta), K ? K : 1, dl_data(tb), ld, out->st->data, N ? N : 1);
+    dl_gemm(ctx, a->dtype, 0, trans, rows, N, K, 1.0, dl_data(ta), K ? K : 1, dl_data(tb), ld, 0.0, out->st->data,
+            N ? N : 1);
     dl_tensor_release(ta);
     dl_tensor_release(tb);
     return out;
@@ -119,9 +104,9 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
       if (ia >= 0 && ta->shape[ia] != 1) oa += i * ta->stride[ia];
       if (ib >= 0 && tb->shape[ib] != 1) ob += i * tb->stride[ib];
     }
-    gemm(a->dtype, tA, tB, M, N, K, (const char *)dl_data(ta) + (size_t)oa * es, ldA,
-         (const char *)dl_data(tb) + (size_t)ob * es, ldB, (char *)out->st->data + (size_t)(bi * M * N) * es,
-         N ? N : 1);
+    dl_gemm(ctx, a->dtype, tA, tB, M, N, K, 1.0, (const char *)dl_data(ta) + (size_t)oa * es, ldA,
+            (const char *)dl_data(tb) + (size_t)ob * es, ldB, 0.0, (char *)out->st->data + (size_t)(bi * M * N) * es,
+            N ? N : 1);
   }
   dl_tensor_release(ta);
   dl_tensor_release(tb);

@@ -70,18 +70,19 @@ static int l_optim_update(lua_State *L) {
         return luaL_error(L, "%s: state %d of parameter %d is missing or mis-shaped", kinds[k], s + 1, (int)i);
     }
   }
+  /* the buffer list lives in a userdata so an allocation error cannot leak it */
+  dl_optim_buf *bufs = lua_newuserdatauv(L, sizeof(dl_optim_buf) * (size_t)(n > 0 ? n : 1), 0);
+  int nbuf = 0;
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, 2, i);
     dl_tensor *p = lt_test(L, -1);
     lua_pop(L, 1);
     if (!p->grad) continue;
     dl_tensor *s1 = ns > 0 ? state_at(L, 3, i) : NULL, *s2 = ns > 1 ? state_at(L, 4, i) : NULL;
-    void *d1 = s1 ? dl_data(s1) : NULL, *d2 = s2 ? dl_data(s2) : NULL;
-    if (p->dtype == DL_F64)
-      dl_optim_update_f64(k, &o, t, dl_data(p), dl_data(p->grad), d1, d2, dl_numel(p));
-    else
-      dl_optim_update(k, &o, t, dl_data(p), dl_data(p->grad), d1, d2, dl_numel(p));
+    bufs[nbuf++] = (dl_optim_buf){dl_data(p), dl_data(p->grad), s1 ? dl_data(s1) : NULL, s2 ? dl_data(s2) : NULL,
+                                  dl_numel(p), p->dtype == DL_F64};
   }
+  dl_optim_step(lt_ctx(L)->pool, k, &o, t, bufs, nbuf);
   return 0;
 }
 

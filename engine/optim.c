@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 static const char *const names[DL_NOPTIM] = {"SGD", "Adam", "NAdam", "AdamW", "Adagrad", "RMSProp"};
 
@@ -97,3 +98,57 @@ void NAME(dl_optim_kind k, const dl_optim_opts *o, int64_t t, T *p, const T *g, 
 
 DL_OPTIM_DEFINE(dl_optim_update, float, sqrtf)
 DL_OPTIM_DEFINE(dl_optim_update_f64, double, sqrt)
+
+typedef struct {
+  dl_optim_kind k;
+  const dl_optim_opts *o;
+  int64_t t;
+  const dl_optim_buf *bufs;
+  int nbuf;
+  int64_t chunk;        /* elements per task */
+  int64_t *first;       /* first[b] = index of buffer b's first task; first[nbuf] = tasks */
+} step_job;
+
+static void step_task(void *arg, int i) {
+  const step_job *j = arg;
+  int b = 0;
+  while (j->first[b + 1] <= i) b++;              /* few buffers: a linear scan is enough */
+  const dl_optim_buf *u = &j->bufs[b];
+  int64_t s = (i - j->first[b]) * j->chunk, n = u->n - s < j->chunk ? u->n - s : j->chunk;
+  size_t es = u->f64 ? sizeof(double) : sizeof(float);
+#define AT(ptr) ((ptr) ? (char *)(ptr) + (size_t)s * es : NULL)
+  if (u->f64)
+    dl_optim_update_f64(j->k, j->o, j->t, (double *)AT(u->p), (const double *)AT(u->g), (double *)AT(u->s1),
+                        (double *)AT(u->s2), n);
+  else
+    dl_optim_update(j->k, j->o, j->t, (float *)AT(u->p), (const float *)AT(u->g), (float *)AT(u->s1),
+                    (float *)AT(u->s2), n);
+#undef AT
+}
+
+/* chunks of 64K elements: large enough that waking a thread pays off */
+#define STEP_CHUNK ((int64_t)1 << 16)
+
+void dl_optim_step(dl_pool *pool, dl_optim_kind k, const dl_optim_opts *o, int64_t t, const dl_optim_buf *bufs,
+                   int nbuf) {
+  int64_t small_first[17], *first = nbuf < 16 ? small_first : malloc(sizeof(int64_t) * (size_t)(nbuf + 1));
+  int64_t total = 0;
+  if (first) {
+    for (int b = 0; b < nbuf; b++) {
+      first[b] = total;
+      total += (bufs[b].n + STEP_CHUNK - 1) / STEP_CHUNK;
+    }
+    first[nbuf] = total;
+  }
+  if (!first || dl_pool_threads(pool) <= 1 || total < 2 || total > INT32_MAX) {
+    for (int b = 0; b < nbuf; b++) {            /* serially, whole buffers */
+      const dl_optim_buf *u = &bufs[b];
+      if (u->f64) dl_optim_update_f64(k, o, t, u->p, u->g, u->s1, u->s2, u->n);
+      else dl_optim_update(k, o, t, u->p, u->g, u->s1, u->s2, u->n);
+    }
+  } else {
+    step_job j = {k, o, t, bufs, nbuf, STEP_CHUNK, first};
+    dl_pool_run(pool, (int)total, step_task, &j);
+  }
+  if (first != small_first) free(first);
+}

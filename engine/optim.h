@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "dl.h"
+
 typedef enum { DL_SGD = 0, DL_ADAM, DL_NADAM, DL_ADAMW, DL_ADAGRAD, DL_RMSPROP, DL_NOPTIM } dl_optim_kind;
 
 typedef struct {
@@ -30,5 +32,19 @@ void dl_optim_update(dl_optim_kind k, const dl_optim_opts *o, int64_t t, float *
 /* The same rules over float64 buffers. */
 void dl_optim_update_f64(dl_optim_kind k, const dl_optim_opts *o, int64_t t, double *p, const double *g,
                          double *s1, double *s2, int64_t n);
+
+/* One parameter's buffers for dl_optim_step (s1/s2 NULL when the rule keeps fewer). */
+typedef struct {
+  void *p;
+  const void *g;
+  void *s1, *s2;
+  int64_t n;
+  int f64;              /* buffers are double, else float */
+} dl_optim_buf;
+
+/* Updates every buffer in bufs[0..nbuf) for step t, split into chunks over
+ * the pool (elementwise rules: the split does not change any value). */
+void dl_optim_step(dl_pool *pool, dl_optim_kind k, const dl_optim_opts *o, int64_t t, const dl_optim_buf *bufs,
+                   int nbuf);
 
 #endif

@@ -176,6 +176,41 @@ describe("dlua.optim update rules", function()
     assert.are.same(sd["1.v"]:totable(), opt2.s2[1]:totable())
   end)
 
+  it("updates large parameters in chunks over threads with exactly the serial result", function()
+    local saved = dl.threads()
+    local function run(threads, kind)
+      dl.threads(threads)
+      dl.seed(5)
+      local ps = {dl.randn(300001):requires_grad(true), dl.randn(7):requires_grad(true),
+                  dl.randn(70000):requires_grad(true)}
+      local opt = optim[kind]{params = ps, lr = 0.01}
+      for _ = 1, 3 do
+        opt:zero_grad()
+        local l = 0
+        for _, p in ipairs(ps) do l = l + (p * p):sum() + p:sum() end
+        l:backward()
+        opt:step()
+      end
+      return ps
+    end
+    for _, kind in ipairs({"SGD", "Adam", "RMSProp"}) do
+      local one, two = run(1, kind), run(2, kind)
+      for i = 1, 3 do
+        assert.is_true((one[i] - two[i]):abs():max():item() == 0, kind .. " parameter " .. i)
+      end
+    end
+    -- and the chunked path computes the rule: one SGD step is p - lr (2p + 1)
+    dl.threads(2)
+    dl.seed(9)
+    local p = dl.randn(200000):requires_grad(true)
+    local want = p - (p * 2 + 1) * 0.01
+    local opt = optim.SGD{params = {p}, lr = 0.01};
+    ((p * p):sum() + p:sum()):backward()
+    opt:step()
+    assert((p - want):abs():max():item() < 1e-6)
+    dl.threads(saved)
+  end)
+
   it("rejects unknown and mistyped options", function()
     assert.error_matches(function() optim.SGD{lr = 0.1, momentun = 0.9} end, "SGD: unknown option 'momentun'")
     assert.error_matches(function() optim.Adam{lr = "0.1"} end, "option 'lr' %(number expected, got string%)")

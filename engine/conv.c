@@ -67,38 +67,57 @@ static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const 
   return 0;
 }
 
+/* the output columns ow whose input column ow*s - pad + j*d lies inside [0, W): [*lo, *hi) */
+static void valid_cols(const geom *g, const dl_conv_opts *o, int64_t j, int64_t *lo, int64_t *hi) {
+  int64_t s = o->stride[1], off = j * o->dil[1] - o->pad[1];
+  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;               /* first ow with w >= 0 */
+  int64_t b = g->W - off <= 0 ? 0 : (g->W - off + s - 1) / s;  /* first ow with w >= W */
+  if (a > g->Wo) a = g->Wo;
+  if (b > g->Wo) b = g->Wo;
+  if (b < a) b = a;
+  *lo = a;
+  *hi = b;
+}
+
 /* col[K, P] (rows ld apart) from x (one example, channels c0..c0+Cg) */
 static void im2col(const float *x, const geom *g, const dl_conv_opts *o, int64_t c0, float *col, int64_t ld) {
+  const int64_t s = o->stride[1];
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
         float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
         const float *xc = x + (c0 + c) * g->H * g->W;
+        int64_t lo, hi, off = j * o->dil[1] - o->pad[1];
+        valid_cols(g, o, j, &lo, &hi);
         for (int64_t oh = 0; oh < g->Ho; oh++) {
           int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
           float *r = row + oh * g->Wo;
           if (h < 0 || h >= g->H) { memset(r, 0, sizeof(float) * (size_t)g->Wo); continue; }
-          for (int64_t ow = 0; ow < g->Wo; ow++) {
-            int64_t w = ow * o->stride[1] - o->pad[1] + j * o->dil[1];
-            r[ow] = (w >= 0 && w < g->W) ? xc[h * g->W + w] : 0.0f;
-          }
+          const float *xr = xc + h * g->W + off;           /* xr[ow * s] for ow in [lo, hi) */
+          for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0.0f;
+          if (s == 1) memcpy(r + lo, xr + lo, sizeof(float) * (size_t)(hi - lo));
+          else for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * s];
+          for (int64_t ow = hi; ow < g->Wo; ow++) r[ow] = 0.0f;
         }
       }
 }
 
 static void col2im(const float *col, const geom *g, const dl_conv_opts *o, int64_t c0, float *dx, int64_t ld) {
+  const int64_t s = o->stride[1];
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
         const float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
         float *xc = dx + (c0 + c) * g->H * g->W;
+        int64_t lo, hi, off = j * o->dil[1] - o->pad[1];
+        valid_cols(g, o, j, &lo, &hi);
         for (int64_t oh = 0; oh < g->Ho; oh++) {
           int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
           if (h < 0 || h >= g->H) continue;
-          for (int64_t ow = 0; ow < g->Wo; ow++) {
-            int64_t w = ow * o->stride[1] - o->pad[1] + j * o->dil[1];
-            if (w >= 0 && w < g->W) xc[h * g->W + w] += row[oh * g->Wo + ow];
-          }
+          float *xr = xc + h * g->W + off;
+          const float *r = row + oh * g->Wo;
+          if (s == 1) for (int64_t ow = lo; ow < hi; ow++) xr[ow] += r[ow];
+          else for (int64_t ow = lo; ow < hi; ow++) xr[ow * s] += r[ow];
         }
       }
 }

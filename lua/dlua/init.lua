@@ -44,5 +44,7 @@ M.autograd = require "dlua.autograd"
 M.nn = require "dlua.nn"
 M.optim = require "dlua.optim"
 M.data = require "dlua.data"
+M.trace = M.data.trace
+M.checkpoint = require "dlua.checkpoint"
 
 return M

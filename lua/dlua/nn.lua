@@ -518,4 +518,6 @@ function M.accuracy(logits, labels, weights)
 end
 
 M.init = init
+package.loaded["dlua.nn"] = M
+M.BatchNorm = require("dlua.batchnorm")
 return M

@@ -20,8 +20,15 @@ local function is_tensor(x) return getmetatable(x) == core.Tensor end
 local function batches(set, bs, fields, sample)
   if type(set) == "table" and set.batch and not is_tensor(set) then
     local src = set
-    if sample and src.sample then src = src:sample(sample) end
-    local it = src:batch(bs, {pad = true}):iter{epochs = 1}
+    if sample and sample < #set then            -- a fixed sample: the same examples at every eval, every trial
+      if not src.subset then error("evaluate: sample = n needs a dataset (before :map), not a pipeline", 0) end
+      local seed, counter = core.rng_state()
+      core.rng_state(0x5eed, 0)
+      local idx = core.randperm(#set):narrow(1, 1, sample)
+      core.rng_state(seed, counter)
+      src = src:subset(idx)
+    end
+    local it = src:batch(bs, {pad = true}):iter{epochs = 1, warn = false}
     return function()
       local b = it()
       if b == nil then return nil end

@@ -77,7 +77,7 @@ end
 
 --- The row for one dl.train run: runs/studies.csv next to the run directory's parent.
 function M.append_run(config, result)
-  local root = config.tracking_root or fs.dirname(result.dir)
+  local root = type(config.tracking) == "string" and config.tracking or fs.dirname(result.dir)
   local best = result.best or {}
   local metric = config.checkpoint and config.checkpoint.metric
   M.append(root .. "/studies.csv", {

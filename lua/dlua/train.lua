@@ -72,7 +72,7 @@ local function collect_state(run)
   local osd = run.optimizer:state_dict()
   local oscalars = {}
   for k, v in pairs(osd) do
-    if core.is_tensor and core.is_tensor(v) or getmetatable(v) == core.Tensor then tensors["optim/" .. k] = v
+    if getmetatable(v) == core.Tensor then tensors["optim/" .. k] = v
     else oscalars[k] = v end
   end
   if run.ema then
@@ -250,23 +250,26 @@ local function default_dir(name)
 end
 
 -- the data source: a pipeline (has :iter) or a function returning the next batch
-local function open_stream(data)
+local function open_stream(data, quiet)
   if type(data) == "function" then
     return {next = data}
   end
   if type(data) == "table" and data.iter then
     local s = {}
     local it
-    local function start() it = data:iter{} end
     s.next = function()
-      if not it then start() end
-      local b = it()
-      if b == nil then start(); b = it() end   -- a finite pipeline restarts (its next epoch)
-      return b
+      if not it then it = data:iter{epochs = math.huge, warn = not quiet and nil} end
+      return it()
     end
     if data.state then s.state = function() return data:state() end end
-    if data.set_state then s.set_state = function(st) data:set_state(st); it = nil end end
-    s.wait = function() return data.wait_seconds and data:wait_seconds() or nil end
+    if data.set_state then
+      s.set_state = function(st)
+        if it then it:close(); it = nil end
+        data:set_state(st)
+      end
+    end
+    s.wait = data.wait_time and function() return data:wait_time() end or nil
+    s.close = function() if it then it:close(); it = nil end end
     return s
   end
   error("dl.train: config.data must be a pipeline (with :iter) or a function returning batches, got " ..
@@ -323,7 +326,7 @@ function M.train(config)
     cost = {train = 0, eval = 0, checkpoint = 0, input = 0},
     sync_bn = nn.sync_batchnorm and function() nn.sync_batchnorm(model) end or nil,
   }
-  local stream = open_stream(config.data)
+  local stream = open_stream(config.data, quiet)
   run.data_state, run.data_set_state = stream.state, stream.set_state
   if config.ema then
     local decay = config.ema.decay or 0.999
@@ -394,7 +397,6 @@ function M.train(config)
     if run.ema then                             -- the averaged weights, alongside the raw ones
       local raw = {}
       for k, t in pairs(model:state_dict()) do raw[k] = t:clone() end
-      core.no_grad_apply = nil
       model:load_state_dict(run.ema)
       eval_with("ema/")
       model:load_state_dict(raw)
@@ -491,6 +493,7 @@ function M.train(config)
     end
   end)
   mlog:close()
+  if stream.close then stream.close() end
   prog:finish()
   if not ok then
     status, message = "failed", tostring(err)
@@ -530,12 +533,7 @@ function M.train(config)
     end
     prog:message("run directory: " .. dir)
   end
-  if config.tracking ~= false and status ~= "failed" or config.tracking then
-    require("dlua.track").append_run(config, result)
-  end
-  if status == "failed" and config.raise ~= false then
-    result.error = message
-  end
+  if config.tracking ~= false then require("dlua.track").append_run(config, result) end
   return result
 end
 

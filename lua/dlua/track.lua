@@ -17,9 +17,9 @@ function M.csv_field(v)
   return s
 end
 
-function M.csv_row(values)
+function M.csv_row(values, n)
   local out = {}
-  for i, v in ipairs(values) do out[i] = M.csv_field(v) end
+  for i = 1, n or #values do out[i] = M.csv_field(values[i]) end
   return table.concat(out, ",")
 end
 
@@ -54,7 +54,7 @@ function M.append(path, values, columns)
   end
   local row = {}
   for i, c in ipairs(columns) do row[i] = values[c] end
-  fs.append_line(path, M.csv_row(row))
+  fs.append_line(path, M.csv_row(row, #columns))
 end
 
 --- Reads a tracking file into a list of {column = value} (repeated headers skipped).

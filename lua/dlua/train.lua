@@ -99,7 +99,7 @@ local function restore_state(run, tensors, meta)
     local kind, name = k:match("^(%a+)/(.*)$")
     if kind == "model" then msd[name] = t
     elseif kind == "optim" then osd[name] = t
-    elseif kind == "ema" and run.ema then run.ema[name]:copy_(t) end
+    elseif kind == "ema" and run.ema then run.ema[name] = t end
   end
   run.model:load_state_dict(msd)
   for k, v in pairs(json.decode(meta.optimizer) or {}) do osd[k] = v end
@@ -332,7 +332,7 @@ function M.train(config)
     local decay = config.ema.decay or 0.999
     run.ema_decay = decay
     run.ema = {}
-    for k, t in pairs(model:state_dict()) do run.ema[k] = t:clone() end
+    for k, t in pairs(model:state_dict()) do run.ema[k] = t:detach():clone() end
   end
   run.ledger = ledger_open(run.ckpt_dir, ck)
   local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every}
@@ -396,7 +396,7 @@ function M.train(config)
     eval_with("")
     if run.ema then                             -- the averaged weights, alongside the raw ones
       local raw = {}
-      for k, t in pairs(model:state_dict()) do raw[k] = t:clone() end
+      for k, t in pairs(model:state_dict()) do raw[k] = t:detach():clone() end
       model:load_state_dict(run.ema)
       eval_with("ema/")
       model:load_state_dict(raw)
@@ -458,7 +458,8 @@ function M.train(config)
         core.set_grad_enabled(false)
         for k, t in pairs(model:state_dict()) do
           local e = run.ema[k]
-          if e:dtype() == "float32" or e:dtype() == "float64" then e:copy_(e * d + t * (1 - d)) else e:copy_(t) end
+          if e:dtype() == "float32" or e:dtype() == "float64" then run.ema[k] = e * d + t * (1 - d)
+          else run.ema[k] = t:clone() end
         end
         core.set_grad_enabled(true)
       end

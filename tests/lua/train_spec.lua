@@ -405,5 +405,11 @@ describe("dlua EXPERIMENT (the CLI)", function()
     local ev
     for _, e in ipairs(lines(dir .. "/r3/metrics.jsonl")) do if e.split == "eval" and e.step == 10 then ev = e end end
     assert(math.abs(ev["valid/accuracy"] - g.sample) < 1e-12)
+    -- and the same numbers from the shell
+    local p = io.popen(string.format("%s recipes/evaluate.lua %s --checkpoint %s 2>&1", EXE, script, ck))
+    local out = p:read("a")
+    p:close()
+    assert.truthy(out:find(string.format("valid/accuracy%%s+%.4f", res["valid/accuracy"])), out)
+    assert.truthy(out:find("gap [+-]"), out)
   end)
 end)

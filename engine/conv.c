@@ -10,7 +10,6 @@
 /* See LICENSE */
 #include "conv.h"
 
-#include <cblas.h>
 #include <float.h>
 #include <string.h>
 
@@ -68,63 +67,94 @@ static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const 
   return 0;
 }
 
+/* the output columns ow whose input column ow*s - pad + j*d lies inside [0, W): [*lo, *hi) */
+static void valid_cols(const geom *g, const dl_conv_opts *o, int64_t j, int64_t *lo, int64_t *hi) {
+  int64_t s = o->stride[1], off = j * o->dil[1] - o->pad[1];
+  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;               /* first ow with w >= 0 */
+  int64_t b = g->W - off <= 0 ? 0 : (g->W - off + s - 1) / s;  /* first ow with w >= W */
+  if (a > g->Wo) a = g->Wo;
+  if (b > g->Wo) b = g->Wo;
+  if (b < a) b = a;
+  *lo = a;
+  *hi = b;
+}
+
 /* col[K, P] (rows ld apart) from x (one example, channels c0..c0+Cg) */
 static void im2col(const float *x, const geom *g, const dl_conv_opts *o, int64_t c0, float *col, int64_t ld) {
+  const int64_t s = o->stride[1];
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
         float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
         const float *xc = x + (c0 + c) * g->H * g->W;
+        int64_t lo, hi, off = j * o->dil[1] - o->pad[1];
+        valid_cols(g, o, j, &lo, &hi);
         for (int64_t oh = 0; oh < g->Ho; oh++) {
           int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
           float *r = row + oh * g->Wo;
           if (h < 0 || h >= g->H) { memset(r, 0, sizeof(float) * (size_t)g->Wo); continue; }
-          for (int64_t ow = 0; ow < g->Wo; ow++) {
-            int64_t w = ow * o->stride[1] - o->pad[1] + j * o->dil[1];
-            r[ow] = (w >= 0 && w < g->W) ? xc[h * g->W + w] : 0.0f;
-          }
+          const float *xr = xc + h * g->W + off;           /* xr[ow * s] for ow in [lo, hi) */
+          for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0.0f;
+          if (s == 1) memcpy(r + lo, xr + lo, sizeof(float) * (size_t)(hi - lo));
+          else for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * s];
+          for (int64_t ow = hi; ow < g->Wo; ow++) r[ow] = 0.0f;
         }
       }
 }
 
 static void col2im(const float *col, const geom *g, const dl_conv_opts *o, int64_t c0, float *dx, int64_t ld) {
+  const int64_t s = o->stride[1];
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
         const float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
         float *xc = dx + (c0 + c) * g->H * g->W;
+        int64_t lo, hi, off = j * o->dil[1] - o->pad[1];
+        valid_cols(g, o, j, &lo, &hi);
         for (int64_t oh = 0; oh < g->Ho; oh++) {
           int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
           if (h < 0 || h >= g->H) continue;
-          for (int64_t ow = 0; ow < g->Wo; ow++) {
-            int64_t w = ow * o->stride[1] - o->pad[1] + j * o->dil[1];
-            if (w >= 0 && w < g->W) xc[h * g->W + w] += row[oh * g->Wo + ow];
-          }
+          float *xr = xc + h * g->W + off;
+          const float *r = row + oh * g->Wo;
+          if (s == 1) for (int64_t ow = lo; ow < hi; ow++) xr[ow] += r[ow];
+          else for (int64_t ow = lo; ow < hi; ow++) xr[ow * s] += r[ow];
         }
       }
 }
 
-/* the whole batch at once: col [K, N*P] with example n in columns n*P.. so each
- * group is one large sgemm; im2col/col2im run per example on the pool */
+/* Examples are taken in chunks of nb: col [K, nb*P] holds example n0+i in
+ * columns i*P.., so each group of a chunk is one large sgemm, while the patch
+ * matrix stays bounded (a 1000-example eval batch would otherwise build a
+ * 600 MB matrix for a 5x5x32 conv). im2col/col2im run per example on the pool. */
+#define COL_CHUNK_FLOATS ((int64_t)4 << 20)
+
+static int64_t chunk_examples(const geom *g) {
+  int64_t per = g->K * g->P;
+  int64_t nb = per > 0 ? COL_CHUNK_FLOATS / per : g->N;
+  if (nb < 1) nb = 1;
+  return nb < g->N ? nb : g->N;
+}
+
 typedef struct {
   const geom *g;
   const dl_conv_opts *o;
   const float *x;     /* input, or NULL */
   float *dx;          /* input gradient, or NULL */
   float *col;
-  int64_t c0;
+  int64_t c0;         /* first channel of the group */
+  int64_t n0, ld;     /* first example of the chunk, row length of col (m * P) */
 } col_job;
 
-static void im2col_task(void *arg, int n) {
+static void im2col_task(void *arg, int i) {
   const col_job *j = arg;
   const geom *g = j->g;
-  im2col(j->x + n * g->C * g->H * g->W, g, j->o, j->c0, j->col + n * g->P, g->N * g->P);
+  im2col(j->x + (j->n0 + i) * g->C * g->H * g->W, g, j->o, j->c0, j->col + i * g->P, j->ld);
 }
 
-static void col2im_task(void *arg, int n) {
+static void col2im_task(void *arg, int i) {
   const col_job *j = arg;
   const geom *g = j->g;
-  col2im(j->col + n * g->P, g, j->o, j->c0, j->dx + n * g->C * g->H * g->W, g->N * g->P);
+  col2im(j->col + i * g->P, g, j->o, j->c0, j->dx + (j->n0 + i) * g->C * g->H * g->W, j->ld);
 }
 
 static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
@@ -134,8 +164,8 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
   dl_tensor *xc = dl_contiguous(ctx, x);
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
-  int64_t NP = g.N * g.P;
-  int64_t csh[2] = {g.K, NP}, ysh[2] = {g.Og, NP}, osh[4] = {g.N, g.O, g.Ho, g.Wo};
+  int64_t nb = chunk_examples(&g);
+  int64_t csh[2] = {g.K, nb * g.P}, ysh[2] = {g.Og, nb * g.P}, osh[4] = {g.N, g.O, g.Ho, g.Wo};
   dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 2, csh) : NULL;
   dl_tensor *yg = col ? dl_tensor_new_empty(ctx, DL_F32, 2, ysh) : NULL;
   dl_tensor *out = yg ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
@@ -145,19 +175,21 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   }
   const float *wp = dl_data(wc);
   float *cp = col->st->data, *yp = yg->st->data, *op = out->st->data;
-  for (int gi = 0; gi < o->groups; gi++) {
-    col_job j = {&g, o, dl_data(xc), NULL, cp, gi * g.Cg};
-    dl_pool_run(ctx->pool, (int)g.N, im2col_task, &j);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Og, (int)NP, (int)g.K, 1.0f,
-                wp + gi * g.Og * g.K, (int)g.K, cp, (int)NP, 0.0f, yp, (int)NP);
-    for (int64_t n = 0; n < g.N; n++)           /* [Og, N, P] -> out[n, gi*Og + c, P] (+ bias) */
-      for (int64_t c = 0; c < g.Og; c++) {
-        int64_t oc = gi * g.Og + c;
-        float bv = b ? (float)dl_get_flat(b, oc) : 0.0f;
-        const float *src = yp + c * NP + n * g.P;
-        float *dst = op + (n * g.O + oc) * g.P;
-        for (int64_t q = 0; q < g.P; q++) dst[q] = src[q] + bv;
-      }
+  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+    int64_t m = g.N - n0 < nb ? g.N - n0 : nb, NP = m * g.P;
+    for (int gi = 0; gi < o->groups; gi++) {
+      col_job j = {&g, o, dl_data(xc), NULL, cp, gi * g.Cg, n0, NP};
+      dl_pool_run(ctx->pool, (int)m, im2col_task, &j);
+      dl_gemm(ctx, DL_F32, 0, 0, g.Og, NP, g.K, 1.0, wp + gi * g.Og * g.K, g.K, cp, NP, 0.0, yp, NP);
+      for (int64_t n = 0; n < m; n++)           /* [Og, m, P] -> out[n0 + n, gi*Og + c, P] (+ bias) */
+        for (int64_t c = 0; c < g.Og; c++) {
+          int64_t oc = gi * g.Og + c;
+          float bv = b ? (float)dl_get_flat(b, oc) : 0.0f;
+          const float *src = yp + c * NP + n * g.P;
+          float *dst = op + ((n0 + n) * g.O + oc) * g.P;
+          for (int64_t q = 0; q < g.P; q++) dst[q] = src[q] + bv;
+        }
+    }
   }
   dl_tensor_release(yg);
   dl_tensor_release(col);
@@ -182,8 +214,8 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *gyc = dl_contiguous(ctx, gy);
   dl_tensor *xc = gyc ? dl_contiguous(ctx, x) : NULL;
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
-  int64_t NP = g.N * g.P;
-  int64_t csh[2] = {g.K, NP}, ysh[2] = {g.Og, NP};
+  int64_t nb = chunk_examples(&g);
+  int64_t csh[2] = {g.K, nb * g.P}, ysh[2] = {g.Og, nb * g.P};
   dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 2, csh) : NULL;
   dl_tensor *dyg = col ? dl_tensor_new_empty(ctx, DL_F32, 2, ysh) : NULL;
   dl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
@@ -194,20 +226,22 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   if (!rc) {
     const float *wp = dl_data(wc), *gp = dl_data(gyc);
     float *cp = col->st->data, *dp = dyg->st->data;
-    for (int gi = 0; gi < o.groups; gi++) {
-      for (int64_t c = 0; c < g.Og; c++)        /* dY[n, gi*Og + c, P] -> [Og, N*P] */
-        for (int64_t s = 0; s < g.N; s++)
-          memcpy(dp + c * NP + s * g.P, gp + (s * g.O + gi * g.Og + c) * g.P, sizeof(float) * (size_t)g.P);
-      col_job j = {&g, &o, dl_data(xc), gx ? (float *)gx->st->data : NULL, cp, gi * g.Cg};
-      if (gw) {
-        dl_pool_run(ctx->pool, (int)g.N, im2col_task, &j);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)NP, 1.0f, dp, (int)NP, cp,
-                    (int)NP, 0.0f, (float *)gw->st->data + gi * g.Og * g.K, (int)g.K);
-      }
-      if (gx) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)NP, (int)g.Og, 1.0f,
-                    wp + gi * g.Og * g.K, (int)g.K, dp, (int)NP, 0.0f, cp, (int)NP);
-        dl_pool_run(ctx->pool, (int)g.N, col2im_task, &j);
+    for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+      int64_t m = g.N - n0 < nb ? g.N - n0 : nb, NP = m * g.P;
+      for (int gi = 0; gi < o.groups; gi++) {
+        for (int64_t c = 0; c < g.Og; c++)      /* dY[n0 + s, gi*Og + c, P] -> [Og, m*P] */
+          for (int64_t s = 0; s < m; s++)
+            memcpy(dp + c * NP + s * g.P, gp + ((n0 + s) * g.O + gi * g.Og + c) * g.P, sizeof(float) * (size_t)g.P);
+        col_job j = {&g, &o, dl_data(xc), gx ? (float *)gx->st->data : NULL, cp, gi * g.Cg, n0, NP};
+        if (gw) {                                 /* gW += dY col^T, summed over the chunks */
+          dl_pool_run(ctx->pool, (int)m, im2col_task, &j);
+          dl_gemm(ctx, DL_F32, 0, 1, g.Og, g.K, NP, 1.0, dp, NP, cp, NP, n0 == 0 ? 0.0 : 1.0,
+                  (float *)gw->st->data + gi * g.Og * g.K, g.K);
+        }
+        if (gx) {
+          dl_gemm(ctx, DL_F32, 1, 0, g.K, NP, g.Og, 1.0, wp + gi * g.Og * g.K, g.K, dp, NP, 0.0, cp, NP);
+          dl_pool_run(ctx->pool, (int)m, col2im_task, &j);
+        }
       }
     }
     if (gb) {

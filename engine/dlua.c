@@ -185,7 +185,24 @@ static int handle_script (lua_State *L, char **argv) {
   status = luaL_loadfile(L, fname);
   if (status == LUA_OK) {
     int n = pushargs(L);
-    status = docall(L, n, LUA_MULTRET);
+    status = docall(L, n, 1);
+  }
+  /* a script whose main chunk returns an experiment or a study is run by dlua.cli */
+  if (status == LUA_OK && lua_type(L, -1) == LUA_TTABLE) {
+    int kind = lua_getfield(L, -1, "_dlua_kind");
+    lua_pop(L, 1);
+    if (kind == LUA_TSTRING) {
+      lua_getglobal(L, "require");
+      lua_pushliteral(L, "dlua.cli");
+      status = docall(L, 1, 1);
+      if (status == LUA_OK) {
+        lua_getfield(L, -1, "run");       /* obj, cli, cli.run */
+        lua_remove(L, -2);                /* obj, run */
+        lua_insert(L, -2);                /* run, obj */
+        lua_pushstring(L, fname ? fname : "stdin");
+        status = docall(L, 2, 0);
+      }
+    }
   }
   return report(L, status, DLUA_PROGNAME);
 }

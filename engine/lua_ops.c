@@ -321,6 +321,15 @@ static int l_matmul(lua_State *L) {
   return lt_finish(L, dl_matmul(lt_ctx(L), a, b));
 }
 
+/* linear(x, w [, b]): x w^T + b, the Linear layer's op */
+static int l_linear(lua_State *L) {
+  dl_tensor *x = lt_check(L, 1);
+  dl_tensor *w = lt_check(L, 2);
+  dl_tensor *b = lua_isnoneornil(L, 3) ? NULL : lt_check(L, 3);
+  lt_newbox(L);
+  return lt_finish(L, dl_linear(lt_ctx(L), x, w, b));
+}
+
 /* ------------------------------------------------------------ views */
 
 static int l_reshape(lua_State *L) {
@@ -678,6 +687,7 @@ static const luaL_Reg op_funcs[] = {
   {"long", l_long},
   {"lt", l_lt},
   {"matmul", l_matmul},
+  {"linear", l_linear},
   {"max", l_max},
   {"max_pool2d", l_max_pool2d},
   {"maximum", l_maximum},

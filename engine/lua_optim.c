@@ -1,8 +1,8 @@
 /* lua_optim.c -- binds the optimizer rules: one call updates every parameter.
  *
  * optim_update(kind, params, states1, states2, opts, t): params is a list of
- * float32 tensors whose .grad is set (parameters without a gradient are
- * skipped), states1/states2 lists of float32 state tensors of the same
+ * float32 (or float64) tensors whose .grad is set (parameters without a gradient are
+ * skipped), states1/states2 lists of state tensors of the same dtype and
  * shapes (entries may be false when the rule keeps fewer). Everything is
  * checked before the first parameter is touched, so an error changes nothing.
  */
@@ -59,26 +59,30 @@ static int l_optim_update(lua_State *L) {
     lua_geti(L, 2, i);
     dl_tensor *p = lt_check(L, lua_gettop(L));
     lua_pop(L, 1);
-    if (p->dtype != DL_F32 || !dl_is_contiguous(p))
-      return luaL_error(L, "%s: parameter %d must be a contiguous float32 tensor", kinds[k], (int)i);
+    if ((p->dtype != DL_F32 && p->dtype != DL_F64) || !dl_is_contiguous(p))
+      return luaL_error(L, "%s: parameter %d must be a contiguous float32 or float64 tensor", kinds[k], (int)i);
     if (!p->grad) continue;
-    if (!same_shape(p, p->grad) || !dl_is_contiguous(p->grad) || p->grad->dtype != DL_F32)
+    if (!same_shape(p, p->grad) || !dl_is_contiguous(p->grad) || p->grad->dtype != p->dtype)
       return luaL_error(L, "%s: gradient of parameter %d does not match it", kinds[k], (int)i);
     for (int s = 0; s < ns; s++) {
       dl_tensor *st = state_at(L, 3 + s, i);
-      if (!st || !same_shape(st, p) || st->dtype != DL_F32 || !dl_is_contiguous(st))
+      if (!st || !same_shape(st, p) || st->dtype != p->dtype || !dl_is_contiguous(st))
         return luaL_error(L, "%s: state %d of parameter %d is missing or mis-shaped", kinds[k], s + 1, (int)i);
     }
   }
+  /* the buffer list lives in a userdata so an allocation error cannot leak it */
+  dl_optim_buf *bufs = lua_newuserdatauv(L, sizeof(dl_optim_buf) * (size_t)(n > 0 ? n : 1), 0);
+  int nbuf = 0;
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, 2, i);
     dl_tensor *p = lt_test(L, -1);
     lua_pop(L, 1);
     if (!p->grad) continue;
     dl_tensor *s1 = ns > 0 ? state_at(L, 3, i) : NULL, *s2 = ns > 1 ? state_at(L, 4, i) : NULL;
-    dl_optim_update(k, &o, t, dl_data(p), dl_data(p->grad), s1 ? dl_data(s1) : NULL, s2 ? dl_data(s2) : NULL,
-                    dl_numel(p));
+    bufs[nbuf++] = (dl_optim_buf){dl_data(p), dl_data(p->grad), s1 ? dl_data(s1) : NULL, s2 ? dl_data(s2) : NULL,
+                                  dl_numel(p), p->dtype == DL_F64};
   }
+  dl_optim_step(lt_ctx(L)->pool, k, &o, t, bufs, nbuf);
   return 0;
 }
 

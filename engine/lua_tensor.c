@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <errno.h>
 
 void openblas_set_num_threads(int n);
 
@@ -691,7 +694,7 @@ static int l_threads(lua_State *L) {
   dl_pool_free(ctx->pool);
   ctx->pool = p;
   ctx->threads = (int)n;
-  openblas_set_num_threads((int)n);
+  openblas_set_num_threads(1);            /* the pool splits products itself (gemm.c) */
   return 0;
 }
 
@@ -725,6 +728,28 @@ static int l_clock(lua_State *L) {
   return 1;
 }
 
+/* isatty(fd): is file descriptor fd (default 1, stdout) a terminal? For progress display. */
+static int l_isatty(lua_State *L) {
+  lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 1)));
+  return 1;
+}
+
+/* fsync(path): flushes a file or directory to disk; true, or nil and the reason */
+static int l_fsync(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0 || fsync(fd) != 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    luaL_pushfail(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(e));
+    return 2;
+  }
+  close(fd);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static int l_read_idx(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lt_newbox(L);
@@ -737,6 +762,8 @@ static const luaL_Reg core_funcs[] = {
   {"arange", l_arange},
   {"backward", l_backward},
   {"clock", l_clock},
+  {"isatty", l_isatty},
+  {"fsync", l_fsync},
   {"detach", l_detach},
   {"dim", l_dim},
   {"dtype", l_dtype},

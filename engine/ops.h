@@ -117,5 +117,12 @@ dl_tensor *dl_one_hot(dl_ctx *ctx, dl_tensor *labels, int64_t classes);
 /* ------------------------------------------------------------ matmul */
 
 dl_tensor *dl_matmul(dl_ctx *ctx, dl_tensor *a, dl_tensor *b);
+/* y = x w^T + b over the last dim of x (w [out, in], b [out] or NULL): a Linear layer
+ * in one op, no transposed copies; errors name "linear" and the shapes. */
+dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b);
+/* C = alpha op(A) op(B) + beta C for row-major float32/float64 buffers (op = transpose
+ * when ta/tb), split over ctx's thread pool for large products (gemm.c). */
+void dl_gemm(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha,
+             const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc);
 
 #endif

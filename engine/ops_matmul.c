@@ -1,6 +1,6 @@
 /* ops_matmul.c -- matrix products on OpenBLAS: 2-D, batched with broadcasting, vectors.
  *
- * Operands are passed to cblas_sgemm / cblas_dgemm as they lie in memory
+ * Operands are passed to dl_gemm (gemm.c) as they lie in memory
  * whenever one of their last two strides is 1 (a transposed view becomes
  * CblasTrans, with no copy); anything else is made contiguous first. The
  * backward is two more products on transposed views, so Linear layers
@@ -9,7 +9,6 @@
 /* See LICENSE */
 #include "ops.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* how a [rows, cols] matrix view with strides (s0, s1) can be handed to BLAS */
@@ -17,21 +16,6 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, int *
   if (s1 == 1 && (s0 >= cols || rows == 1) && s0 >= 1) { *trans = 0; *ld = rows == 1 ? (cols > 0 ? cols : 1) : s0; return 1; }
   if (s0 == 1 && (s1 >= rows || cols == 1) && s1 >= 1) { *trans = 1; *ld = cols == 1 ? (rows > 0 ? rows : 1) : s1; return 1; }
   return 0;
-}
-
-static void gemm(dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                 const void *B, int64_t ldb, void *C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M; i++) memset((char *)C + (size_t)(i * ldc) * dl_dtype_size(d), 0, (size_t)N * dl_dtype_size(d));
-    return;
-  }
-  if (d == DL_F32)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb, 0.0, C, (int)ldc);
 }
 
 static int bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
@@ -66,7 +50,8 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
     }
     int64_t rows = 1;
     for (int d = 0; d < na - 1; d++) rows *= a->shape[d];
-    gemm(a->dtype, 0, trans, rows, N, K, dl_data(ta), K ? K : 1, dl_data(tb), ld, out->st->data, N ? N : 1);
+    dl_gemm(ctx, a->dtype, 0, trans, rows, N, K, 1.0, dl_data(ta), K ? K : 1, dl_data(tb), ld, 0.0, out->st->data,
+            N ? N : 1);
     dl_tensor_release(ta);
     dl_tensor_release(tb);
     return out;
@@ -119,9 +104,9 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
       if (ia >= 0 && ta->shape[ia] != 1) oa += i * ta->stride[ia];
       if (ib >= 0 && tb->shape[ib] != 1) ob += i * tb->stride[ib];
     }
-    gemm(a->dtype, tA, tB, M, N, K, (const char *)dl_data(ta) + (size_t)oa * es, ldA,
-         (const char *)dl_data(tb) + (size_t)ob * es, ldB, (char *)out->st->data + (size_t)(bi * M * N) * es,
-         N ? N : 1);
+    dl_gemm(ctx, a->dtype, tA, tB, M, N, K, 1.0, (const char *)dl_data(ta) + (size_t)oa * es, ldA,
+            (const char *)dl_data(tb) + (size_t)ob * es, ldB, 0.0, (char *)out->st->data + (size_t)(bi * M * N) * es,
+            N ? N : 1);
   }
   dl_tensor_release(ta);
   dl_tensor_release(tb);
@@ -208,4 +193,90 @@ static int bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
     if (!gin[1]) return -1;
   }
   return 0;
+}
+
+/* ------------------------------------------------------------ linear
+ * y[R, out] = x[R, in] w[out, in]^T + b[out] (R = all leading dims of x):
+ * the bias is written first and the product added onto it (beta = 1), and
+ * the backward writes gw directly as [out, in] = g^T x, so a Linear layer
+ * makes no transposed copies and no separate bias pass. */
+
+static int bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
+
+static int64_t rows_of(const dl_tensor *x) {
+  int64_t r = 1;
+  for (int d = 0; d < x->ndim - 1; d++) r *= x->shape[d];
+  return r;
+}
+
+dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
+  char xs[128], ws[128];
+  if (!dl_dtype_is_float(x->dtype) || x->dtype != w->dtype || (b && b->dtype != x->dtype))
+    return dl_fail(ctx, "linear: expected float tensors of one dtype, got input %s and weight %s",
+                   dl_dtype_name(x->dtype), dl_dtype_name(w->dtype));
+  if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1] ||
+      (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
+    dl_shape_str(x->shape, x->ndim, xs, sizeof xs);
+    dl_shape_str(w->shape, w->ndim, ws, sizeof ws);
+    return dl_fail(ctx, "linear: input %s does not match weight %s%s", xs, ws,
+                   b && (b->ndim != 1 || w->ndim != 2 || b->shape[0] != w->shape[0]) ? " and its bias" : "");
+  }
+  int64_t R = rows_of(x), I = w->shape[1], O = w->shape[0];
+  int64_t sh[DL_MAXDIM];
+  memcpy(sh, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  sh[x->ndim - 1] = O;
+  dl_tensor *xc = dl_contiguous(ctx, x);
+  dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
+  dl_tensor *out = wc ? dl_tensor_new_empty(ctx, x->dtype, x->ndim, sh) : NULL;
+  if (!out) { dl_tensor_release(xc); dl_tensor_release(wc); return NULL; }
+  size_t es = dl_dtype_size(x->dtype);
+  char *op = out->st->data;
+  if (b) {
+    dl_tensor *bc = dl_contiguous(ctx, b);
+    if (!bc) { dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(out); return NULL; }
+    for (int64_t r = 0; r < R; r++) memcpy(op + (size_t)(r * O) * es, dl_data(bc), (size_t)O * es);
+    dl_tensor_release(bc);
+  }
+  dl_gemm(ctx, x->dtype, 0, 1, R, O, I, 1.0, dl_data(xc), I ? I : 1, dl_data(wc), I ? I : 1, b ? 1.0 : 0.0, op,
+          O ? O : 1);
+  dl_tensor_release(xc);
+  dl_tensor_release(wc);
+  dl_tensor *in[3] = {x, w, b};
+  int nin = b ? 3 : 2;
+  if (!dl_needs_grad(ctx, nin, in)) return out;
+  dl_node *n = dl_node_new(ctx, "linear", bw_linear, nin, in);
+  if (!n) { dl_tensor_release(out); return NULL; }
+  return dl_record(ctx, out, n);
+}
+
+static int bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+  dl_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
+  int64_t R = rows_of(x), I = w->shape[1], O = w->shape[0];
+  dl_tensor *gc = dl_contiguous(ctx, g);
+  if (!gc) return -1;
+  int rc = 0;
+  if (x->requires_grad) {                       /* gx[R, in] = g[R, out] w[out, in] */
+    dl_tensor *wc = dl_contiguous(ctx, w);
+    gin[0] = wc ? dl_tensor_new_empty(ctx, x->dtype, x->ndim, x->shape) : NULL;
+    if (gin[0])
+      dl_gemm(ctx, x->dtype, 0, 0, R, I, O, 1.0, dl_data(gc), O ? O : 1, dl_data(wc), I ? I : 1, 0.0,
+              gin[0]->st->data, I ? I : 1);
+    dl_tensor_release(wc);
+    if (!gin[0]) rc = -1;
+  }
+  if (!rc && w->requires_grad) {                /* gw[out, in] = g^T x */
+    dl_tensor *xc = dl_contiguous(ctx, x);
+    gin[1] = xc ? dl_tensor_new_empty(ctx, w->dtype, 2, w->shape) : NULL;
+    if (gin[1])
+      dl_gemm(ctx, w->dtype, 1, 0, O, I, R, 1.0, dl_data(gc), O ? O : 1, dl_data(xc), I ? I : 1, 0.0,
+              gin[1]->st->data, I ? I : 1);
+    dl_tensor_release(xc);
+    if (!gin[1]) rc = -1;
+  }
+  if (!rc && b && b->requires_grad) {           /* gb[out] = sum of g's rows */
+    gin[2] = dl_sum_to(ctx, gc, 1, b->shape);
+    if (!gin[2]) rc = -1;
+  }
+  dl_tensor_release(gc);
+  return rc;
 }

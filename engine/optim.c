@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 static const char *const names[DL_NOPTIM] = {"SGD", "Adam", "NAdam", "AdamW", "Adagrad", "RMSProp"};
 
@@ -32,63 +33,122 @@ int dl_optim_nstate(dl_optim_kind k, const dl_optim_opts *o) {
   }
 }
 
-void dl_optim_update(dl_optim_kind k, const dl_optim_opts *o, int64_t t, float *p, const float *g, float *s1,
-                     float *s2, int64_t n) {
-  const float lr = (float)o->lr, wd = (float)o->weight_decay, eps = (float)o->eps;
-  switch (k) {
-    case DL_SGD: {
-      const float mu = (float)o->momentum;
-      if (mu == 0) {
-        for (int64_t i = 0; i < n; i++) p[i] -= lr * (g[i] + wd * p[i]);
-      } else if (o->nesterov) {
-        for (int64_t i = 0; i < n; i++) {       /* v = mu v + g; p -= lr (mu v + g) */
-          float gi = g[i] + wd * p[i];
-          s1[i] = mu * s1[i] + gi;
-          p[i] -= lr * (mu * s1[i] + gi);
-        }
-      } else {
-        for (int64_t i = 0; i < n; i++) {       /* v = mu v + g; p -= lr v */
-          float gi = g[i] + wd * p[i];
-          s1[i] = mu * s1[i] + gi;
-          p[i] -= lr * s1[i];
-        }
-      }
-      break;
+/* The rules are written once over an element type T and instantiated for
+ * float32 (training) and float64 (checking the formulas to 1e-6 and beyond). */
+#define DL_OPTIM_DEFINE(NAME, T, SQRT) \
+void NAME(dl_optim_kind k, const dl_optim_opts *o, int64_t t, T *p, const T *g, T *s1, T *s2, int64_t n) { \
+  const T lr = (T)o->lr, wd = (T)o->weight_decay, eps = (T)o->eps; \
+  switch (k) { \
+    case DL_SGD: { \
+      const T mu = (T)o->momentum; \
+      if (mu == 0) { \
+        for (int64_t i = 0; i < n; i++) p[i] -= lr * (g[i] + wd * p[i]); \
+      } else if (o->nesterov) { \
+        for (int64_t i = 0; i < n; i++) {       /* v = mu v + g; p -= lr (mu v + g) */ \
+          T gi = g[i] + wd * p[i]; \
+          s1[i] = mu * s1[i] + gi; \
+          p[i] -= lr * (mu * s1[i] + gi); \
+        } \
+      } else { \
+        for (int64_t i = 0; i < n; i++) {       /* v = mu v + g; p -= lr v */ \
+          T gi = g[i] + wd * p[i]; \
+          s1[i] = mu * s1[i] + gi; \
+          p[i] -= lr * s1[i]; \
+        } \
+      } \
+      break; \
+    } \
+    case DL_ADAM: case DL_NADAM: case DL_ADAMW: { \
+      const double b1 = o->beta1, b2 = o->beta2; \
+      /* bias correction folded into the step: b = sqrt(1 - b2^t) / (1 - b1^t) */ \
+      const T step = (T)(o->lr * sqrt(1 - pow(b2, (double)t)) / (1 - pow(b1, (double)t))); \
+      const T fb1 = (T)b1, fb2 = (T)b2, decay = k == DL_ADAMW ? lr * wd : 0; \
+      const T l2 = k == DL_ADAMW ? 0 : wd; \
+      for (int64_t i = 0; i < n; i++) { \
+        T gi = g[i] + l2 * p[i]; \
+        if (decay != 0) p[i] -= decay * p[i]; \
+        s1[i] = fb1 * s1[i] + (1 - fb1) * gi; \
+        s2[i] = fb2 * s2[i] + (1 - fb2) * gi * gi; \
+        T num = k == DL_NADAM ? fb1 * s1[i] + (1 - fb1) * gi : s1[i]; \
+        p[i] -= step * num / (SQRT(s2[i]) + eps); \
+      } \
+      break; \
+    } \
+    case DL_ADAGRAD: \
+      for (int64_t i = 0; i < n; i++) { \
+        T gi = g[i] + wd * p[i]; \
+        s1[i] += gi * gi; \
+        p[i] -= lr * gi / (SQRT(s1[i]) + eps); \
+      } \
+      break; \
+    case DL_RMSPROP: { \
+      /* v (s1) starts at 1; m (s2) = gamma m + lr / sqrt(v + eps) g; p -= m */ \
+      const T rho = (T)o->rho, mu = (T)o->momentum; \
+      for (int64_t i = 0; i < n; i++) { \
+        T gi = g[i] + wd * p[i]; \
+        s1[i] = rho * s1[i] + (1 - rho) * gi * gi; \
+        s2[i] = mu * s2[i] + lr / SQRT(s1[i] + eps) * gi; \
+        p[i] -= s2[i]; \
+      } \
+      break; \
+    } \
+    default: break; \
+  } \
+}
+
+DL_OPTIM_DEFINE(dl_optim_update, float, sqrtf)
+DL_OPTIM_DEFINE(dl_optim_update_f64, double, sqrt)
+
+typedef struct {
+  dl_optim_kind k;
+  const dl_optim_opts *o;
+  int64_t t;
+  const dl_optim_buf *bufs;
+  int nbuf;
+  int64_t chunk;        /* elements per task */
+  int64_t *first;       /* first[b] = index of buffer b's first task; first[nbuf] = tasks */
+} step_job;
+
+static void step_task(void *arg, int i) {
+  const step_job *j = arg;
+  int b = 0;
+  while (j->first[b + 1] <= i) b++;              /* few buffers: a linear scan is enough */
+  const dl_optim_buf *u = &j->bufs[b];
+  int64_t s = (i - j->first[b]) * j->chunk, n = u->n - s < j->chunk ? u->n - s : j->chunk;
+  size_t es = u->f64 ? sizeof(double) : sizeof(float);
+#define AT(ptr) ((ptr) ? (char *)(ptr) + (size_t)s * es : NULL)
+  if (u->f64)
+    dl_optim_update_f64(j->k, j->o, j->t, (double *)AT(u->p), (const double *)AT(u->g), (double *)AT(u->s1),
+                        (double *)AT(u->s2), n);
+  else
+    dl_optim_update(j->k, j->o, j->t, (float *)AT(u->p), (const float *)AT(u->g), (float *)AT(u->s1),
+                    (float *)AT(u->s2), n);
+#undef AT
+}
+
+/* chunks of 64K elements: large enough that waking a thread pays off */
+#define STEP_CHUNK ((int64_t)1 << 16)
+
+void dl_optim_step(dl_pool *pool, dl_optim_kind k, const dl_optim_opts *o, int64_t t, const dl_optim_buf *bufs,
+                   int nbuf) {
+  int64_t small_first[17], *first = nbuf < 16 ? small_first : malloc(sizeof(int64_t) * (size_t)(nbuf + 1));
+  int64_t total = 0;
+  if (first) {
+    for (int b = 0; b < nbuf; b++) {
+      first[b] = total;
+      total += (bufs[b].n + STEP_CHUNK - 1) / STEP_CHUNK;
     }
-    case DL_ADAM: case DL_NADAM: case DL_ADAMW: {
-      const double b1 = o->beta1, b2 = o->beta2;
-      /* bias correction folded into the step: b = sqrt(1 - b2^t) / (1 - b1^t) */
-      const float step = (float)(o->lr * sqrt(1 - pow(b2, (double)t)) / (1 - pow(b1, (double)t)));
-      const float fb1 = (float)b1, fb2 = (float)b2, decay = k == DL_ADAMW ? lr * wd : 0;
-      const float l2 = k == DL_ADAMW ? 0 : wd;
-      for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] + l2 * p[i];
-        if (decay != 0) p[i] -= decay * p[i];
-        s1[i] = fb1 * s1[i] + (1 - fb1) * gi;
-        s2[i] = fb2 * s2[i] + (1 - fb2) * gi * gi;
-        float num = k == DL_NADAM ? fb1 * s1[i] + (1 - fb1) * gi : s1[i];
-        p[i] -= step * num / (sqrtf(s2[i]) + eps);
-      }
-      break;
-    }
-    case DL_ADAGRAD:
-      for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] + wd * p[i];
-        s1[i] += gi * gi;
-        p[i] -= lr * gi / (sqrtf(s1[i]) + eps);
-      }
-      break;
-    case DL_RMSPROP: {
-      /* v (s1) starts at 1; m (s2) = gamma m + lr / sqrt(v + eps) g; p -= m */
-      const float rho = (float)o->rho, mu = (float)o->momentum;
-      for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] + wd * p[i];
-        s1[i] = rho * s1[i] + (1 - rho) * gi * gi;
-        s2[i] = mu * s2[i] + lr / sqrtf(s1[i] + eps) * gi;
-        p[i] -= s2[i];
-      }
-      break;
-    }
-    default: break;
+    first[nbuf] = total;
   }
+  if (!first || dl_pool_threads(pool) <= 1 || total < 2 || total > INT32_MAX) {
+    for (int b = 0; b < nbuf; b++) {            /* serially, whole buffers */
+      const dl_optim_buf *u = &bufs[b];
+      if (u->f64) dl_optim_update_f64(k, o, t, u->p, u->g, u->s1, u->s2, u->n);
+      else dl_optim_update(k, o, t, u->p, u->g, u->s1, u->s2, u->n);
+    }
+  } else {
+    step_job j = {k, o, t, bufs, nbuf, STEP_CHUNK, first};
+    dl_pool_run(pool, (int)total, step_task, &j);
+  }
+  if (first != small_first) free(first);
 }

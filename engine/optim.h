@@ -1,9 +1,11 @@
-/* optim.h -- optimizer update rules over flat float32 buffers. */
+/* optim.h -- optimizer update rules over flat float32 (or float64) buffers. */
 /* See LICENSE */
 #ifndef DL_OPTIM_H
 #define DL_OPTIM_H
 
 #include <stdint.h>
+
+#include "dl.h"
 
 typedef enum { DL_SGD = 0, DL_ADAM, DL_NADAM, DL_ADAMW, DL_ADAGRAD, DL_RMSPROP, DL_NOPTIM } dl_optim_kind;
 
@@ -27,5 +29,22 @@ int dl_optim_nstate(dl_optim_kind k, const dl_optim_opts *o);
  * bias correction). The formulas are in docs/optimizers.md. */
 void dl_optim_update(dl_optim_kind k, const dl_optim_opts *o, int64_t t, float *p, const float *g, float *s1,
                      float *s2, int64_t n);
+/* The same rules over float64 buffers. */
+void dl_optim_update_f64(dl_optim_kind k, const dl_optim_opts *o, int64_t t, double *p, const double *g,
+                         double *s1, double *s2, int64_t n);
+
+/* One parameter's buffers for dl_optim_step (s1/s2 NULL when the rule keeps fewer). */
+typedef struct {
+  void *p;
+  const void *g;
+  void *s1, *s2;
+  int64_t n;
+  int f64;              /* buffers are double, else float */
+} dl_optim_buf;
+
+/* Updates every buffer in bufs[0..nbuf) for step t, split into chunks over
+ * the pool (elementwise rules: the split does not change any value). */
+void dl_optim_step(dl_pool *pool, dl_optim_kind k, const dl_optim_opts *o, int64_t t, const dl_optim_buf *bufs,
+                   int nbuf);
 
 #endif

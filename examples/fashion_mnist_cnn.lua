@@ -10,10 +10,13 @@ local epochs = tonumber(arg and arg[1]) or 2
 local batch = tonumber(arg and arg[2]) or 128
 local lr = tonumber(arg and arg[3]) or 1e-3
 local fm = dl.data.fashion_mnist_tensors()
-local xtr, ytr = fm.train.x, fm.train.y
-local xte, yte = fm.test.x, fm.test.y
+-- standardise with the training set's pixel mean and std (test uses the same numbers)
+local mean = fm.train.x:mean():item()
+local std = ((fm.train.x - mean) ^ 2):mean():item() ^ 0.5
+local xtr, ytr = (fm.train.x - mean) / std, fm.train.y
+local xte, yte = (fm.test.x - mean) / std, fm.test.y
 
-dl.seed(0)
+dl.seed(tonumber(os.getenv("SEED")) or 0)
 dl.threads(2)
 local model = nn.Sequential{
   nn.Conv2d(1, 32, 5, {padding = 2}), nn.ReLU(), nn.MaxPool2d(2),
@@ -26,6 +29,8 @@ local opt = optim.Adam{params = model:parameters(), lr = lr}
 
 local n = xtr:size(1)
 local steps = n // batch
+-- the playbook's default: decay the learning rate over the run (cosine from lr to 0)
+local schedule = optim.schedule.cosine{steps = epochs * steps}
 local seen, t0 = 0, dl.clock()
 for epoch = 1, epochs do
   local perm = dl.randperm(n)
@@ -33,6 +38,7 @@ for epoch = 1, epochs do
   for s = 1, steps do
     local idx = perm:narrow(1, (s - 1) * batch + 1, batch)
     local x, y = xtr:index_select(1, idx), ytr:index_select(1, idx)
+    opt:set_lr(lr * schedule((epoch - 1) * steps + s))
     opt:zero_grad()
     local loss = loss_fn(model(x), y)
     loss:backward()

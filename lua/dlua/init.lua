@@ -46,5 +46,15 @@ M.optim = require "dlua.optim"
 M.data = require "dlua.data"
 M.trace = M.data.trace
 M.checkpoint = require "dlua.checkpoint"
+M.json = require "dlua.json"
+M.metrics = require "dlua.metrics"
+local train = require "dlua.train"
+M.train = train.train
+local experiment = require "dlua.experiment"
+M.experiment = experiment.experiment
+M.evaluate = experiment.evaluate
+M.load_experiment = experiment.load
+M.fs = require "dlua.fs"
+M.track = require "dlua.track"
 
 return M

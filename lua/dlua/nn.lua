@@ -312,9 +312,7 @@ function Linear:forward(x)
     error(string.format("Linear: input of shape [%s] does not end in %d features",
       table.concat(s, ", "), self.in_features), 2)
   end
-  local y = x:matmul(self.weight:transpose(1, 2))
-  if self._params.bias then y = y + self._params.bias end
-  return y
+  return core.linear(x, self.weight, self._params.bias)
 end
 
 function Linear:extra_repr() return string.format("%d -> %d", self.in_features, self.out_features) end

@@ -59,8 +59,9 @@ function Optimizer:attach(params)
     local k = #self.params + 1
     self.params[k] = p
     local init1 = self.kind == "RMSProp" and 1 or 0     -- RMSProp's v starts at 1 (playbook 111)
-    self.s1[k] = core.full(init1, p:shape())
-    self.s2[k] = nstate[self.kind] > 1 and core.zeros(p:shape()) or false
+    local like = {dtype = p:dtype()}                    -- state in the parameter's dtype
+    self.s1[k] = core.full(init1, p:shape(), like)
+    self.s2[k] = nstate[self.kind] > 1 and core.zeros(p:shape(), like) or false
   end
   return self
 end

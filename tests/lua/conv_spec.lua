@@ -68,6 +68,32 @@ describe("dlua conv2d", function()
       "unknown option 'strides'")
     assert.error_matches(function() nn.Conv2d(3, 4, 3, {groups = 2}) end, "groups 2 must divide")
   end)
+
+  -- 8 channels per group x 5x5 kernel x 32x32 outputs = 204,800 patch values per example:
+  -- the batch of 23 is taken in chunks (20 + 3), each example alone in one
+  it("gives the same forward and backward when the batch is split into chunks", function()
+    dl.seed(21)
+    local x, w, b = dl.randn(23, 16, 32, 32), dl.randn(6, 8, 5, 5), dl.randn(6)
+    local opts = {padding = 2, groups = 2}
+    local xb, wb, bb = x:clone():requires_grad(true), w:clone():requires_grad(true), b:clone():requires_grad(true)
+    local y = dl.conv2d(xb, wb, bb, opts)
+    local gy = dl.randn(y:shape());
+    (y * gy):sum():backward()
+    local gw = dl.zeros(w:shape())
+    local gb = dl.zeros(6)
+    for i = 1, 23 do
+      local xi = x:narrow(1, i, 1):clone():requires_grad(true)
+      local wi, bi = w:clone():requires_grad(true), b:clone():requires_grad(true)
+      local yi = dl.conv2d(xi, wi, bi, opts);
+      assert((yi - y:narrow(1, i, 1)):abs():max():item() < 1e-4, "forward of example " .. i);
+      (yi * gy:narrow(1, i, 1)):sum():backward()
+      assert((xi.grad - xb.grad:narrow(1, i, 1)):abs():max():item() < 1e-4, "input gradient of example " .. i)
+      gw = gw + wi.grad
+      gb = gb + bi.grad
+    end
+    assert((gw - wb.grad):abs():max():item() < 1e-4 * (1 + wb.grad:abs():max():item()))
+    assert((gb - bb.grad):abs():max():item() < 1e-3)
+  end)
 end)
 
 describe("dlua pooling", function()

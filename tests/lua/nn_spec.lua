@@ -81,6 +81,19 @@ describe("dlua.nn layers", function()
     local ok, rep = dl.autograd.gradcheck(function(x, w, b) return x:matmul(w:transpose()) + b end,
       {dl.randn(2, 4), lin.weight, lin.bias})
     assert(ok, rep)
+    -- the fused op the layer runs: 3-D input, with and without bias, a transposed-view input
+    ok, rep = dl.autograd.gradcheck(function(x, w, b) return dl.linear(x, w, b) end,
+      {dl.randn(2, 3, 4), lin.weight, lin.bias})
+    assert(ok, rep)
+    ok, rep = dl.autograd.gradcheck(function(x, w) return dl.linear(x:transpose(), w) end, {dl.randn(4, 5), lin.weight})
+    assert(ok, rep)
+    -- and it equals the composition it replaces on a product large enough to be split over threads
+    local x, w, b = dl.randn(300, 200), dl.randn(100, 200), dl.randn(100)
+    assert((dl.linear(x, w, b) - (x:matmul(w:transpose()) + b)):abs():max():item() < 1e-4)
+    assert.error_matches(function() dl.linear(dl.zeros(2, 5), lin.weight) end,
+      "linear: input %[2, 5%] does not match weight %[3, 4%]")
+    assert.error_matches(function() dl.linear(dl.zeros(2, 4), lin.weight, dl.zeros(4)) end,
+      "linear: input %[2, 4%] does not match weight %[3, 4%] and its bias")
     ok, rep = dl.autograd.gradcheck(function(x) return ln(x):gelu() end, {dl.randn(5, 3)})
     assert(ok, rep)
   end)

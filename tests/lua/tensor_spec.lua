@@ -310,4 +310,35 @@ describe("dlua.tensor matmul", function()
     local ref = x:select(1, 2):select(1, 1):matmul(y:select(1, 3)):totable()
     assert_table_close(z:select(1, 2):select(1, 3):totable(), ref, 1e-5)
   end)
+
+  -- products above the split threshold are cut into row or column blocks over
+  -- the pool: every transpose combination, tall and wide, odd sizes
+  it("splits large products over threads: deterministic, and equal to one thread up to rounding", function()
+    local saved = dl.threads()
+    for _, c in ipairs({{301, 77, 203, false, false}, {97, 130, 515, true, false},
+                        {260, 64, 99, false, true}, {53, 211, 300, true, true}}) do
+      local M, K, N, ta, tb = table.unpack(c)
+      dl.seed(M)
+      local a = ta and dl.randn(K, M):transpose(1, 2) or dl.randn(M, K)
+      local b = tb and dl.randn(N, K):transpose(1, 2) or dl.randn(K, N)
+      dl.threads(1)
+      local one = a:matmul(b)
+      dl.threads(2)
+      local two = a:matmul(b)
+      assert.is_true((a:matmul(b) - two):abs():max():item() == 0, "a repeated product differs")
+      -- OpenBLAS' edge kernels sum in a different order for a block than for the whole
+      local d = (one - two):abs():max():item()
+      assert(d < 1e-4, string.format("%dx%dx%d: 1 vs 2 threads differ by %g", M, K, N, d))
+      local ref = a:double():matmul(b:double())   -- dgemm, a different kernel
+      local err = (two:double() - ref):abs():max():item()
+      assert(err < 1e-3, string.format("%dx%dx%d: max error %g", M, K, N, err))
+      -- spot check one element against a plain dot product
+      local i, j = M // 2 + 1, N // 3 + 1
+      local s = 0
+      local ar, bc = a:select(1, i):totable(), b:select(2, j):totable()
+      for k = 1, K do s = s + ar[k] * bc[k] end
+      assert(math.abs(two[i][j]:item() - s) < 1e-3)
+    end
+    dl.threads(saved)
+  end)
 end)

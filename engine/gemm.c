@@ -1,0 +1,86 @@
+/* gemm.c -- matrix products on OpenBLAS, split over the core's thread pool.
+ *
+ * OpenBLAS runs single-threaded here (dl.threads sets it to 1): a large
+ * product C[M, N] = A[M, K] B[K, N] is cut into one block of rows (or of
+ * columns, whichever dimension is longer) per pool thread, and each block is
+ * one single-threaded sgemm. Two reasons:
+ *   - OpenBLAS' own workers spin on sched_yield after every call; on two
+ *     cores they then fight the pool's im2col, pooling and elementwise work
+ *     for the same cores (measured: ~30% of a CNN step in the scheduler).
+ *   - One set of threads for everything, so `dl.threads(n)` means n.
+ * The split depends only on the shape and the thread count, so results are
+ * bit-identical run to run at a fixed count; across counts they differ in the
+ * last bits (OpenBLAS' edge kernels sum a block in another order).
+ */
+/* See LICENSE */
+#include "ops.h"
+
+#include <cblas.h>
+#include <string.h>
+
+typedef struct {
+  dl_dtype d;
+  int ta, tb;
+  int64_t M, N, K;
+  double alpha, beta;
+  const void *A, *B;
+  void *C;
+  int64_t lda, ldb, ldc;
+  int split_rows;           /* 1: blocks of rows of C, 0: blocks of columns */
+  int64_t chunk;            /* rows or columns per task */
+} gemm_job;
+
+static void gemm_block(const gemm_job *j, int64_t m0, int64_t m, int64_t n0, int64_t n) {
+  size_t es = dl_dtype_size(j->d);
+  /* start of A's rows m0.. and B's columns n0.., as laid out (transposed or not) */
+  const char *a = (const char *)j->A + (size_t)(j->ta ? m0 : m0 * j->lda) * es;
+  const char *b = (const char *)j->B + (size_t)(j->tb ? n0 * j->ldb : n0) * es;
+  char *c = (char *)j->C + (size_t)(m0 * j->ldc + n0) * es;
+  CBLAS_TRANSPOSE ta = j->ta ? CblasTrans : CblasNoTrans, tb = j->tb ? CblasTrans : CblasNoTrans;
+  if (j->d == DL_F32)
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)j->K, (float)j->alpha, (const float *)a, (int)j->lda,
+                (const float *)b, (int)j->ldb, (float)j->beta, (float *)c, (int)j->ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)j->K, j->alpha, (const double *)a, (int)j->lda,
+                (const double *)b, (int)j->ldb, j->beta, (double *)c, (int)j->ldc);
+}
+
+static void gemm_task(void *arg, int i) {
+  const gemm_job *j = arg;
+  int64_t len = j->split_rows ? j->M : j->N;
+  int64_t s = (int64_t)i * j->chunk, e = s + j->chunk < len ? s + j->chunk : len;
+  if (s >= e) return;
+  if (j->split_rows) gemm_block(j, s, e - s, 0, j->N);
+  else gemm_block(j, 0, j->M, s, e - s);
+}
+
+/* below this many multiply-adds one thread is faster than waking the pool */
+#define GEMM_SPLIT_MIN (1 << 20)
+
+void dl_gemm(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha,
+             const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  size_t es = dl_dtype_size(d);
+  if (K == 0) {                                  /* C = beta C */
+    for (int64_t i = 0; i < M; i++) {
+      char *row = (char *)C + (size_t)(i * ldc) * es;
+      if (beta == 0) memset(row, 0, (size_t)N * es);
+      else if (d == DL_F32) for (int64_t k = 0; k < N; k++) ((float *)row)[k] *= (float)beta;
+      else for (int64_t k = 0; k < N; k++) ((double *)row)[k] *= beta;
+    }
+    return;
+  }
+  gemm_job j = {d, ta, tb, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, M >= N, 0};
+  int threads = dl_pool_threads(ctx->pool);
+  int64_t len = j.split_rows ? M : N;
+  if (threads <= 1 || M * N * K < GEMM_SPLIT_MIN || len < 2 * threads) {
+    gemm_block(&j, 0, M, 0, N);
+    return;
+  }
+  /* equal blocks, rounded up to a multiple of 16 rows/columns (the kernels' panel widths) */
+  int64_t chunk = (len + threads - 1) / threads;
+  chunk = (chunk + 15) / 16 * 16;
+  j.chunk = chunk;
+  int tasks = (int)((len + chunk - 1) / chunk);
+  dl_pool_run(ctx->pool, tasks, gemm_task, &j);
+}

@@ -1,0 +1,166 @@
+--- dlua.experiment: an experiment file returns dl.experiment{name, hparams, build};
+-- running the file with dlua trains it (dlua.cli), and recipes and studies name
+-- the same file to train it with other hyperparameters.
+--
+--   return dl.experiment{
+--     name = "fashion-mnist-cnn", description = "...",
+--     hparams = {lr = 0.05, batch_size = 256, steps = 3000},
+--     build = function(hp) return {model = ..., optimizer = ..., data = ..., steps = hp.steps} end,
+--   }
+--
+-- The runner adds `seed` (default 0), `init_seed` (= seed) and `data_seed`
+-- (= seed + 1000) to hp unless the experiment sets them; the model is built
+-- right after dl.seed(init_seed), so the same init seed gives bit-identical
+-- parameters whatever the data seed.
+local core = require "dlua.core"
+local json = require "dlua.json"
+
+local M = {}
+
+local Experiment = {}
+Experiment.__index = Experiment
+
+local function copy(t)
+  local o = {}
+  for k, v in pairs(t or {}) do o[k] = v end
+  return o
+end
+
+--- dl.experiment{name =, hparams = {...}, build = function(hp) ... end [, description =]}
+function M.experiment(spec)
+  if type(spec) ~= "table" then error("dl.experiment: expected a table, got " .. type(spec), 2) end
+  for k in pairs(spec) do
+    if k ~= "name" and k ~= "hparams" and k ~= "build" and k ~= "description" then
+      error(string.format("dl.experiment: unknown field '%s' (valid: build, description, hparams, name)", tostring(k)), 2)
+    end
+  end
+  if type(spec.name) ~= "string" or spec.name == "" then error("dl.experiment: name must be a non-empty string", 2) end
+  if type(spec.build) ~= "function" then error("dl.experiment: build must be a function(hp) returning a dl.train config", 2) end
+  if spec.hparams ~= nil and type(spec.hparams) ~= "table" then error("dl.experiment: hparams must be a table", 2) end
+  for k, v in pairs(spec.hparams or {}) do
+    local t = type(v)
+    if type(k) ~= "string" or (t ~= "number" and t ~= "string" and t ~= "boolean") then
+      error(string.format("dl.experiment: hparams must be a flat table of numbers, strings and booleans " ..
+        "(%s is a %s)", tostring(k), t), 2)
+    end
+  end
+  return setmetatable({_dlua_kind = "experiment", name = spec.name, hparams = copy(spec.hparams),
+                       build = spec.build, description = spec.description}, Experiment)
+end
+
+function M.is_experiment(x) return getmetatable(x) == Experiment end
+
+--- Loads an experiment file (its main chunk returns dl.experiment{...}).
+function M.load(path)
+  if M.is_experiment(path) then return path end
+  local chunk, err = loadfile(path)
+  if not chunk then error("cannot load experiment " .. tostring(path) .. ": " .. err, 2) end
+  local ok, exp = pcall(chunk)
+  if not ok then error(exp, 0) end
+  if not M.is_experiment(exp) then
+    error(string.format("%s does not return a dl.experiment{...} (got %s)", path, type(exp)), 2)
+  end
+  exp.path = path
+  return exp
+end
+
+--- The full hyperparameters: defaults, then overrides, then the derived seeds.
+function Experiment:resolve(overrides)
+  local hp = copy(self.hparams)
+  for k, v in pairs(overrides or {}) do hp[k] = v end
+  hp.seed = hp.seed or 0
+  hp.init_seed = hp.init_seed or hp.seed
+  hp.data_seed = hp.data_seed or hp.seed + 1000
+  return hp
+end
+
+--- The dl.train config for hp (resolved), built right after seeding the init stream.
+function Experiment:config(hp)
+  core.seed(hp.init_seed)
+  local cfg = self.build(hp)
+  if type(cfg) ~= "table" then
+    error(string.format("experiment %s: build(hp) must return a dl.train config table, got %s", self.name,
+      type(cfg)), 2)
+  end
+  cfg.hparams = cfg.hparams or hp
+  cfg.name = cfg.name or self.name
+  cfg.description = cfg.description or self.description
+  if cfg.steps == nil and hp.steps then cfg.steps = hp.steps end
+  return cfg
+end
+
+--- Trains with hp overrides; opts: dir, resume, quiet, steps, tracking, command.
+function Experiment:run(overrides, opts)
+  opts = opts or {}
+  local hp = self:resolve(overrides)
+  if opts.steps then hp.steps = opts.steps end
+  local cfg = self:config(hp)
+  if opts.steps then cfg.steps = opts.steps end
+  for _, k in ipairs({"dir", "resume", "quiet", "tracking", "command"}) do
+    if opts[k] ~= nil then cfg[k] = opts[k] end
+  end
+  cfg.config_path = cfg.config_path or self.path
+  return require("dlua.train").train(cfg), hp
+end
+
+------------------------------------------------------------ offline evaluation
+
+--- dl.evaluate{experiment = path or experiment, checkpoint = path [, sets = {name = set}]
+--  [, batch_size =] [, metrics =]} --> {["set/metric"] = value, ...}, report
+-- Rebuilds the model with the hyperparameters stored in the checkpoint, loads
+-- its weights and evaluates every set in full (padded, weighted: exact means).
+-- When the experiment's periodic eval uses `sample = n`, the report also gives
+-- the sample metric and its gap to the full-set metric.
+function M.evaluate(o)
+  if type(o) ~= "table" or not o.experiment or not o.checkpoint then
+    error("dl.evaluate: expected {experiment = ..., checkpoint = path [, sets = {...}]}", 2)
+  end
+  local exp = M.load(o.experiment)
+  local ck = require "dlua.checkpoint"
+  local tensors, meta = ck.load(o.checkpoint)
+  if not tensors then error("dl.evaluate: " .. tostring(meta), 2) end
+  local hp = exp:resolve(json.decode(meta.hparams or "{}") or {})
+  local cfg = exp:config(hp)
+  local msd = {}
+  for k, t in pairs(tensors) do
+    local name = k:match("^model/(.*)$")
+    if name then msd[name] = t end
+  end
+  cfg.model:load_state_dict(msd)
+  local nn = require "dlua.nn"
+  if nn.sync_batchnorm then nn.sync_batchnorm(cfg.model) end
+  cfg.model:eval()
+  local ev = cfg.eval or {}
+  local sets = o.sets or ev.sets or {}
+  local metrics = require "dlua.metrics"
+  local fields = {input = "image", target = "label", weight = "weight"}
+  for k, v in pairs(cfg.fields or {}) do fields[k] = v end
+  local function evaluator(sample)
+    return metrics.evaluator{model = cfg.model, loss = cfg.loss, metrics = o.metrics or ev.metrics,
+      batch_size = o.batch_size or ev.batch_size, fields = fields, forward = cfg.forward, sample = sample}
+  end
+  local out, report = {}, {step = tonumber(meta.step), sample = ev.sample, gaps = {}}
+  local names = {}
+  for name in pairs(sets) do names[#names + 1] = name end
+  table.sort(names)
+  local prev = core.set_grad_enabled(false)
+  local ok, err = pcall(function()
+    for _, name in ipairs(names) do
+      local full = evaluator(nil):run(name, sets[name])
+      for k, v in pairs(full) do out[name .. "/" .. k] = v end
+      if ev.sample and ev.sample < #sets[name] then
+        local part = evaluator(ev.sample):run(name, sets[name])
+        for k, v in pairs(part) do
+          if type(v) == "number" then
+            report.gaps[name .. "/" .. k] = {sample = v, full = full[k], gap = v - full[k]}
+          end
+        end
+      end
+    end
+  end)
+  core.set_grad_enabled(prev)
+  if not ok then error(err, 0) end
+  return out, report
+end
+
+return M

@@ -1,0 +1,199 @@
+--- dlua.metrics: evaluation of a model on whole sets with exact weighting.
+--
+-- Every metric is accumulated as a weighted sum and a weight total over
+-- batches, so padded examples (weight 0) change nothing and the result is
+-- exactly the mean over the real examples whatever the batch size.
+-- Built-in metrics: "loss", "accuracy", "top5" (any "topK"), "per_class"
+-- (correct and total per class: "k of n correct"). A user metric is a
+-- function(output, target, weight) returning (weighted sum, weight total).
+-- @usage local ev = metrics.evaluator{model = m, loss = nn.CrossEntropy()}
+--        ev:run("valid", valid_set, step) --> {loss = 0.31, accuracy = 0.89, ...}
+local core = require "dlua.core"
+local json = require "dlua.json"
+
+local M = {}
+
+local function is_tensor(x) return getmetatable(x) == core.Tensor end
+
+-- batches of a set in order, the last one padded with weight-0 examples
+-- set: a dataset/pipeline with :batch, or {input = tensor, target = tensor} in memory
+local function batches(set, bs, fields, sample)
+  if type(set) == "table" and set.batch and not is_tensor(set) then
+    local src = set
+    if sample and sample < #set then            -- a fixed sample: the same examples at every eval, every trial
+      if not src.subset then error("evaluate: sample = n needs a dataset (before :map), not a pipeline", 0) end
+      local seed, counter = core.rng_state()
+      core.rng_state(0x5eed, 0)
+      local idx = core.randperm(#set):narrow(1, 1, sample)
+      core.rng_state(seed, counter)
+      src = src:subset(idx)
+    end
+    local it = src:batch(bs, {pad = true}):iter{epochs = 1, warn = false}
+    return function()
+      local b = it()
+      if b == nil then return nil end
+      return b[fields.input], b[fields.target], b[fields.weight]
+    end
+  end
+  local x = set[fields.input] or set.input or set.x or set[1]
+  local y = set[fields.target] or set.target or set.y or set[2]
+  if not is_tensor(x) then error("evaluate: a set must be a dataset or {input = tensor, target = tensor}", 0) end
+  local n = x:size(1)
+  local idx
+  if sample and sample < n then                 -- a fixed sample: the same examples at every eval
+    local seed, counter = core.rng_state()
+    core.rng_state(0x5eed, 0)
+    idx = core.randperm(n):narrow(1, 1, sample)
+    core.rng_state(seed, counter)
+    n = sample
+  end
+  local pos = 0
+  return function()
+    if pos >= n then return nil end
+    local m = math.min(bs, n - pos)
+    local xb, yb
+    if idx then
+      local ib = idx:narrow(1, pos + 1, m)
+      xb, yb = x:index_select(1, ib), y and y:index_select(1, ib)
+    else
+      xb, yb = x:narrow(1, pos + 1, m), y and y:narrow(1, pos + 1, m)
+    end
+    local w = core.ones(m)
+    if m < bs then                               -- pad to the full batch with weight 0
+      local pad = bs - m
+      local function padded(t)
+        local sh = t:shape()
+        sh[1] = pad
+        return core.cat({t, core.zeros(sh, {dtype = t:dtype()})}, 1)
+      end
+      xb, yb = padded(xb), yb and padded(yb:contiguous())
+      if yb and yb:dtype() ~= "float32" and yb:dtype() ~= "float64" then
+        -- padded labels must still be valid class indices
+        yb = core.cat({yb:narrow(1, 1, m), core.ones({pad}, {dtype = yb:dtype()})}, 1)
+      end
+      w = core.cat({w, core.zeros(pad)}, 1)
+    end
+    pos = pos + m
+    return xb, yb, w
+  end
+end
+M.batches = batches
+
+local builtin = {}
+
+function builtin.loss(out, y, w, ctx)
+  local l = ctx.loss(out, y, w)
+  local ws = w:sum():item()
+  return l:item() * ws, ws
+end
+
+function builtin.accuracy(out, y, w)
+  local hit = out:argmax(2):eq(y:reshape(-1)):float()
+  return (hit * w):sum():item(), w:sum():item()
+end
+
+local function topk(k)
+  return function(out, y, w)
+    local n = out:size(1)
+    local truth = out:gather(2, y:reshape(n, 1))
+    local rank = out:gt(truth):float():sum(2):reshape(n)   -- classes scoring above the true one
+    local hit = rank:lt(k):float()
+    return (hit * w):sum():item(), w:sum():item()
+  end
+end
+
+local Evaluator = {}
+Evaluator.__index = Evaluator
+
+--- metrics.evaluator{model, loss, metrics = {"loss", "accuracy", ...}, batch_size = 256,
+--  sample = n, fields = {input =, target =, weight =}, forward = fn, predictions = {indices =}, dir =}
+function M.evaluator(o)
+  local self = setmetatable({}, Evaluator)
+  self.model, self.loss = o.model, o.loss
+  self.batch_size = o.batch_size or 256
+  self.sample = o.sample
+  self.fields = o.fields or {input = "image", target = "label", weight = "weight"}
+  self.forward = o.forward
+  self.predictions = o.predictions
+  self.dir = o.dir
+  self.metrics = o.metrics or {"loss", "accuracy"}
+  for _, m in pairs(self.metrics) do
+    if type(m) == "string" and not (builtin[m] or m == "per_class" or m:match("^top%d+$")) then
+      error(string.format("evaluate: unknown metric '%s' (built in: loss, accuracy, topK, per_class; " ..
+        "or pass a function)", m), 3)
+    end
+  end
+  return self
+end
+
+--- ev:run(name, set, step) --> table of metric values (per_class as {correct = {...}, total = {...}})
+function Evaluator:run(name, set, step)
+  local sums, totals = {}, {}
+  local per_correct, per_total
+  local pred_idx = self.predictions and self.predictions.indices
+  local want = {}
+  if pred_idx and (not self.predictions.set or self.predictions.set == name) then
+    for _, i in ipairs(pred_idx) do want[i] = true end
+  end
+  local preds = {}
+  local pos = 0
+  for x, y, w in batches(set, self.batch_size, self.fields, self.sample) do
+    local out = self.forward and self.forward(self.model, {[self.fields.input] = x, [self.fields.target] = y})
+      or self.model(x)
+    w = w and w:reshape(-1):float() or core.ones(out:size(1))
+    for key, m in pairs(self.metrics) do
+      local mname = type(key) == "string" and key or m
+      local s, t
+      if type(m) == "function" then s, t = m(out, y, w)
+      elseif m == "per_class" then
+        local c = out:size(2)
+        local oh = core.one_hot(y:reshape(-1), c):float() * w:reshape(-1, 1)
+        local hit = out:argmax(2):eq(y:reshape(-1)):float():reshape(-1, 1)
+        local tot, cor = oh:sum(1):totable(), (oh * hit):sum(1):totable()
+        per_total, per_correct = per_total or {}, per_correct or {}
+        for k = 1, c do
+          per_total[k] = (per_total[k] or 0) + tot[k]
+          per_correct[k] = (per_correct[k] or 0) + cor[k]
+        end
+      elseif m:match("^top%d+$") then s, t = topk(tonumber(m:match("%d+")))(out, y, w)
+      else s, t = builtin[m](out, y, w, self) end
+      if s then
+        sums[mname] = (sums[mname] or 0) + s
+        totals[mname] = (totals[mname] or 0) + t
+      end
+    end
+    if next(want) then
+      local n = out:size(1)
+      local wl = w:totable()
+      local am = out:argmax(2):totable()
+      local probs = out:softmax(2)
+      local yl = y and y:reshape(-1):totable()
+      for r = 1, n do
+        local idx = pos + r
+        if wl[r] > 0 and want[idx] then
+          preds[#preds + 1] = {index = idx, label = yl and yl[r], prediction = am[r],
+                               probabilities = json.array(probs:select(1, r):totable())}
+        end
+      end
+      pos = pos + n
+    end
+  end
+  local res = {}
+  for k, s in pairs(sums) do res[k] = totals[k] > 0 and s / totals[k] or 0 / 0 end
+  if per_total then
+    local correct, total = json.array(), json.array()
+    for k = 1, #per_total do
+      correct[k], total[k] = math.floor(per_correct[k] + 0.5), math.floor(per_total[k] + 0.5)
+    end
+    res.per_class = {correct = correct, total = total}
+  end
+  if #preds > 0 and self.dir then
+    local fs = require "dlua.fs"
+    fs.mkdir_p(self.dir .. "/predictions")
+    fs.write_atomic(string.format("%s/predictions/%s-%09d.json", self.dir, name, step or 0),
+      json.encode({set = name, step = step, predictions = preds}) .. "\n")
+  end
+  return res
+end
+
+return M

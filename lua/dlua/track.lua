@@ -1,0 +1,90 @@
+--- dlua.track: the tracking spreadsheet (DESIGN.md section 5).
+-- runs/studies.csv gets one row per finished run or study: name, config path,
+-- description, trials, best validation value of the best checkpoint and the
+-- exact command that reproduces it. Rows are appended with one write each, so
+-- two processes finishing at once never interleave their lines.
+local fs = require "dlua.fs"
+
+local M = {}
+
+M.COLUMNS = {"name", "config", "description", "trials", "best_metric", "best_value", "best_step", "status",
+             "dir", "command"}
+
+--- CSV field quoting (RFC 4180): quotes, commas and newlines are quoted.
+function M.csv_field(v)
+  local s = v == nil and "" or tostring(v)
+  if s:find('[,"\r\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
+  return s
+end
+
+function M.csv_row(values, n)
+  local out = {}
+  for i = 1, n or #values do out[i] = M.csv_field(values[i]) end
+  return table.concat(out, ",")
+end
+
+--- Parses CSV text into a list of rows (lists of strings); handles quoting.
+function M.parse_csv(text)
+  local rows, row, field, i, n, inq = {}, {}, {}, 1, #text, false
+  while i <= n do
+    local c = text:sub(i, i)
+    if inq then
+      if c == '"' then
+        if text:sub(i + 1, i + 1) == '"' then field[#field + 1] = '"'; i = i + 1 else inq = false end
+      else field[#field + 1] = c end
+    elseif c == '"' then inq = true
+    elseif c == "," then row[#row + 1] = table.concat(field); field = {}
+    elseif c == "\n" then
+      row[#row + 1] = table.concat(field); rows[#rows + 1] = row; row, field = {}, {}
+    elseif c ~= "\r" then field[#field + 1] = c end
+    i = i + 1
+  end
+  if #field > 0 or #row > 0 then row[#row + 1] = table.concat(field); rows[#rows + 1] = row end
+  return rows
+end
+
+--- Appends a row to path, writing the header first when the file is new.
+function M.append(path, values, columns)
+  columns = columns or M.COLUMNS
+  fs.mkdir_p(fs.dirname(path))
+  if not fs.exists(path) then
+    -- two processes may both see no file: the header is written with O_APPEND too and
+    -- readers skip repeated header lines
+    fs.append_line(path, M.csv_row(columns))
+  end
+  local row = {}
+  for i, c in ipairs(columns) do row[i] = values[c] end
+  fs.append_line(path, M.csv_row(row, #columns))
+end
+
+--- Reads a tracking file into a list of {column = value} (repeated headers skipped).
+function M.read(path)
+  local text = fs.read(path)
+  if not text then return {} end
+  local rows = M.parse_csv(text)
+  local header = rows[1]
+  local out = {}
+  for r = 2, #rows do
+    local row = rows[r]
+    if table.concat(row, ",") ~= table.concat(header, ",") then
+      local t = {}
+      for i, c in ipairs(header) do t[c] = row[i] end
+      out[#out + 1] = t
+    end
+  end
+  return out
+end
+
+--- The row for one dl.train run: runs/studies.csv next to the run directory's parent.
+function M.append_run(config, result)
+  local root = type(config.tracking) == "string" and config.tracking or fs.dirname(result.dir)
+  local best = result.best or {}
+  local metric = config.checkpoint and config.checkpoint.metric
+  M.append(root .. "/studies.csv", {
+    name = config.name or result.dir, config = config.config_path or "", description = config.description or "",
+    trials = 1, best_metric = metric or "", best_value = metric and best.metrics and best.metrics[metric] or "",
+    best_step = best.step or "", status = result.status, dir = result.dir, command = config.command or "",
+  })
+end
+
+return M

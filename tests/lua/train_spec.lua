@@ -1,0 +1,415 @@
+-- dl.train: eval schedule, exact padded metrics, checkpoint retention and
+-- retrospective selection, resume (also after SIGKILL), divergence, tracking
+-- files, the experiment CLI and offline evaluation.
+local dl = require "dlua"
+local nn, optim, data, json, fs = dl.nn, dl.optim, dl.data, dl.json, dl.fs
+
+local EXE = os.getenv("DLUA_EXE") or "build/dlua"
+local TMP = os.getenv("TMPDIR") or "/tmp"
+
+local function tmpdir(tag)
+  local d = string.format("%s/dlua-train-%s-%d-%d", TMP, tag, math.floor(dl.clock() * 1e6) % 1000000007,
+    math.random(1, 1e9))
+  fs.rm_rf(d)
+  return d
+end
+
+local function lines(path)
+  local out = {}
+  for l in (fs.read(path) or ""):gmatch("[^\n]+") do out[#out + 1] = json.decode(l) end
+  return out
+end
+
+-- a small, fixed classification problem: 3 classes from a linear rule
+local function toy(n, seed)
+  dl.seed(seed or 1)
+  local x = dl.randn(n, 6)
+  local y = x:matmul(dl.tensor({{1, 0, -1}, {0, 1, 1}, {1, 1, 0}, {-1, 0, 1}, {0, -1, 0}, {1, 0, 0}})):argmax(2)
+  return data.tensors{image = x, label = y}
+end
+
+local function config(dir, over)
+  local ds = toy(230)
+  local tr, va = ds:split{180, 50, seed = 0}
+  dl.seed(2)
+  local model = nn.Sequential{nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3)}
+  local c = {model = model, loss = nn.CrossEntropy(), optimizer = optim.SGD{params = model:parameters(), lr = 0.1},
+    data = tr:shuffle{seed = 3}:batch(16), steps = 50, dir = dir, quiet = true, tracking = false,
+    eval = {every = 10, sets = {valid = va}, batch_size = 16}}
+  for k, v in pairs(over or {}) do c[k] = v end
+  return c, model, va
+end
+
+describe("dl.train", function()
+  it("evaluates exactly at steps N, 2N, ... and at the end", function()
+    local dir = tmpdir("every")
+    local c = config(dir, {steps = 47, eval = {every = 10, sets = {valid = select(3, config(dir))}}})
+    local r = dl.train(c)
+    assert.are.equal("done", r.status)
+    local steps = {}
+    for _, e in ipairs(lines(dir .. "/metrics.jsonl")) do
+      if e.split == "eval" then steps[#steps + 1] = e.step end
+    end
+    assert.are.same({10, 20, 30, 40, 47}, steps)
+    assert.are.equal(47, #r.grad_norms)                  -- the norm of every step is kept
+    fs.rm_rf(dir)
+  end)
+
+  it("computes padded-batch metrics equal to the exact mean over the real examples", function()
+    local ds = toy(53, 7)                                -- 53 = 7 * 7 + 4: a partial last batch
+    dl.seed(4)
+    local model = nn.Sequential{nn.Linear(6, 3)}
+    local ev = dl.metrics.evaluator{model = model, loss = nn.CrossEntropy(), batch_size = 7,
+                                    metrics = {"loss", "accuracy", "top2", "per_class"}}
+    local got = dl.no_grad(function() return ev:run("set", ds, 0) end)
+    -- the exact values, over all 53 examples at once
+    local x, y = ds:column("image"), ds:column("label")
+    local out = dl.no_grad(function() return model(x) end)
+    local logp = out:log_softmax(2):totable()
+    local yl, o = y:totable(), out:totable()
+    local loss, hits, top2, per = 0, 0, 0, {0, 0, 0}
+    local tot = {0, 0, 0}
+    for i = 1, 53 do
+      loss = loss - logp[i][yl[i]] / 53
+      local best, above = 1, 0
+      for c = 1, 3 do
+        if o[i][c] > o[i][best] then best = c end
+        if o[i][c] > o[i][yl[i]] then above = above + 1 end
+      end
+      if best == yl[i] then hits = hits + 1; per[yl[i]] = per[yl[i]] + 1 end
+      if above < 2 then top2 = top2 + 1 end
+      tot[yl[i]] = tot[yl[i]] + 1
+    end
+    assert(math.abs(got.loss - loss) < 1e-5, string.format("loss %g vs %g", got.loss, loss))
+    assert.are.equal(hits / 53, got.accuracy)
+    assert.are.equal(top2 / 53, got.top2)
+    assert.are.same(per, {table.unpack(got.per_class.correct)})
+    assert.are.same(tot, {table.unpack(got.per_class.total)})
+  end)
+
+  it("keeps exactly the top-N and latest checkpoints for a scripted metric, and selects the best", function()
+    local dir = tmpdir("keep")
+    -- valid/score at the 6 evals (every 5 steps): the best two are at steps 10 and 20, the last is worse
+    local script = {0.3, 0.9, 0.5, 0.8, 0.2, 0.1}
+    local calls = 0
+    local metric = function(out, y, w)
+      calls = calls + 1
+      return script[(calls - 1) // 4 + 1] * w:sum():item(), w:sum():item()   -- 4 batches per eval
+    end
+    local c, _, va = config(dir)
+    c.steps = 30
+    c.eval = {every = 5, sets = {valid = va}, batch_size = 13, metrics = {score = metric}}
+    c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "max"}
+    local r = dl.train(c)
+    assert.are.equal("done", r.status)
+    local files = {}
+    for _, f in ipairs(fs.list(dir .. "/checkpoints")) do if f:match("safetensors$") then files[#files + 1] = f end end
+    assert.are.same({"ckpt-000000010.safetensors", "ckpt-000000020.safetensors", "ckpt-000000030.safetensors"}, files)
+    assert.are.equal(10, r.best.step)                    -- retrospective: the best, not the last
+    assert(math.abs(r.best.metrics["valid/score"] - 0.9) < 1e-12)
+    assert.truthy(r.best.checkpoint:match("ckpt%-000000010"))
+    local led = json.decode(fs.read(dir .. "/checkpoints/index.json"))
+    assert.are.equal(6, #led.evals)
+    assert.are.equal(30, led.latest.step)
+    -- min mode keeps the two lowest instead
+    local dir2 = tmpdir("keepmin")
+    calls = 0
+    c = config(dir2)
+    c.steps = 30
+    c.eval = {every = 5, sets = {valid = select(3, config(dir2))}, batch_size = 13, metrics = {score = metric}}
+    c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "min", keep_every = 15}
+    r = dl.train(c)
+    files = {}
+    for _, f in ipairs(fs.list(dir2 .. "/checkpoints")) do if f:match("safetensors$") then files[#files + 1] = f end end
+    assert.are.same({"ckpt-000000015.safetensors", "ckpt-000000025.safetensors", "ckpt-000000030.safetensors"}, files)
+    assert.are.equal(30, r.best.step)
+    fs.rm_rf(dir); fs.rm_rf(dir2)
+  end)
+
+  it("resumes from the latest checkpoint bit-identically and skips a corrupt one with a warning", function()
+    local full = tmpdir("full")
+    local c, model = config(full, {steps = 40, checkpoint = {every = 10}, ema = {decay = 0.9}})
+    dl.train(c)
+    local want = {}
+    for k, t in pairs(model:state_dict()) do want[k] = t:clone() end
+    -- the same run in two halves: 25 steps (checkpoints at 10, 20, 25), then resume to 40
+    local part = tmpdir("part")
+    c = config(part, {steps = 25, checkpoint = {every = 10, keep_latest = 3}, ema = {decay = 0.9}})
+    dl.train(c)
+    -- corrupt the newest checkpoint: resume must fall back to step 20
+    local newest = part .. "/checkpoints/ckpt-000000025.safetensors"
+    local bytes = fs.read(newest)
+    local f = io.open(newest, "wb"); f:write(bytes:sub(1, #bytes - 9)); f:close()
+    local c2, model2 = config(part, {steps = 40, checkpoint = {every = 10}, ema = {decay = 0.9}, resume = true,
+                                     quiet = false})
+    local printed = {}
+    local real_write = io.write
+    local out = io.stdout
+    local saved_stdout = io.output()
+    local r
+    local tmpout = part .. "/stdout.txt"
+    io.output(tmpout)
+    local ok, err = pcall(function()
+      local so = io.stdout
+      io.stdout = io.output()                            -- progress writes to io.stdout
+      r = dl.train(c2)
+      io.stdout = so
+    end)
+    io.output():close()
+    io.output(saved_stdout)
+    io.stdout = out
+    assert(ok, err)
+    printed = fs.read(tmpout)
+    assert.truthy(printed:find("warning: skipping checkpoint .*ckpt%-000000025%.safetensors"), printed)
+    assert.truthy(printed:find("resuming from .*ckpt%-000000020"), printed)
+    assert.are.equal("done", r.status)
+    for k, t in pairs(model2:state_dict()) do
+      assert.is_true((t - want[k]):abs():max():item() == 0, "differs after resume: " .. k)
+    end
+    -- metrics after the resume point are not duplicated
+    local evals = {}
+    for _, e in ipairs(lines(part .. "/metrics.jsonl")) do if e.split == "eval" then evals[#evals + 1] = e.step end end
+    assert.are.same({10, 20, 30, 40}, evals)
+    fs.rm_rf(full); fs.rm_rf(part)
+    io.write = real_write
+  end)
+
+  it("refuses to train over an existing run without resume", function()
+    local dir = tmpdir("exists")
+    dl.train(config(dir, {steps = 10}))
+    assert.error_matches(function() dl.train(config(dir, {steps = 10})) end,
+      "already holds checkpoints; pass resume = true")
+    fs.rm_rf(dir)
+  end)
+
+  it("stops a diverging run with status diverged naming the step", function()
+    local dir = tmpdir("div")
+    local c = config(dir, {steps = 50})
+    local ce, calls = nn.CrossEntropy(), 0
+    c.loss = function(out, y, w)                         -- the loss turns NaN at the 7th step
+      calls = calls + 1
+      local l = ce(out, y, w)
+      if calls == 7 then return l * (0 / 0) end
+      return l
+    end
+    local r = dl.train(c)
+    assert.are.equal("diverged", r.status)
+    assert.truthy(r.message:match("^loss is %-?nan at step 7$"), r.message)
+    local dir2 = tmpdir("div2")
+    c = config(dir2, {steps = 50, divergence = {factor = 0.5}})
+    r = dl.train(c)
+    assert.are.equal("diverged", r.status)
+    assert.truthy(r.message:match("exceeds 0.5 x the initial loss"), r.message)
+    fs.rm_rf(dir); fs.rm_rf(dir2)
+  end)
+
+  it("clips by global norm and records the unclipped norm of every step", function()
+    local dir = tmpdir("clip")
+    local c = config(dir, {steps = 20, clip_grad_norm = 1e-3})
+    local r = dl.train(c)
+    assert.are.equal(20, #r.grad_norms)
+    for s = 1, 20 do
+      assert(r.grad_norms[s] > 1e-3)                     -- unclipped values, all above the threshold
+      assert.is_true(r.clipped[s])
+    end
+    fs.rm_rf(dir)
+  end)
+
+  it("rejects bad configs with messages naming the key", function()
+    assert.error_matches(function() dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 10, stepz = 3} end,
+      "dl.train: unknown config key 'stepz'")
+    assert.error_matches(function() dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 0} end,
+      "steps must be a positive integer")
+    assert.error_matches(function()
+      dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, checkpoint = {keep_latest = 0}}
+    end, "keep_latest must be >= 1")
+    assert.error_matches(function()
+      dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, checkpoint = {keep_best = 2}}
+    end, "keep_best needs checkpoint.metric")
+  end)
+
+  it("writes hparams.json, metrics.jsonl and a tracking row", function()
+    local dir = tmpdir("track")
+    local c = config(dir .. "/run", {steps = 20, hparams = {lr = 0.1, note = "x,y"}, tracking = dir, name = "toy",
+      checkpoint = {metric = "valid/accuracy", keep_best = 1}})
+    dl.train(c)
+    assert.are.same({lr = 0.1, note = "x,y"}, json.decode(fs.read(dir .. "/run/hparams.json")))
+    local rows = dl.track.read(dir .. "/studies.csv")
+    assert.are.equal(1, #rows)
+    assert.are.equal("toy", rows[1].name)
+    assert.are.equal("done", rows[1].status)
+    assert.truthy(tonumber(rows[1].best_value))
+    for _, e in ipairs(lines(dir .. "/run/metrics.jsonl")) do
+      assert.truthy(e.step and e.split and e.elapsed)
+    end
+    fs.rm_rf(dir)
+  end)
+
+  it("appends tracking rows from concurrent processes without interleaving", function()
+    local dir = tmpdir("concurrent")
+    fs.mkdir_p(dir)
+    local script = dir .. "/append.lua"
+    local f = io.open(script, "w")
+    f:write([[
+local track = require("dlua").track
+for i = 1, 200 do
+  track.append(arg[1], {name = arg[2] .. "-" .. i, description = string.rep("d", 300), trials = i})
+end
+]])
+    f:close()
+    local csv = dir .. "/studies.csv"
+    os.execute(string.format("%s %s %s a & %s %s %s b & wait", EXE, script, csv, EXE, script, csv))
+    local rows = dl.track.read(csv)
+    assert.are.equal(400, #rows)
+    for _, r in ipairs(rows) do
+      assert.truthy(r.name:match("^[ab]%-%d+$"), r.name)
+      assert.are.equal(string.rep("d", 300), r.description)
+    end
+    fs.rm_rf(dir)
+  end)
+end)
+
+-- an experiment file for the CLI and kill/resume tests: slow enough to be killed mid-run
+local EXPERIMENT = [[
+local dl = require "dlua"
+local nn, optim, data = dl.nn, dl.optim, dl.data
+return dl.experiment{
+  name = "toy-cli", description = "a small experiment for the specs",
+  hparams = {lr = 0.05, steps = 60, batch_size = 16, width = 64, dropout = 0.1},
+  build = function(hp)
+    local s0, c0 = dl.rng_state()
+    dl.seed(11)
+    local x = dl.randn(300, 20)
+    local y = x:matmul(dl.randn(20, 4)):argmax(2)
+    dl.rng_state(s0, c0)
+    local ds = data.tensors{image = x, label = y}
+    local tr, va = ds:split{250, 50, seed = 0}
+    local model = nn.Sequential{nn.Linear(20, hp.width), nn.ReLU(), nn.Dropout(hp.dropout),
+                                nn.Linear(hp.width, hp.width), nn.ReLU(), nn.Linear(hp.width, 4)}
+    return {model = model, loss = nn.CrossEntropy(),
+      optimizer = optim.Adam{params = model:parameters(), lr = hp.lr},
+      schedule = optim.schedule.cosine{warmup = 5},
+      data = tr:shuffle{seed = hp.data_seed}:batch(hp.batch_size), steps = hp.steps,
+      eval = {every = 10, sets = {valid = va}, sample = 20},
+      checkpoint = {every = 2, keep_best = 1, metric = "valid/accuracy"}, ema = {decay = 0.9}}
+  end}
+]]
+
+describe("dlua EXPERIMENT (the CLI)", function()
+  local dir, script
+  setup(function()
+    dir = tmpdir("cli")
+    fs.mkdir_p(dir)
+    script = dir .. "/exp.lua"
+    local f = io.open(script, "w"); f:write(EXPERIMENT); f:close()
+  end)
+  teardown(function() fs.rm_rf(dir) end)
+
+  local function run(args)
+    local p = io.popen(string.format("cd %s && %s %s %s 2>&1; echo \"rc=$?\"", dir, EXE, script, args))
+    local out = p:read("a")
+    p:close()
+    return out, tonumber(out:match("rc=(%d+)%s*$"))
+  end
+
+  it("trains with typed --set values, writes the reproduce command, and lists hyperparameters with --help", function()
+    local out, rc = run("--out " .. dir .. "/r1 --set lr=0.01 --set width=32 --steps 20 --quiet --threads 1")
+    assert.are.equal(0, rc, out)
+    local hp = json.decode(fs.read(dir .. "/r1/hparams.json"))
+    assert.are.equal(0.01, hp.lr)
+    assert.are.equal(32, hp.width)
+    assert.are.equal(20, hp.steps)
+    assert.are.equal(0, hp.seed)
+    assert.are.equal(1000, hp.data_seed)
+    local rows = dl.track.read(dir .. "/studies.csv")
+    assert.truthy(rows[#rows].command:find("--set lr=0.01 --set steps=20 --set width=32 --seed 0", 1, true), rows[#rows].command)
+    out, rc = run("--help")
+    assert.are.equal(0, rc)
+    assert.truthy(out:find("width%s+integer%s+default 64"), out)
+    assert.truthy(out:find("--check%-determinism N"))
+  end)
+
+  it("rejects unknown flags, unknown hyperparameters and bad values, naming them", function()
+    local out, rc = run("--stpes 3")
+    assert.are.equal(1, rc)
+    assert.truthy(out:find("dlua: unknown flag '%-%-stpes' %(see %-%-help%)"), out)
+    out, rc = run("--set widht=3")
+    assert.truthy(out:find("%-%-set: unknown hyperparameter 'widht' %(valid: batch_size, dropout, lr, steps, width%)"), out)
+    assert.are.equal(1, rc)
+    out = run("--set width=3.5")
+    assert.truthy(out:find("%-%-set width: expected an integer, got '3.5'"), out)
+    out = run("--steps -2")
+    assert.truthy(out:find("%-%-steps: expected a positive integer, got '%-2'"), out)
+    out = run("--set lr")
+    assert.truthy(out:find("%-%-set: expected key=value, got 'lr'"), out)
+  end)
+
+  it("checks determinism", function()
+    local out, rc = run("--check-determinism 8 --threads 1")
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("deterministic: 8 steps twice from the same state give identical parameters"), out)
+  end)
+
+  it("ends a run killed with SIGKILL at several points bit-identical to an uninterrupted one", function()
+    local base = "--steps 60 --threads 1 --quiet --set width=384"
+    local _, rc = run(base .. " --out " .. dir .. "/whole")
+    assert.are.equal(0, rc)
+    local killed = dir .. "/killed"
+    local kills = 0
+    for _, t in ipairs({0.25, 0.35, 0.3, 0.45, 0.4, 0.5, 0.6, 0.8}) do
+      local p = io.popen(string.format("cd %s && timeout -s KILL %s %s %s %s --out %s --resume >/dev/null 2>&1; echo $?",
+        dir, t, EXE, script, base, killed))
+      local code = tonumber(p:read("a"))
+      p:close()
+      if code == 137 then kills = kills + 1 end
+      -- never left without a valid checkpoint once the first was written
+      local valid = 0
+      for _, f in ipairs(fs.list(killed .. "/checkpoints")) do
+        if f:match("%.safetensors$") and dl.checkpoint.verify(killed .. "/checkpoints/" .. f) then valid = valid + 1 end
+      end
+      local any = #fs.list(killed .. "/checkpoints") > 0
+      assert(valid > 0 or not any, "no valid checkpoint left after a kill")
+    end
+    local out
+    out, rc = run(base .. " --out " .. killed .. " --resume")
+    assert.are.equal(0, rc, out)
+    assert(kills >= 2, "the runs were not killed often enough to test anything (" .. kills .. ")")
+    local a = dl.checkpoint.load(dir .. "/whole/checkpoints/ckpt-000000060.safetensors")
+    local b = dl.checkpoint.load(killed .. "/checkpoints/ckpt-000000060.safetensors")
+    local n = 0
+    for k, t in pairs(a) do
+      n = n + 1
+      assert.truthy(b[k], k)
+      assert.is_true((t - b[k]):abs():max():item() == 0, "differs: " .. k)
+    end
+    assert(n > 10)
+    local ea, eb = {}, {}
+    for _, e in ipairs(lines(dir .. "/whole/metrics.jsonl")) do if e.split == "eval" then ea[#ea + 1] = e["valid/loss"] end end
+    for _, e in ipairs(lines(killed .. "/metrics.jsonl")) do if e.split == "eval" then eb[#eb + 1] = e["valid/loss"] end end
+    assert.are.same(ea, eb)
+  end)
+
+  it("evaluates a checkpoint offline on the full sets and reports the sample gap", function()
+    local _, rc = run("--out " .. dir .. "/r3 --steps 10 --quiet --threads 1")
+    assert.are.equal(0, rc)
+    local exp = dl.load_experiment(script)
+    local ck = dir .. "/r3/checkpoints/ckpt-000000010.safetensors"
+    local res, rep = dl.evaluate{experiment = exp, checkpoint = ck}
+    assert.truthy(res["valid/accuracy"])
+    assert.are.equal(10, rep.step)
+    local g = rep.gaps["valid/accuracy"]
+    assert.truthy(g)
+    assert(math.abs(g.gap - (g.sample - g.full)) < 1e-12)
+    assert.are.equal(res["valid/accuracy"], g.full)
+    -- the periodic eval at step 10 used the sample: it equals the sample metric here
+    local ev
+    for _, e in ipairs(lines(dir .. "/r3/metrics.jsonl")) do if e.split == "eval" and e.step == 10 then ev = e end end
+    assert(math.abs(ev["valid/accuracy"] - g.sample) < 1e-12)
+    -- and the same numbers from the shell
+    local p = io.popen(string.format("%s recipes/evaluate.lua %s --checkpoint %s 2>&1", EXE, script, ck))
+    local out = p:read("a")
+    p:close()
+    assert.truthy(out:find(string.format("valid/accuracy%%s+%.4f", res["valid/accuracy"])), out)
+    assert.truthy(out:find("gap [+-]"), out)
+  end)
+end)

@@ -67,7 +67,19 @@ dl_tensor *dl_detach(dl_ctx *ctx, dl_tensor *a) {
   return dl_view_new(ctx, a, a->ndim, a->shape, a->stride, a->offset);
 }
 
+/* g is the caller's only reference to a fresh, private, contiguous buffer of t's
+ * dtype and shape: the first gradient of a leaf can take it without a copy */
+static int private_like(const dl_tensor *g, const dl_tensor *t) {
+  return atomic_load(&g->refs) == 1 && atomic_load(&g->st->refs) == 1 && !g->grad_fn && !g->requires_grad &&
+         g->dtype == t->dtype && g->offset == 0 && g->ndim == t->ndim &&
+         !memcmp(g->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) && dl_is_contiguous(g);
+}
+
 int dl_accumulate_grad(dl_ctx *ctx, dl_tensor *t, dl_tensor *g) {
+  if (!t->grad && private_like(g, t)) {
+    t->grad = dl_tensor_retain(g);   /* the caller releases its reference: t->grad is then the only one */
+    return 0;
+  }
   if (!t->grad) {
     dl_tensor *c = dl_tensor_new_contiguous(ctx, g, t->dtype);
     if (!c) return -1;

@@ -13,8 +13,9 @@
 
 #define PAR_MIN 32768          /* elements below which an op stays on one thread */
 
-static const char *const binop_names[DL_NBINARY] = {
-  "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"};
+static const char *const binop_names[DL_NBINARY + 1] = {
+  "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+  "relu_backward"};
 static const char *const unop_names[DL_NUNARY] = {
   "neg", "exp", "log", "sqrt", "abs", "relu", "sigmoid", "tanh", "gelu", "sign", "square", "rsqrt"};
 
@@ -23,6 +24,7 @@ const char *dl_unop_name(dl_unop op) { return unop_names[op]; }
 
 /* internal unary ops used by backwards */
 enum { U_STEP = DL_NUNARY, U_GELU_GRAD };
+enum { B_MASK = DL_NBINARY };   /* a where b > 0, else 0: ReLU's backward in one pass */
 
 static inline double bin_d(int op, double a, double b) {
   switch (op) {
@@ -39,6 +41,7 @@ static inline double bin_d(int op, double a, double b) {
     case DL_LE: return a <= b;
     case DL_GT: return a > b;
     case DL_GE: return a >= b;
+    case B_MASK: return b > 0 ? a : 0;
     default: return 0;
   }
 }
@@ -52,9 +55,48 @@ static inline float bin_f(int op, float a, float b) {
     case DL_POW: return powf(a, b);
     case DL_MAXIMUM: return a > b || a != a ? a : b;
     case DL_MINIMUM: return a < b || a != a ? a : b;
+    case B_MASK: return b > 0 ? a : 0.0f;
     default: return (float)bin_d(op, a, b);
   }
 }
+
+/* Contiguous float32 loops with the op chosen once outside the loop (so each
+ * loop vectorises); 0 when the op has no specialised loop. */
+#define ELEM_LOOP(expr) do { for (int64_t i = 0; i < n; i++) o[i] = (expr); } while (0)
+
+static int unary_fast_f(int op, float *o, const float *a, int64_t n) {
+  switch (op) {
+    case DL_NEG: ELEM_LOOP(-a[i]); return 1;
+    case DL_RELU: ELEM_LOOP(a[i] > 0 ? a[i] : 0.0f); return 1;
+    case DL_ABS: ELEM_LOOP(fabsf(a[i])); return 1;
+    case DL_SQUARE: ELEM_LOOP(a[i] * a[i]); return 1;
+    case U_STEP: ELEM_LOOP(a[i] > 0 ? 1.0f : 0.0f); return 1;
+    default: return 0;
+  }
+}
+
+/* b_step 0: b[i]; 1: b[0] for every i (a broadcast scalar) */
+static int binary_fast_f(int op, float *o, const float *a, const float *b, int b_scalar, int64_t n) {
+  if (b_scalar) {
+    const float bv = b[0];
+    switch (op) {
+      case DL_ADD: ELEM_LOOP(a[i] + bv); return 1;
+      case DL_SUB: ELEM_LOOP(a[i] - bv); return 1;
+      case DL_MUL: ELEM_LOOP(a[i] * bv); return 1;
+      case DL_DIV: ELEM_LOOP(a[i] / bv); return 1;
+      default: return 0;
+    }
+  }
+  switch (op) {
+    case DL_ADD: ELEM_LOOP(a[i] + b[i]); return 1;
+    case DL_SUB: ELEM_LOOP(a[i] - b[i]); return 1;
+    case DL_MUL: ELEM_LOOP(a[i] * b[i]); return 1;
+    case DL_DIV: ELEM_LOOP(a[i] / b[i]); return 1;
+    case B_MASK: ELEM_LOOP(b[i] > 0 ? a[i] : 0.0f); return 1;
+    default: return 0;
+  }
+}
+#undef ELEM_LOOP
 
 static inline double un_d(int op, double x) {
   switch (op) {
@@ -188,13 +230,17 @@ static void run_range(const elem_job *j, int64_t begin, int64_t end) {
       float *o = (float *)j->p[0] + off[0];
       const float *a = (const float *)j->p[1] + off[1];
       if (j->unary) {
-        if (s0 == 1 && s1 == 1)
+        if (s0 == 1 && s1 == 1 && unary_fast_f(j->op, o, a, inner)) {
+          /* done */
+        } else if (s0 == 1 && s1 == 1)
           for (int64_t i = 0; i < inner; i++) o[i] = un_f(j->op, a[i]);
         else
           for (int64_t i = 0; i < inner; i++) o[i * s0] = un_f(j->op, a[i * s1]);
       } else {
         const float *b = (const float *)j->p[2] + off[2];
-        if (s0 == 1 && s1 == 1 && s2 == 1)
+        if (s0 == 1 && s1 == 1 && (s2 == 1 || s2 == 0) && binary_fast_f(j->op, o, a, b, s2 == 0, inner)) {
+          /* done */
+        } else if (s0 == 1 && s1 == 1 && s2 == 1)
           for (int64_t i = 0; i < inner; i++) o[i] = bin_f(j->op, a[i], b[i]);
         else if (s0 == 1 && s1 == 1 && s2 == 0) {
           float bv = b[0];
@@ -468,9 +514,8 @@ static int bw_unary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
       t = unary_raw(ctx, DL_SIGN, a);
       r = t ? binary_raw(ctx, DL_MUL, g, t, g->dtype) : NULL;
       break;
-    case DL_RELU:
-      t = unary_raw(ctx, U_STEP, a);
-      r = t ? binary_raw(ctx, DL_MUL, g, t, g->dtype) : NULL;
+    case DL_RELU:               /* g where a > 0 */
+      r = binary_raw(ctx, B_MASK, g, a, g->dtype);
       break;
     case DL_SIGMOID:            /* g * s * (1 - s) */
       t = dl_scale_shift(ctx, out, -1, 1);

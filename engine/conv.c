@@ -272,6 +272,76 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
 
 static int bw_pool(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
 
+/* pooling runs over planes (n, c) split into equal chunks on the pool */
+typedef struct {
+  int max, k[2], s[2], p[2];
+  int64_t H, W, Ho, Wo, planes;
+  int ntask;
+  const float *x;       /* forward input, or backward gradient of the output */
+  float *out;           /* forward output, or backward input gradient */
+  int64_t *arg;         /* argmax (max pooling) */
+} pool_job;
+
+static void pool_fwd_task(void *arg_, int t) {
+  const pool_job *j = arg_;
+  int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
+  int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
+  for (int64_t nc = nc0; nc < nc1; nc++) {
+    const float *xi = j->x + nc * H * W;
+    for (int64_t oh = 0; oh < Ho; oh++)
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        float best = -FLT_MAX;
+        int64_t bi = -1;
+        double sum = 0;
+        for (int i = 0; i < j->k[0]; i++) {
+          int64_t h = oh * j->s[0] - j->p[0] + i;
+          if (h < 0 || h >= H) continue;
+          for (int q = 0; q < j->k[1]; q++) {
+            int64_t w = ow * j->s[1] - j->p[1] + q;
+            if (w < 0 || w >= W) continue;
+            float v = xi[h * W + w];
+            if (bi < 0 || v > best || v != v) { best = v; bi = h * W + w; }
+            sum += (double)v;
+          }
+        }
+        int64_t o = (nc * Ho + oh) * Wo + ow;
+        if (j->max) { j->out[o] = best; j->arg[o] = bi; }
+        else j->out[o] = (float)(sum / (j->k[0] * j->k[1]));
+      }
+  }
+}
+
+static void pool_bw_task(void *arg_, int t) {
+  const pool_job *j = arg_;
+  int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
+  int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
+  float inv = 1.0f / (float)(j->k[0] * j->k[1]);
+  for (int64_t nc = nc0; nc < nc1; nc++) {
+    float *xi = j->out + nc * H * W;
+    for (int64_t oh = 0; oh < Ho; oh++)
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        int64_t o = (nc * Ho + oh) * Wo + ow;
+        float g = j->x[o];
+        if (j->max) { xi[j->arg[o]] += g; continue; }
+        for (int i = 0; i < j->k[0]; i++) {
+          int64_t h = oh * j->s[0] - j->p[0] + i;
+          if (h < 0 || h >= H) continue;
+          for (int q = 0; q < j->k[1]; q++) {
+            int64_t w = ow * j->s[1] - j->p[1] + q;
+            if (w >= 0 && w < W) xi[h * W + w] += g * inv;
+          }
+        }
+      }
+  }
+}
+
+static void pool_run(dl_ctx *ctx, pool_job *j, void (*fn)(void *, int)) {
+  int th = dl_pool_threads(ctx->pool);
+  int64_t work = j->planes * j->H * j->W;
+  j->ntask = work < 32768 || th <= 1 ? 1 : (int)(j->planes < 4 * th ? j->planes : 4 * th);
+  dl_pool_run(ctx->pool, j->ntask, fn, j);
+}
+
 dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], const int p[2], int max) {
   const char *name = max ? "max_pool2d" : "avg_pool2d";
   char a[128];
@@ -290,32 +360,9 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
   dl_tensor *out = xc ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
   dl_tensor *arg = (out && max) ? dl_tensor_new_empty(ctx, DL_I64, 4, osh) : NULL;
   if (!out || (max && !arg)) { dl_tensor_release(xc); dl_tensor_release(out); return NULL; }
-  const float *xp = dl_data(xc);
-  float *op = out->st->data;
-  int64_t *ap = arg ? arg->st->data : NULL;
-  for (int64_t nc = 0; nc < N * C; nc++) {
-    const float *xi = xp + nc * H * W;
-    for (int64_t oh = 0; oh < Ho; oh++)
-      for (int64_t ow = 0; ow < Wo; ow++) {
-        float best = -FLT_MAX;
-        int64_t bi = -1;
-        double sum = 0;
-        for (int i = 0; i < k[0]; i++) {
-          int64_t h = oh * s[0] - p[0] + i;
-          if (h < 0 || h >= H) continue;
-          for (int j = 0; j < k[1]; j++) {
-            int64_t w = ow * s[1] - p[1] + j;
-            if (w < 0 || w >= W) continue;
-            float v = xi[h * W + w];
-            if (bi < 0 || v > best || v != v) { best = v; bi = h * W + w; }
-            sum += (double)v;
-          }
-        }
-        int64_t o = (nc * Ho + oh) * Wo + ow;
-        if (max) { op[o] = best; ap[o] = bi; }
-        else op[o] = (float)(sum / (k[0] * k[1]));
-      }
-  }
+  pool_job j = {max, {k[0], k[1]}, {s[0], s[1]}, {p[0], p[1]}, H, W, Ho, Wo, N * C, 1, dl_data(xc),
+                out->st->data, arg ? (int64_t *)arg->st->data : NULL};
+  pool_run(ctx, &j, pool_fwd_task);
   dl_tensor_release(xc);
   if (!dl_needs_grad(ctx, 1, &x)) { dl_tensor_release(arg); return out; }
   dl_node *nd = dl_node_new(ctx, name, bw_pool, 1, &x);
@@ -335,26 +382,9 @@ static int bw_pool(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *gyc = dl_contiguous(ctx, gy);
   dl_tensor *gx = gyc ? dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape) : NULL;
   if (!gx) { dl_tensor_release(gyc); return -1; }
-  const float *gp = dl_data(gyc);
-  float *xp = gx->st->data;
-  const int64_t *ap = max ? n->saved[0]->st->data : NULL;
-  float inv = 1.0f / (float)(k0 * k1);
-  for (int64_t nc = 0; nc < N * C; nc++) {
-    float *xi = xp + nc * H * W;
-    for (int64_t oh = 0; oh < Ho; oh++)
-      for (int64_t ow = 0; ow < Wo; ow++) {
-        int64_t o = (nc * Ho + oh) * Wo + ow;
-        if (max) { xi[ap[o]] += gp[o]; continue; }
-        for (int i = 0; i < k0; i++) {
-          int64_t h = oh * s0 - p0 + i;
-          if (h < 0 || h >= H) continue;
-          for (int j = 0; j < k1; j++) {
-            int64_t w = ow * s1 - p1 + j;
-            if (w >= 0 && w < W) xi[h * W + w] += gp[o] * inv;
-          }
-        }
-      }
-  }
+  pool_job j = {max, {k0, k1}, {s0, s1}, {p0, p1}, H, W, Ho, Wo, N * C, 1, dl_data(gyc), gx->st->data,
+                max ? (int64_t *)n->saved[0]->st->data : NULL};
+  pool_run(ctx, &j, pool_bw_task);
   dl_tensor_release(gyc);
   gin[0] = gx;
   return 0;

@@ -124,6 +124,32 @@ describe("dlua pooling", function()
     assert(math.abs(y[2][3][1][1]:item() - x[2][3]:mean():item()) < 1e-6)
   end)
 
+  it("pools large inputs over threads with the single-thread result, forward and backward", function()
+    local saved = dl.threads()
+    dl.seed(8)
+    local x0 = dl.randn(8, 16, 31, 33)
+    local function run(threads, fn)
+      dl.threads(threads)
+      local x = x0:clone():requires_grad(true)
+      local y = fn(x);
+      (y * y):sum():backward()
+      return y, x.grad
+    end
+    for _, fn in ipairs({function(x) return dl.max_pool2d(x, 3, {stride = 2, padding = 1}) end,
+                         function(x) return dl.avg_pool2d(x, 2) end}) do
+      local y1, g1 = run(1, fn)
+      local y2, g2 = run(2, fn)
+      assert.is_true((y1 - y2):abs():max():item() == 0)
+      assert.is_true((g1 - g2):abs():max():item() == 0)
+    end
+    -- one window checked by hand: plane (3, 5), output (2, 4) of the 2x2 average
+    local y = dl.avg_pool2d(x0, 2)
+    local p = x0:select(1, 3):select(1, 5)
+    local want = (p[3][7]:item() + p[3][8]:item() + p[4][7]:item() + p[4][8]:item()) / 4
+    assert(math.abs(y[3][5][2][4]:item() - want) < 1e-6)
+    dl.threads(saved)
+  end)
+
   it("refuses bad pooling arguments", function()
     assert.error_matches(function() dl.max_pool2d(dl.zeros(1, 1, 2, 2), 3) end, "smaller than the kernel 3x3")
     assert.error_matches(function() dl.max_pool2d(dl.zeros(4, 4), 2) end, "must be a float32 %[N, C, H, W%]")

@@ -5,6 +5,7 @@ local dl = require "dlua"
 local nn, optim, data, json, fs = dl.nn, dl.optim, dl.data, dl.json, dl.fs
 
 local EXE = os.getenv("DLUA_EXE") or "build/dlua"
+if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end   -- the CLI specs cd elsewhere
 local TMP = os.getenv("TMPDIR") or "/tmp"
 
 local function tmpdir(tag)

@@ -320,6 +320,9 @@ function M.train(config)
 
   fs.mkdir_p(dir)
   fs.mkdir_p(dir .. "/checkpoints")
+  for _, f in ipairs(fs.list(dir .. "/checkpoints")) do    -- temp files of a write killed mid-way
+    if f:match("%.tmp[%-.]") then os.remove(dir .. "/checkpoints/" .. f) end
+  end
   local run = {
     model = model, optimizer = opt, step = 0, grad_norms = {}, clipped = {}, hparams = config.hparams,
     ckpt_dir = dir .. "/checkpoints", metrics_at = {}, last_metrics = {},

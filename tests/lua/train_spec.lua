@@ -375,6 +375,9 @@ describe("dlua EXPERIMENT (the CLI)", function()
     out, rc = run(base .. " --out " .. killed .. " --resume")
     assert.are.equal(0, rc, out)
     assert(kills >= 2, "the runs were not killed often enough to test anything (" .. kills .. ")")
+    for _, f in ipairs(fs.list(killed .. "/checkpoints")) do
+      assert.is_falsy(f:match("%.tmp"), "temp file left behind: " .. f)
+    end
     local a = dl.checkpoint.load(dir .. "/whole/checkpoints/ckpt-000000060.safetensors")
     local b = dl.checkpoint.load(killed .. "/checkpoints/ckpt-000000060.safetensors")
     local n = 0

@@ -157,6 +157,35 @@ static void col2im_task(void *arg, int i) {
   col2im(j->col + i * g->P, g, j->o, j->c0, j->dx + (j->n0 + i) * g->C * g->H * g->W, j->ld);
 }
 
+/* moving a group's [Og, m*P] product to and from out[n, gi*Og + c, P], per example on the pool */
+typedef struct {
+  const geom *g;
+  float *grp;           /* [Og, m*P] */
+  float *nchw;          /* the [N, O, P] tensor */
+  const float *bias;    /* per output channel, or NULL (forward only) */
+  int64_t n0, NP, gi;
+} move_job;
+
+static void scatter_task(void *arg, int i) {      /* forward: out = product + bias */
+  const move_job *j = arg;
+  const geom *g = j->g;
+  for (int64_t c = 0; c < g->Og; c++) {
+    int64_t oc = j->gi * g->Og + c;
+    float bv = j->bias ? j->bias[oc] : 0.0f;
+    const float *src = j->grp + c * j->NP + i * g->P;
+    float *dst = j->nchw + ((j->n0 + i) * g->O + oc) * g->P;
+    for (int64_t q = 0; q < g->P; q++) dst[q] = src[q] + bv;
+  }
+}
+
+static void gather_task(void *arg, int i) {       /* backward: dY into the group's layout */
+  const move_job *j = arg;
+  const geom *g = j->g;
+  for (int64_t c = 0; c < g->Og; c++)
+    memcpy(j->grp + c * j->NP + i * g->P, j->nchw + ((j->n0 + i) * g->O + j->gi * g->Og + c) * g->P,
+           sizeof(float) * (size_t)g->P);
+}
+
 static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
 
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
@@ -173,6 +202,12 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
     dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(col); dl_tensor_release(yg);
     return NULL;
   }
+  dl_tensor *bc = b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
+  if (b && !bc) {
+    dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(col); dl_tensor_release(yg);
+    dl_tensor_release(out);
+    return NULL;
+  }
   const float *wp = dl_data(wc);
   float *cp = col->st->data, *yp = yg->st->data, *op = out->st->data;
   for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
@@ -181,16 +216,11 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
       col_job j = {&g, o, dl_data(xc), NULL, cp, gi * g.Cg, n0, NP};
       dl_pool_run(ctx->pool, (int)m, im2col_task, &j);
       dl_gemm(ctx, DL_F32, 0, 0, g.Og, NP, g.K, 1.0, wp + gi * g.Og * g.K, g.K, cp, NP, 0.0, yp, NP);
-      for (int64_t n = 0; n < m; n++)           /* [Og, m, P] -> out[n0 + n, gi*Og + c, P] (+ bias) */
-        for (int64_t c = 0; c < g.Og; c++) {
-          int64_t oc = gi * g.Og + c;
-          float bv = b ? (float)dl_get_flat(b, oc) : 0.0f;
-          const float *src = yp + c * NP + n * g.P;
-          float *dst = op + ((n0 + n) * g.O + oc) * g.P;
-          for (int64_t q = 0; q < g.P; q++) dst[q] = src[q] + bv;
-        }
+      move_job mj = {&g, yp, op, bc ? (const float *)dl_data(bc) : NULL, n0, NP, gi};
+      dl_pool_run(ctx->pool, (int)m, scatter_task, &mj);
     }
   }
+  dl_tensor_release(bc);
   dl_tensor_release(yg);
   dl_tensor_release(col);
   dl_tensor_release(xc);
@@ -229,9 +259,8 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
     for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
       int64_t m = g.N - n0 < nb ? g.N - n0 : nb, NP = m * g.P;
       for (int gi = 0; gi < o.groups; gi++) {
-        for (int64_t c = 0; c < g.Og; c++)      /* dY[n0 + s, gi*Og + c, P] -> [Og, m*P] */
-          for (int64_t s = 0; s < m; s++)
-            memcpy(dp + c * NP + s * g.P, gp + ((n0 + s) * g.O + gi * g.Og + c) * g.P, sizeof(float) * (size_t)g.P);
+        move_job mj = {&g, dp, (float *)gp, NULL, n0, NP, gi};   /* dY[n0 + s, gi*Og + c, P] -> [Og, m*P] */
+        dl_pool_run(ctx->pool, (int)m, gather_task, &mj);
         col_job j = {&g, &o, dl_data(xc), gx ? (float *)gx->st->data : NULL, cp, gi * g.Cg, n0, NP};
         if (gw) {                                 /* gW += dY col^T, summed over the chunks */
           dl_pool_run(ctx->pool, (int)m, im2col_task, &j);
@@ -286,6 +315,27 @@ static void pool_fwd_task(void *arg_, int t) {
   const pool_job *j = arg_;
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
   int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
+  if (j->max && j->k[0] == 2 && j->k[1] == 2 && j->s[0] == 2 && j->s[1] == 2 && j->p[0] == 0 && j->p[1] == 0) {
+    for (int64_t nc = nc0; nc < nc1; nc++) {     /* the common 2x2/2 window: no bounds to test */
+      const float *xi = j->x + nc * H * W;
+      for (int64_t oh = 0; oh < Ho; oh++) {
+        const float *r0 = xi + 2 * oh * W, *r1 = r0 + W;
+        float *o = j->out + (nc * Ho + oh) * Wo;
+        int64_t *ai = j->arg + (nc * Ho + oh) * Wo;
+        for (int64_t ow = 0; ow < Wo; ow++) {
+          int64_t w = 2 * ow, bi = 2 * oh * W + w;
+          float best = r0[w];
+          /* the same order and NaN rule as the general loop: first of the window wins ties */
+          if (r0[w + 1] > best || r0[w + 1] != r0[w + 1]) { best = r0[w + 1]; bi = 2 * oh * W + w + 1; }
+          if (r1[w] > best || r1[w] != r1[w]) { best = r1[w]; bi = (2 * oh + 1) * W + w; }
+          if (r1[w + 1] > best || r1[w + 1] != r1[w + 1]) { best = r1[w + 1]; bi = (2 * oh + 1) * W + w + 1; }
+          o[ow] = best;
+          ai[ow] = bi;
+        }
+      }
+    }
+    return;
+  }
   for (int64_t nc = nc0; nc < nc1; nc++) {
     const float *xi = j->x + nc * H * W;
     for (int64_t oh = 0; oh < Ho; oh++)

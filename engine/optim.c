@@ -64,13 +64,16 @@ void NAME(dl_optim_kind k, const dl_optim_opts *o, int64_t t, T *p, const T *g, 
       const T step = (T)(o->lr * sqrt(1 - pow(b2, (double)t)) / (1 - pow(b1, (double)t))); \
       const T fb1 = (T)b1, fb2 = (T)b2, decay = k == DL_ADAMW ? lr * wd : 0; \
       const T l2 = k == DL_ADAMW ? 0 : wd; \
+      /* NAdam's numerator b1 m + (1 - b1) g, Adam's m: one branch-free (vectorised) loop */ \
+      const T c1 = k == DL_NADAM ? fb1 : 1, c2 = k == DL_NADAM ? 1 - fb1 : 0; \
       for (int64_t i = 0; i < n; i++) { \
-        T gi = g[i] + l2 * p[i]; \
-        if (decay != 0) p[i] -= decay * p[i]; \
-        s1[i] = fb1 * s1[i] + (1 - fb1) * gi; \
-        s2[i] = fb2 * s2[i] + (1 - fb2) * gi * gi; \
-        T num = k == DL_NADAM ? fb1 * s1[i] + (1 - fb1) * gi : s1[i]; \
-        p[i] -= step * num / (SQRT(s2[i]) + eps); \
+        T pi = p[i]; \
+        T gi = g[i] + l2 * pi; \
+        pi -= decay * pi; \
+        T m = fb1 * s1[i] + (1 - fb1) * gi, v = fb2 * s2[i] + (1 - fb2) * gi * gi; \
+        s1[i] = m; \
+        s2[i] = v; \
+        p[i] = pi - step * (c1 * m + c2 * gi) / (SQRT(v) + eps); \
       } \
       break; \
     } \

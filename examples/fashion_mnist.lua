@@ -19,8 +19,8 @@ return dl.experiment{
   name = "fashion-mnist-cnn",
   description = "conv5x5-32 BN pool conv5x5-64 BN pool FC FC on Fashion-MNIST, SGD Nesterov, cosine decay",
   hparams = {
-    lr = 0.05, momentum = 0.9, weight_decay = 5e-4, batch_size = 128, steps = 2400, warmup = 100,
-    virtual_batch = 64, width = 256, label_smoothing = 0.0, eval_every = 400, workers = 2,
+    lr = 0.05, momentum = 0.9, weight_decay = 5e-4, batch_size = 128, steps = 1800, warmup = 100,
+    virtual_batch = 64, width = 256, label_smoothing = 0.0, eval_every = 300, workers = 2,
     optimizer = "nesterov", clip = 0.0,
   },
   build = function(hp)

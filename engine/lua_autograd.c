@@ -11,6 +11,7 @@
 
 #include <lauxlib.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct {
@@ -18,6 +19,7 @@ typedef struct {
   int ref;
   int64_t shapes[4][DL_MAXDIM];
   int ndims[4];
+  char name[64];          /* the Function's name, for messages (node names are borrowed pointers) */
 } lua_fn;
 
 static void fn_free(void *p) {
@@ -111,7 +113,8 @@ static int l_record_function(lua_State *L) {
   if (!nd) { free(f); return lt_raise(L); }
   lua_pushvalue(L, 3);
   f->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  nd->name = "function";      /* node names are static strings; the Lua name is not kept */
+  snprintf(f->name, sizeof f->name, "%s", luaL_optstring(L, 4, "function"));
+  nd->name = f->name;         /* lives as long as the node: freed with it in fn_free */
   nd->user = f;
   nd->user_free = fn_free;
   dl_record(ctx, r, nd);

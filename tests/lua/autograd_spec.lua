@@ -137,7 +137,15 @@ describe("dlua.autograd tape", function()
       backward = function(_, _) return dl.zeros(5) end,
     }
     local x = dl.zeros(3):requires_grad(true)
-    assert.error_matches(function() Bad(x):sum():backward() end, "gradient 1 has shape %[5%], expected %[3%]")
+    assert.error_matches(function() Bad(x):sum():backward() end,
+      "backward of function: gradient 1 has shape %[5%], expected %[3%]")
+    local Named = dl.autograd.Function{
+      name = "Doubler",
+      forward = function(_, y) return y * 2 end,
+      backward = function(_, _) return "oops" end,
+    }
+    assert.error_matches(function() Named(x):sum():backward() end,
+      "backward of Doubler: result 1 is a string, expected a tensor or nil")
   end)
 
   it("gradcheck reports a wrong gradient", function()

@@ -176,6 +176,14 @@ static int pushargs (lua_State *L) {
   return n;
 }
 
+/* a lowercase word with no such file: a command ('dlua agent'), not a script */
+static int is_command (const char *name) {
+  const char *c;
+  for (c = name; *c; c++)
+    if (*c < 'a' || *c > 'z') return 0;
+  return c != name && access(name, F_OK) != 0;
+}
+
 /* runs the script argv[0] ('-' alone: stdin) with arg[1..] as '...' */
 static int handle_script (lua_State *L, char **argv) {
   int status;
@@ -183,6 +191,11 @@ static int handle_script (lua_State *L, char **argv) {
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
     fname = NULL;  /* stdin */
   status = luaL_loadfile(L, fname);
+  if (status == LUA_ERRFILE && fname != NULL && is_command(fname)) {
+    /* 'dlua agent DIR ...': a bare word that is no file names a command of dlua.commands */
+    lua_pop(L, 1);
+    status = luaL_loadstring(L, "return require('dlua.commands').main(arg[0], ...)");
+  }
   if (status == LUA_OK) {
     int n = pushargs(L);
     status = docall(L, n, 1);

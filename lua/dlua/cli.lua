@@ -21,6 +21,7 @@ M.FLAGS = {
   {"--threads", "N", "compute threads (default: all cores)"},
   {"--trace", "FILE", "write a Chrome trace-event file of the run"},
   {"--quiet", nil, "no progress output"},
+  {"--no-track", nil, "no row in the tracking spreadsheet (study trials: the study writes its own)"},
   {"--check-determinism", "N", "run N steps twice from the same state and compare the parameters"},
   {"--help", nil, "list the hyperparameters and flags"},
 }
@@ -98,6 +99,7 @@ function M.parse(args, hparams, opts)
       elseif name == "--check-determinism" then o.check_determinism = positive_int(name, v)
       elseif name == "--resume" then o.resume = true
       elseif name == "--quiet" then o.quiet = true
+      elseif name == "--no-track" then o.no_track = true
       elseif name == "--help" then o.help = true
       elseif name == "--set" then
         local key, val = v:match("^([%w_%.]+)=(.*)$")
@@ -241,8 +243,10 @@ function run_checked(obj, script)
   if trace then trace.start(o.trace) end
   local hp = obj:resolve(o.set)
   if o.steps then hp.steps = o.steps end
+  local tracking = nil
+  if o.no_track then tracking = false end
   local res = obj:run(o.set, {dir = o.out, resume = o.resume, quiet = o.quiet, steps = o.steps,
-                              command = M.command(script, obj, hp, o)})
+                              command = M.command(script, obj, hp, o), tracking = tracking})
   if trace then trace.stop() end
   if res.status == "failed" then error(string.format("%s: training failed: %s", script, tostring(res.message)), 0) end
   if res.status == "diverged" then

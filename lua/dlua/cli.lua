@@ -209,6 +209,20 @@ local function check_determinism(exp, o, script)
   return true
 end
 
+--- The run directory when --out is not given: runs/<name>, or runs/<name>-2, -3, ...
+-- when that holds a run already (a new run never lands on an old one); with --resume,
+-- the newest of them.
+function M.default_out(name, resume)
+  local fs = require "dlua.fs"
+  local base = "runs/" .. tostring(name):gsub("[^%w%-_.]", "_")
+  local last, k = nil, 1
+  while true do
+    local d = k == 1 and base or string.format("%s-%d", base, k)
+    if not fs.exists(d) then return resume and (last or d) or d end
+    last, k = d, k + 1
+  end
+end
+
 local run_checked
 
 --- Runs an experiment (or a study) returned by a script; exits non-zero on failure.
@@ -239,6 +253,7 @@ function run_checked(obj, script)
     if not check_determinism(obj, o, script) then os.exit(1) end
     return
   end
+  if not o.out then o.out = M.default_out(obj.name, o.resume) end
   local trace = o.trace and require("dlua.data").trace
   if trace then trace.start(o.trace) end
   local hp = obj:resolve(o.set)

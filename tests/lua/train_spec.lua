@@ -330,6 +330,19 @@ describe("dlua EXPERIMENT (the CLI)", function()
     assert.truthy(out:find("--check%-determinism N"))
   end)
 
+  it("puts a new run without --out next to the old ones, and --resume picks the newest", function()
+    local _, rc = run("--steps 4 --quiet --threads 1")
+    assert.are.equal(0, rc)
+    _, rc = run("--steps 4 --quiet --threads 1")
+    assert.are.equal(0, rc)
+    assert.truthy(fs.is_dir(dir .. "/runs/toy-cli") and fs.is_dir(dir .. "/runs/toy-cli-2"))
+    local out
+    out, rc = run("--steps 6 --threads 1 --resume")
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("resuming from runs/toy%-cli%-2/checkpoints/ckpt%-000000004"), out)
+    assert.is_falsy(fs.exists(dir .. "/runs/toy-cli-3"))
+  end)
+
   it("rejects unknown flags, unknown hyperparameters and bad values, naming them", function()
     local out, rc = run("--stpes 3")
     assert.are.equal(1, rc)
@@ -353,11 +366,14 @@ describe("dlua EXPERIMENT (the CLI)", function()
 
   it("ends a run killed with SIGKILL at several points bit-identical to an uninterrupted one", function()
     local base = "--steps 60 --threads 1 --quiet --set width=384"
+    local t0 = dl.clock()
     local _, rc = run(base .. " --out " .. dir .. "/whole")
+    local T = dl.clock() - t0                            -- kill times scale with this machine's speed
     assert.are.equal(0, rc)
     local killed = dir .. "/killed"
     local kills = 0
-    for _, t in ipairs({0.25, 0.35, 0.3, 0.45, 0.4, 0.5, 0.6, 0.8}) do
+    for _, f in ipairs({0.3, 0.4, 0.35, 0.5, 0.45, 0.55, 0.6, 0.7}) do
+      local t = string.format("%.3f", f * T)
       local p = io.popen(string.format("cd %s && timeout -s KILL %s %s %s %s --out %s --resume >/dev/null 2>&1; echo $?",
         dir, t, EXE, script, base, killed))
       local code = tonumber(p:read("a"))

@@ -12,7 +12,7 @@
 -- hyperparameters maximise the log marginal likelihood plus weak log-normal
 -- priors, by iRprop- on the analytic gradient from two starts (a warm start
 -- when given, and a default), inside fixed bounds. `classify = true` fits ±1
--- feasibility labels by the same regression (labels are not standardised) and
+-- feasibility labels by the same regression (labels centred, not scaled) and
 -- gives prob_feasible(x) = Phi(mean / sd). Nothing here knows about search
 -- spaces: features are numbers in [0, 1].
 local M = {}
@@ -105,8 +105,17 @@ end
 
 local PRIOR = {l_mu = math.log(0.5), l_sd = 1.0, sf_mu = 0, sf_sd = 1.0, sn_mu = math.log(1e-3), sn_sd = 3.0}
 
-local function bounds(D)
+local function bounds(D, classify)
   local lo, hi = {}, {}
+  if classify then
+    -- feasibility labels (+-1): a smooth surface at the scale of the space, unit
+    -- amplitude, some slack at the boundary; otherwise the fit interpolates the
+    -- step exactly with tiny length scales and says 0.5 everywhere else
+    for d = 1, D do lo[d], hi[d] = math.log(0.3), math.log(20) end
+    lo[D + 1], hi[D + 1] = math.log(0.5), math.log(2)
+    lo[D + 2], hi[D + 2] = math.log(1e-3), math.log(0.3)
+    return lo, hi
+  end
   for d = 1, D do lo[d], hi[d] = math.log(0.02), math.log(20) end
   lo[D + 1], hi[D + 1] = math.log(0.05), math.log(20)
   lo[D + 2], hi[D + 2] = math.log(1e-6), math.log(1)
@@ -186,8 +195,8 @@ end
 M._objective = objective
 
 -- iRprop- ascent inside the bounds
-local function rprop(X, y, theta, D, iters)
-  local lo, hi = bounds(D)
+local function rprop(X, y, theta, D, iters, classify)
+  local lo, hi = bounds(D, classify)
   local m = D + 2
   local t = {}
   for j = 1, m do t[j] = math.max(lo[j], math.min(hi[j], theta[j])) end
@@ -252,7 +261,11 @@ function M.fit(X, y, opts)
   local self = setmetatable({X = {}, D = D, n = n, classify = opts.classify}, Model)
   for i = 1, n do self.X[i] = X[i] end
   local mean, sd = 0, 1
-  if not opts.classify and n > 0 then
+  if opts.classify and n > 0 then                       -- labels: prior mean = their mean, unscaled
+    local s = 0
+    for i = 1, n do s = s + y[i] end
+    mean = s / n
+  elseif n > 0 then
     local s = 0
     for i = 1, n do s = s + y[i] end
     mean = s / n
@@ -283,7 +296,7 @@ function M.fit(X, y, opts)
     if opts.theta and #opts.theta == D + 2 then starts, iters = {opts.theta}, opts.iters or 15 end
     local bt, bf = nil, -math.huge
     for _, s in ipairs(starts) do
-      local t, f = rprop(self.X, self.ys, s, D, iters)
+      local t, f = rprop(self.X, self.ys, s, D, iters, opts.classify)
       if f > bf then bt, bf = t, f end
     end
     self.theta = bt or default

@@ -743,6 +743,10 @@ end
 
 -------------------------------------------------------------- bayes (GP + EI)
 
+-- engine choice (Gelbart et al. 2014's probabilistic constraint Pr(feasible) >= 0.2)
+local MIN_FEASIBLE = 0.2
+M.MIN_FEASIBLE = MIN_FEASIBLE
+
 local function same(a, b)
   for i = 1, #a do if math.abs(a[i] - b[i]) > 1e-12 then return false end end
   return true
@@ -755,7 +759,9 @@ end
 -- pending one, joins the training data with the GP's mean as its value.
 --   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}
 --   opts: seed, step (suggestion counter, for fresh candidate streams),
---         candidates (1000), mode ("min" | "max"), context, theta (warm start)
+--         candidates (1000), mode ("min" | "max"), context, theta (warm start),
+--         feasibility (false: no feasibility model, infeasible trials only left
+--         out of the objective's GP; for comparisons)
 -- Returns the list of u and diagnostics {theta =, ei =}.
 function M.bayes_suggest(space, history, pending, n, opts)
   opts = opts or {}
@@ -778,7 +784,7 @@ function M.bayes_suggest(space, history, pending, n, opts)
   local fmodel
   local any_infeasible = false
   for _, f in ipairs(feas) do if f < 0 then any_infeasible = true end end
-  if any_infeasible then fmodel = gp.fit(Xall, feas, {classify = true, seed = opts.seed}) end
+  if any_infeasible and opts.feasibility ~= false then fmodel = gp.fit(Xall, feas, {classify = true}) end
   for _, p in ipairs(pending or {}) do
     local x = space:encode(p.u, opts.context)
     seen[#seen + 1] = x
@@ -812,9 +818,14 @@ function M.bayes_suggest(space, history, pending, n, opts)
   for _ = 1, n do
     local function acq(u)
       local x = space:encode(u, opts.context)
-      for _, s in ipairs(seen) do if same(s, x) then return -1, x end end
+      for _, s in ipairs(seen) do if same(s, x) then return -2, x end end
       local a = model:expected_improvement(x)
-      if fmodel then a = a * fmodel:prob_feasible(x) end
+      if fmodel then
+        -- constraint-weighted EI, and a probabilistic constraint: candidates
+        -- below MIN_FEASIBLE rank after every candidate above it (by feasibility)
+        local pf = fmodel:prob_feasible(x)
+        if pf < MIN_FEASIBLE then a = pf - 1 else a = a * pf end
+      end
       return a, x
     end
     local scored = {}
@@ -835,6 +846,11 @@ function M.bayes_suggest(space, history, pending, n, opts)
     end
     out[#out + 1] = best.u
     eis[#eis + 1] = best.a
+    if os.getenv("DLUA_BAYES_DEBUG") then
+      local x = space:encode(best.u, opts.context)
+      io.stderr:write(string.format("bayes: a %.3g ei %.3g pf %s\n", best.a, model:expected_improvement(x),
+        fmodel and string.format("%.3g", fmodel:prob_feasible(x)) or "-"))
+    end
     local x = space:encode(best.u, opts.context)
     seen[#seen + 1] = x
     model = model:believe(x)
@@ -861,7 +877,8 @@ function M.suggester(space, opts)
   end
   return setmetatable({space = space, alg = alg, seed = opts.seed or 0, mode = opts.mode or "min",
     init = opts.init or math.max(5, space.d + 1), context = opts.context, history = {}, pending = {},
-    next_index = 1, cache = {}, candidates = opts.candidates, grid_points = opts.grid_points}, Suggester)
+    next_index = 1, cache = {}, candidates = opts.candidates, grid_points = opts.grid_points,
+    feasibility = opts.feasibility}, Suggester)
 end
 
 function Suggester:suggest(n)
@@ -890,7 +907,7 @@ function Suggester:suggest(n)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
     local us, info = M.bayes_suggest(self.space, self.history, pend, #adaptive,
       {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
-       candidates = self.candidates})
+       candidates = self.candidates, feasibility = self.feasibility})
     self.theta = info.theta
     local j = 0
     for _, s in ipairs(out) do

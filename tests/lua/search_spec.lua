@@ -1,0 +1,481 @@
+-- dl.search: Halton points against an independent computation, seeds and
+-- prefixes, uniformity (discrepancy vs pseudo-random), the unit-cube mapping of
+-- every parameter type, conditional parameters, validation messages, grid, and
+-- the GP / expected-improvement search against random search.
+local dl = require "dlua"
+local S = dl.search
+local gp = require "dlua.gp"
+
+-- the radical inverse by exact integer arithmetic: digits of i in base b, each
+-- through its permutation, as the numerator over b^m (one rounding at the end)
+local function reference_radical_inverse(i, b, perms)
+  local m = #perms
+  local num, k = 0, i
+  for j = 1, m do
+    num = num * b + perms[j][k % b + 1]
+    k = k // b
+  end
+  return num / (b ^ m)
+end
+
+local function random_perms(b, m, seed)
+  math.randomseed(seed)
+  local perms = {}
+  for j = 1, m do
+    local p = {}
+    for d = 0, b - 1 do p[d + 1] = d end
+    for i = b, 2, -1 do local k = math.random(i); p[i], p[k] = p[k], p[i] end
+    perms[j] = p
+  end
+  return perms
+end
+
+describe("dl.search Halton sequence", function()
+  it("gives the textbook unscrambled points in bases 2 and 3", function()
+    local seq = S.halton_sequence(2, false)
+    local want = {{0, 0}, {1 / 2, 1 / 3}, {1 / 4, 2 / 3}, {3 / 4, 1 / 9}, {1 / 8, 4 / 9}, {5 / 8, 7 / 9},
+                  {3 / 8, 2 / 9}, {7 / 8, 5 / 9}}
+    for i, w in ipairs(want) do
+      local p = seq:point(i)
+      assert(math.abs(p[1] - w[1]) < 1e-15 and math.abs(p[2] - w[2]) < 1e-15,
+        string.format("point %d: (%g, %g) vs (%g, %g)", i, p[1], p[2], w[1], w[2]))
+    end
+    assert.are.same({2, 3, 5, 7, 11, 13, 17, 19, 23, 29}, S.primes(10))
+  end)
+
+  it("applies one permutation per digit position (a hand-computed point)", function()
+    -- base 3, index 5 = "12" in base 3: last digit 2, then 1. Digit 1 permuted by
+    -- {0->2, 1->0, 2->1}, digit 2 by {0->1, 1->2, 2->0}, every other digit by the identity.
+    local perms = S.halton_permutations(3, false, 1)
+    perms[1] = {2, 0, 1}
+    perms[2] = {1, 2, 0}
+    -- digit 1: 2 -> 1 (1/3); digit 2: 1 -> 2 (2/9); higher digits 0 -> 0
+    assert(math.abs(S.radical_inverse(5, 3, perms) - (1 / 3 + 2 / 9)) < 1e-15)
+    -- index 0: every digit is 0; digit 1 maps it to 2 (2/3), digit 2 to 1 (1/9)
+    assert(math.abs(S.radical_inverse(0, 3, perms) - (2 / 3 + 1 / 9)) < 1e-15)
+  end)
+
+  it("matches an exact integer computation for random permutations in bases 2, 3, 5, 7", function()
+    for _, b in ipairs({2, 3, 5, 7}) do
+      local perms = random_perms(b, S.digits(b), b * 17)
+      for i = 0, 300 do
+        local got, want = S.radical_inverse(i, b, perms), reference_radical_inverse(i, b, perms)
+        assert(math.abs(got - want) < 4e-16, string.format("base %d index %d: %.17g vs %.17g", b, i, got, want))
+      end
+    end
+  end)
+
+  it("draws each digit's permutation independently and as a true permutation", function()
+    local perms = S.halton_permutations(5, 3, 2)
+    assert.are.equal(S.digits(5), #perms)
+    local distinct = {}
+    for _, p in ipairs(perms) do
+      local seen = {}
+      for _, d in ipairs(p) do assert(d >= 0 and d < 5 and not seen[d]); seen[d] = true end
+      distinct[table.concat(p, ",")] = true
+    end
+    local n = 0
+    for _ in pairs(distinct) do n = n + 1 end
+    assert(n > 5, "digit permutations are not independent (" .. n .. " distinct of " .. #perms .. ")")
+    -- our generator's points equal the exact computation with its own permutations
+    local seq = S.halton_sequence(3, 11)
+    for i = 1, 50 do
+      local p = seq:point(i)
+      for k = 1, 3 do
+        local w = reference_radical_inverse(i - 1, seq.bases[k], seq.perms[k])
+        assert(math.abs(p[k] - w) < 4e-16)
+      end
+    end
+  end)
+
+  it("is a pure function of (seed, i): same seed same points, other seeds other point sets", function()
+    local a, b, c = S.halton_sequence(3, 1), S.halton_sequence(3, 1), S.halton_sequence(3, 2)
+    local set_a, set_c = {}, {}
+    for i = 1, 16 do
+      assert.are.same(a:point(i), b:point(i))
+      assert.are.same(a:point(i), S.halton(i, 3, {seed = 1}))
+      set_a[#set_a + 1] = a:point(i)[1]
+      set_c[#set_c + 1] = c:point(i)[1]
+    end
+    table.sort(set_a); table.sort(set_c)
+    local differ = 0
+    for i = 1, 16 do if math.abs(set_a[i] - set_c[i]) > 1e-12 then differ = differ + 1 end end
+    assert(differ > 8, "seeds 1 and 2 give the same point set in another order")
+    -- trial i's point does not depend on how many are drawn
+    local space = S.space{lr = S.log_uniform(1e-4, 1), m = S.uniform(0, 1), opt = S.choice{"a", "b", "c"}}
+    local four = S.sample(space, 4, {seed = 9})
+    local forty = S.sample(space, 40, {seed = 9})
+    for i = 1, 4 do assert.are.same(four[i], forty[i]) end
+  end)
+
+  it("passes the Vizier-style uniformity checks", function()
+    -- 1-D Kolmogorov-Smirnov distance of 2000 points to U(0, 1)
+    local seq = S.halton_sequence(1, 5)
+    local xs = {}
+    for i = 1, 2000 do xs[i] = seq:point(i)[1] end
+    table.sort(xs)
+    local ks = 0
+    for i, x in ipairs(xs) do ks = math.max(ks, math.abs(i / 2000 - x), math.abs((i - 1) / 2000 - x)) end
+    assert(ks < 0.005, "KS distance " .. ks)                -- random points: about 0.02
+    -- 4-D: every coordinate reaches both ends; 1000 sequential points all distinct
+    local s4 = S.halton_sequence(4, 7)
+    local lo, hi, seen = {1, 1, 1, 1}, {0, 0, 0, 0}, {}
+    for i = 1, 2000 do
+      local p = s4:point(i)
+      for k = 1, 4 do lo[k] = math.min(lo[k], p[k]); hi[k] = math.max(hi[k], p[k]) end
+      if i <= 1000 then
+        local key = table.concat(p, ",")
+        assert(not seen[key], "point " .. i .. " repeats")
+        seen[key] = true
+      end
+    end
+    for k = 1, 4 do assert(lo[k] < 0.002 and hi[k] > 0.998, string.format("dim %d: [%g, %g]", k, lo[k], hi[k])) end
+  end)
+
+  it("puts at least 4 of 25 log-uniform points in each decade of [1e-4, 1e-1] (vizier#541)", function()
+    local space = S.space{lr = S.log_uniform(1e-4, 1e-1)}
+    for seed = 0, 9 do
+      local counts = {0, 0, 0}
+      for _, hp in ipairs(S.sample(space, 25, {seed = seed})) do
+        local k = math.floor(math.log(hp.lr, 10) + 4) + 1
+        counts[k] = counts[k] + 1
+      end
+      for k = 1, 3 do assert(counts[k] >= 4, string.format("seed %d: decade %d has %d points", seed, k, counts[k])) end
+    end
+  end)
+
+  it("computes the centered L2 discrepancy of known point sets", function()
+    -- one point at the centre in 1-D: CD^2 = 13/12 - 2 (1) + 1 = 1/12
+    assert(math.abs(S.centered_l2_discrepancy({{0.5}}) - math.sqrt(1 / 12)) < 1e-12)
+    -- {0.25, 0.75}: by hand, CD^2 = 13/12 - (2/2) 2 (1 + 1/8 - 1/32) + (1/4)(2 (1 + 1/4) + 2 (1 + 1/4 - 1/4))
+    local want = 13 / 12 - 2 * (1 + 1 / 8 - 1 / 32) + (2 * 1.25 + 2 * 1.0) / 4
+    assert(math.abs(S.centered_l2_discrepancy({{0.25}, {0.75}}) - math.sqrt(want)) < 1e-12)
+  end)
+
+  it("spreads points better than pseudo-random search (centered L2 discrepancy, N = 50, d = 4)", function()
+    local reps, qr, rnd = 10, 0, 0
+    for r = 1, reps do
+      local seq = S.halton_sequence(4, r)
+      local a, b = {}, {}
+      for i = 1, 50 do a[i] = seq:point(i); b[i] = S.random_point(i, 4, 100 + r) end
+      qr = qr + S.centered_l2_discrepancy(a) / reps
+      rnd = rnd + S.centered_l2_discrepancy(b) / reps
+    end
+    assert(qr <= 0.8 * rnd, string.format("quasirandom %.4f vs random %.4f", qr, rnd))
+    assert(qr < 0.07 and rnd > 0.1, string.format("quasirandom %.4f vs random %.4f", qr, rnd))
+  end)
+
+  it("balances a categorical hyperparameter across N trials (playbook item 34)", function()
+    local space = S.space{opt = S.choice{"a", "b", "c"}, lr = S.log_uniform(1e-3, 1), m = S.uniform(0, 1)}
+    local rnd_violations = 0
+    for _, n in ipairs({12, 30, 60, 99}) do
+      local tol = math.max(1, 0.1 * n / 3)
+      for seed = 1, 10 do
+        local counts = {a = 0, b = 0, c = 0}
+        for _, hp in ipairs(S.sample(space, n, {seed = seed})) do counts[hp.opt] = counts[hp.opt] + 1 end
+        for v, c in pairs(counts) do
+          assert(math.abs(c - n / 3) <= tol, string.format("N %d seed %d: %s %d times", n, seed, v, c))
+        end
+        local rc = {a = 0, b = 0, c = 0}
+        for _, hp in ipairs(S.sample(space, n, {seed = seed, algorithm = "random"})) do rc[hp.opt] = rc[hp.opt] + 1 end
+        for _, c in pairs(rc) do if math.abs(c - n / 3) > tol then rnd_violations = rnd_violations + 1; break end end
+      end
+    end
+    assert(rnd_violations > 5, "the tolerance is too loose to tell quasirandom from random")
+  end)
+end)
+
+describe("dl.search parameters", function()
+  it("maps the unit interval as documented for each type", function()
+    local u = S.uniform(2, 6)
+    assert.are.equal(2, u:map(0)); assert.are.equal(4, u:map(0.5))
+    local l = S.log_uniform(1e-4, 1)
+    assert(math.abs(l:map(0.5) - 1e-2) < 1e-15); assert.are.equal(1e-4, l:map(0)); assert(l:map(1 - 1e-16) <= 1)
+    local i = S.int(3, 5)
+    assert.are.same({3, 3, 4, 5, 5}, {i:map(0), i:map(0.33), i:map(0.34), i:map(0.67), i:map(0.999999)})
+    assert.are.equal("integer", math.type(i:map(0.5)))
+    local d = S.discrete{16, 64, 256}
+    assert.are.same({16, 64, 256}, {d:map(0.1), d:map(0.5), d:map(0.99)})
+    local c = S.choice{"sgd", "adam"}
+    assert.are.same({"sgd", "adam"}, {c:map(0.49), c:map(0.5)})
+    -- log int: k is drawn with probability ln((k + 1) / k) / ln((b + 1) / a)
+    local li = S.int(1, 7, {log = true})
+    local counts, n = {}, 8000
+    for k = 1, n do local v = li:map((k - 0.5) / n); counts[v] = (counts[v] or 0) + 1 end
+    for v = 1, 7 do
+      local p = math.log((v + 1) / v) / math.log(8)
+      assert(math.abs(counts[v] / n - p) < 0.002, string.format("P(%d) = %g, want %g", v, counts[v] / n, p))
+    end
+    -- unmap inverts map (at cell centres for discrete types)
+    assert(math.abs(l:unmap(l:map(0.3)) - 0.3) < 1e-12)
+    assert(math.abs(u:unmap(u:map(0.7)) - 0.7) < 1e-12)
+    assert.are.equal(i:map(i:unmap(4)), 4)
+    assert.are.equal((2 - 0.5) / 3, d:unmap(64))
+  end)
+
+  it("rejects bad bounds and lists with messages naming the problem", function()
+    assert.error_matches(function() S.uniform(1, 0) end, "dl.search.uniform: a %(1%) must be less than b %(0%)")
+    assert.error_matches(function() S.log_uniform(0, 1) end, "bounds must be positive, got a = 0")
+    assert.error_matches(function() S.log_uniform(-1, 1) end, "bounds must be positive")
+    assert.error_matches(function() S.int(1.5, 3) end, "dl.search.int: bounds must be integers")
+    assert.error_matches(function() S.int(5, 3) end, "a %(5%) must be <= b %(3%)")
+    assert.error_matches(function() S.int(0, 3, {log = true}) end, "log scale needs a >= 1")
+    assert.error_matches(function() S.discrete{} end, "dl.search.discrete: expected a non%-empty list")
+    assert.error_matches(function() S.choice{"a", "a"} end, "value \"a\" is listed twice")
+    assert.error_matches(function() S.uniform(0, 0 / 0) end, "bounds must be finite")
+    assert.error_matches(function() S.space{lr = {1, 2}} end, "lr must be a dl.search parameter or a plain")
+    assert.error_matches(function() S.sample(S.space{x = S.uniform(0, 1)}, 2, {algorithm = "anneal"}) end,
+      "unknown algorithm 'anneal' %(valid: bayes, grid, quasirandom, random%)")
+  end)
+end)
+
+describe("dl.search conditional parameters", function()
+  it("includes a parameter exactly where its condition holds", function()
+    local space = S.space{
+      optimizer = S.choice{"sgd", "adam", "nesterov"},
+      momentum = S.uniform(0.8, 0.99):when{optimizer = {"sgd", "nesterov"}},
+      beta1 = S.uniform(0.8, 0.95):when{optimizer = "adam"},
+      lr = S.log_uniform(1e-4, 1), steps = 100,
+    }
+    local seen = {}
+    for _, hp in ipairs(S.sample(space, 60, {seed = 4})) do
+      seen[hp.optimizer] = true
+      assert.are.equal(hp.optimizer ~= "adam", hp.momentum ~= nil)
+      assert.are.equal(hp.optimizer == "adam", hp.beta1 ~= nil)
+      assert.truthy(hp.lr)
+      assert.are.equal(100, hp.steps)
+    end
+    assert.truthy(seen.sgd and seen.adam and seen.nesterov)
+    assert.are.equal(4, space.d)                         -- every branch owns its coordinate
+  end)
+
+  it("gives each branch of a switch its own dimension and range (item 31)", function()
+    local space = S.space{
+      optimizer = S.choice{"sgd", "adam"},
+      lr = S.switch("optimizer", {sgd = S.log_uniform(1e-2, 1), adam = S.log_uniform(1e-5, 1e-3)}),
+      eps = S.switch("optimizer", {adam = 1e-8}),
+    }
+    assert.are.equal(3, space.d)
+    local paths = {}
+    for _, d in ipairs(space.dims) do paths[#paths + 1] = d.path end
+    table.sort(paths)
+    assert.are.same({"lr[optimizer=adam]", "lr[optimizer=sgd]", "optimizer"}, paths)
+    for _, hp in ipairs(S.sample(space, 40, {seed = 1})) do
+      if hp.optimizer == "sgd" then
+        assert(hp.lr >= 1e-2 and hp.lr <= 1 and hp.eps == nil)
+      else
+        assert(hp.lr >= 1e-5 and hp.lr <= 1e-3 and hp.eps == 1e-8)
+      end
+    end
+    -- conditions may refer to names outside the space (a study's scientific values)
+    local nested = S.space({momentum = S.uniform(0.5, 0.9):when{optimizer = "sgd"}},
+      {context = {optimizer = {"sgd", "adam"}}})
+    assert.truthy(nested:point({0.5}, {optimizer = "sgd"}).momentum)
+    assert.is_nil(nested:point({0.5}, {optimizer = "adam"}).momentum)
+  end)
+
+  it("rejects conditions on unknown, continuous or impossible parents and cycles", function()
+    assert.error_matches(function() S.space{m = S.uniform(0, 1):when{opt = "sgd"}} end,
+      "m depends on opt, which is not a parameter")
+    assert.error_matches(function() S.space{lr = S.uniform(0, 1), m = S.uniform(0, 1):when{lr = 0.5}} end,
+      "m depends on lr, which is continuous")
+    assert.error_matches(function()
+      S.space{opt = S.choice{"sgd", "adam"}, m = S.uniform(0, 1):when{opt = "sdg"}}
+    end, "m depends on opt = \"sdg\", which is not a value of opt %(values: \"sgd\", \"adam\"%)")
+    assert.error_matches(function()
+      S.space{a = S.choice{1, 2}:when{b = 1}, b = S.choice{1, 2}:when{a = 1}}
+    end, "conditions form a cycle")
+  end)
+
+  it("round-trips a space through plain data with identical points", function()
+    local space = S.space{
+      optimizer = S.choice{"sgd", "adam"}, width = S.int(8, 512, {log = true}),
+      lr = S.switch("optimizer", {sgd = S.log_uniform(1e-2, 1), adam = S.log_uniform(1e-5, 1e-3)}),
+      momentum = S.uniform(0.8, 0.99):when{optimizer = "sgd"}, label_smoothing = S.discrete{0, 0.1, 0.2},
+    }
+    local json = dl.json
+    local copy = S.space_from_table(json.decode(json.encode(space:to_table())))
+    assert.are.same(space:describe(), copy:describe())
+    for i = 1, 20 do
+      local u = S.halton(i, space.d, {seed = 2})
+      assert.are.same(space:point(u), copy:point(u))
+    end
+  end)
+end)
+
+describe("dl.search grid and random", function()
+  it("enumerates a 2-D grid and warns above 2 varied dimensions", function()
+    local space = S.space{opt = S.choice{"a", "b"}, lr = S.log_uniform(1e-3, 1e-1)}
+    local hps = S.sample(space, 100, {algorithm = "grid", grid_points = 3})
+    assert.are.equal(6, #hps)
+    local seen = {}
+    for _, hp in ipairs(hps) do seen[hp.opt .. string.format("%.0e", hp.lr)] = true end
+    for _, k in ipairs({"a1e-03", "a1e-02", "a1e-01", "b1e-03", "b1e-02", "b1e-01"}) do assert.truthy(seen[k], k) end
+    local warnings = {}
+    S.sample(S.space{a = S.uniform(0, 1), b = S.uniform(0, 1), c = S.uniform(0, 1)}, 8,
+      {algorithm = "grid", grid_points = 2, warn = function(m) warnings[#warnings + 1] = m end})
+    assert.are.equal(1, #warnings)
+    assert.truthy(warnings[1]:find("grid search over 3 varied dimensions"))
+    -- random: a pure function of (seed, i) too
+    assert.are.same(S.random_point(5, 3, 1), S.random_point(5, 3, 1))
+    assert.are_not.same(S.random_point(5, 3, 1), S.random_point(5, 3, 2))
+  end)
+end)
+
+-- an independent GP posterior: Gaussian elimination on (K + s I) a = y
+local function solve(A, b)
+  local n = #b
+  local M = {}
+  for i = 1, n do M[i] = {table.unpack(A[i])}; M[i][n + 1] = b[i] end
+  for c = 1, n do
+    local p = c
+    for r = c + 1, n do if math.abs(M[r][c]) > math.abs(M[p][c]) then p = r end end
+    M[c], M[p] = M[p], M[c]
+    for r = c + 1, n do
+      local f = M[r][c] / M[c][c]
+      for k = c, n + 1 do M[r][k] = M[r][k] - f * M[c][k] end
+    end
+  end
+  local x = {}
+  for i = n, 1, -1 do
+    local s = M[i][n + 1]
+    for k = i + 1, n do s = s - M[i][k] * x[k] end
+    x[i] = s / M[i][i]
+  end
+  return x
+end
+
+local function matern(a, b, ls, sf2)
+  local r2 = 0
+  for d = 1, #a do r2 = r2 + ((a[d] - b[d]) / ls[d]) ^ 2 end
+  local r = math.sqrt(r2)
+  return sf2 * (1 + math.sqrt(5) * r + 5 / 3 * r2) * math.exp(-math.sqrt(5) * r)
+end
+
+describe("dlua.gp", function()
+  local r = S.rng("gp-spec")
+  local X, y = {}, {}
+  for i = 1, 14 do
+    X[i] = {r:uniform(), r:uniform()}
+    y[i] = math.sin(5 * X[i][1]) + X[i][2] ^ 2 + 0.05 * r:normal()
+  end
+
+  it("has the analytic marginal-likelihood gradient (finite differences)", function()
+    local theta = {math.log(0.3), math.log(0.8), math.log(1.5), math.log(0.02)}
+    local _, g = gp._objective(X, y, theta, 2, true)
+    for j = 1, 4 do
+      local a, b = {table.unpack(theta)}, {table.unpack(theta)}
+      a[j], b[j] = a[j] + 1e-5, b[j] - 1e-5
+      local fd = (gp._objective(X, y, a, 2) - gp._objective(X, y, b, 2)) / 2e-5
+      assert(math.abs(fd - g[j]) < 1e-5 * math.max(1, math.abs(fd)), string.format("theta %d: %g vs %g", j, g[j], fd))
+    end
+  end)
+
+  it("predicts the posterior mean of an independent solve with its fitted hyperparameters", function()
+    local m = gp.fit(X, y)
+    assert(m.lml > gp._objective(X, m.ys, {0, 0, 0, math.log(0.5)}, 2), "fit did not improve on a default")
+    local ls = {math.exp(m.theta[1]), math.exp(m.theta[2])}
+    local sf2, sn2 = math.exp(m.theta[3]), math.exp(m.theta[4])
+    local K = {}
+    for i = 1, #X do
+      K[i] = {}
+      for j = 1, #X do K[i][j] = matern(X[i], X[j], ls, sf2) + (i == j and sn2 + 1e-9 or 0) end
+    end
+    local alpha = solve(K, m.ys)
+    for _, x in ipairs({{0.1, 0.2}, {0.5, 0.5}, {0.9, 0.7}}) do
+      local mu = 0
+      for i = 1, #X do mu = mu + matern(x, X[i], ls, sf2) * alpha[i] end
+      mu = m.mean + m.sd * mu
+      local got = m:predict(x)
+      assert(math.abs(got - mu) < 1e-9, string.format("%g vs %g", got, mu))
+    end
+    -- it learned something: held-out error well below the spread of y
+    local err, n = 0, 0
+    for _ = 1, 50 do
+      local x = {r:uniform(), r:uniform()}
+      err = err + (m:predict(x) - (math.sin(5 * x[1]) + x[2] ^ 2)) ^ 2
+      n = n + 1
+    end
+    assert(math.sqrt(err / n) < 0.25, "rmse " .. math.sqrt(err / n))
+  end)
+end)
+
+local function branin(x1, x2)
+  local b, c, t = 5.1 / (4 * math.pi ^ 2), 5 / math.pi, 1 / (8 * math.pi)
+  return (x2 - b * x1 ^ 2 + c * x1 - 6) ^ 2 + 10 * (1 - t) * math.cos(x1) + 10
+end
+
+local function best_after(alg, seed, budget, batch, f)
+  local space = S.space{x1 = S.uniform(-5, 10), x2 = S.uniform(0, 15)}
+  local s = S.suggester(space, {algorithm = alg, seed = seed, mode = "min"})
+  local n = 0
+  while n < budget do
+    for _, sg in ipairs(s:suggest(math.min(batch, budget - n))) do
+      s:observe(sg, (f or branin)(sg.hp.x1, sg.hp.x2))
+      n = n + 1
+    end
+  end
+  return s:best().value, s
+end
+
+describe("dl.search bayes", function()
+  it("beats random search on Branin at an equal budget of 20 evaluations (4 seeds)", function()
+    local b, rnd = {}, {}
+    for seed = 1, 4 do
+      b[seed] = best_after("bayes", seed, 20, 1)
+      rnd[seed] = best_after("random", seed, 20, 1)
+    end
+    table.sort(b); table.sort(rnd)
+    local mb, mr = (b[2] + b[3]) / 2, (rnd[2] + rnd[3]) / 2
+    assert(mb < mr, string.format("median best: bayes %.3f vs random %.3f", mb, mr))
+    assert(mb < 1.0, string.format("bayes median best %.3f (the minimum is 0.398)", mb))
+  end)
+
+  it("suggests distinct points in a batch (kriging believer) and gives the init points first", function()
+    local space = S.space{x1 = S.uniform(-5, 10), x2 = S.uniform(0, 15)}
+    local s = S.suggester(space, {algorithm = "bayes", seed = 3, mode = "min", init = 5})
+    local first = s:suggest(5)
+    for i, sg in ipairs(first) do assert.are.same(S.halton(i, 2, {seed = 3}), sg.u) end
+    for _, sg in ipairs(first) do s:observe(sg, branin(sg.hp.x1, sg.hp.x2)) end
+    local batch = s:suggest(4)
+    assert.are.equal(4, #batch)
+    for i = 1, 4 do
+      for j = i + 1, 4 do
+        local d = math.abs(batch[i].u[1] - batch[j].u[1]) + math.abs(batch[i].u[2] - batch[j].u[2])
+        assert(d > 1e-3, "batch points " .. i .. " and " .. j .. " coincide")
+      end
+    end
+  end)
+
+  it("treats infeasible trials as a constraint, not a value", function()
+    -- minimise x1 + x2 / 10 on [0, 1]^2, infeasible where x1 < 0.3: the optimum sits on
+    -- the boundary, and the objective's GP (fitted to feasible trials only) keeps
+    -- predicting lower values deeper into the infeasible region
+    local function run(feasibility)
+      local space = S.space{x1 = S.uniform(0, 1), x2 = S.uniform(0, 1)}
+      local s = S.suggester(space, {algorithm = "bayes", seed = 1, mode = "min", init = 6, feasibility = feasibility})
+      local late = {}
+      for i = 1, 22 do
+        local sg = s:suggest(1)[1]
+        local feasible = sg.hp.x1 >= 0.3
+        s:observe(sg, feasible and sg.hp.x1 + 0.1 * sg.hp.x2 or nil)
+        if i > 12 then late[#late + 1] = {x1 = sg.hp.x1, feasible = feasible} end
+      end
+      for _, h in ipairs(s.history) do assert(h.value == nil or h.value >= 0.3) end
+      return s, late
+    end
+    local s, late = run(nil)
+    local feasible = 0
+    for _, l in ipairs(late) do
+      if l.feasible then feasible = feasible + 1 end
+      assert(l.feasible or l.x1 > 0.2, "an infeasible suggestion deep in the infeasible region: x1 = " .. l.x1)
+    end
+    assert(feasible >= 1, "no feasible suggestion in the last 10")
+    assert(s:best().value < 0.32, "best " .. s:best().value)
+    -- the same search without the feasibility model sticks to one infeasible spot
+    local _, blind = run(false)
+    local stuck = 0
+    for _, l in ipairs(blind) do if not l.feasible then stuck = stuck + 1 end end
+    assert(stuck >= 8, "without the feasibility model only " .. stuck .. " of 10 were infeasible")
+  end)
+end)

@@ -18,6 +18,7 @@ local json = require "dlua.json"
 local fs = require "dlua.fs"
 local metrics_mod = require "dlua.metrics"
 local progress_mod = require "dlua.progress"
+local trace = require("dlua.data").trace
 local dist = require "dlua.dist"
 
 local M = {}
@@ -452,6 +453,8 @@ function M.train(config)
       local x, y, w = batch_fields(batch, fields)
       if schedule then opt:set_lr(base_lr * schedule(s)) end
       opt:zero_grad()
+      local tracing = trace.active()             -- spans for the Chrome trace (--trace FILE)
+      local sp = tracing and trace.span("forward")
       local out = config.forward and config.forward(model, batch) or model(x)
       local loss = loss_fn(out, y, w)
       local lv = loss:item()
@@ -466,7 +469,9 @@ function M.train(config)
           lv, s, div.factor, run.initial_loss)
         return
       end
+      if sp then sp:close(); sp = trace.span("backward") end
       loss:backward()
+      if sp then sp:close() end
       if dp then dp:reduce_grads() end           -- the mean gradient over ranks: identical steps
       local gn = global_norm(params)
       run.grad_norms[s] = gn
@@ -480,7 +485,9 @@ function M.train(config)
         for _, p in ipairs(params) do if p.grad then p.grad = p.grad:scale(f) end end
       end
       run.clipped[s] = clipped
+      sp = tracing and trace.span("optimizer")
       opt:step()
+      if sp then sp:close() end
       if run.ema then
         local d = run.ema_decay
         core.set_grad_enabled(false)
@@ -513,12 +520,18 @@ function M.train(config)
       if do_eval then
         model:eval()
         core.set_grad_enabled(false)
+        local esp = trace.active() and trace.span("eval")
         local eok, eerr = pcall(run_eval)
+        if esp then esp:close() end
         core.set_grad_enabled(true)
         model:train()
         if not eok then error(eerr, 0) end
       end
-      if s % ck.every == 0 or s == steps then save_checkpoint(run) end
+      if s % ck.every == 0 or s == steps then
+        local csp = trace.active() and trace.span("checkpoint")
+        save_checkpoint(run)
+        if csp then csp:close() end
+      end
     end
   end)
   mlog:close()

@@ -93,6 +93,7 @@ static int l_batch_norm(lua_State *L) {
     o.eps = opt_num(L, 4, "eps", o.eps);
     o.replicas = opt_int(L, 4, "replicas", o.replicas);
     o.virtual_batch = opt_int(L, 4, "virtual_batch", o.virtual_batch);
+    if (o.sync && o.training) o.reducer = lt_dist_bn_reducer(L);   /* shared across ranks under mpirun */
     rm = opt_field_tensor(L, 4, "running_mean");
     rv = opt_field_tensor(L, 4, "running_var");
   }

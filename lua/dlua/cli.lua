@@ -110,7 +110,9 @@ function M.parse(args, hparams, opts)
           table.sort(names)
           error(string.format("--set: unknown hyperparameter '%s' (valid: %s)", key, table.concat(names, ", ")), 0)
         end
-        o.set[key] = M.typed(key, val, hparams and hparams[key] or 0)
+        local def = 0                           -- (`hparams[key] or 0` would type a false default as a number)
+        if hparams and hparams[key] ~= nil then def = hparams[key] end
+        o.set[key] = M.typed(key, val, def)
       end
     end
     i = i + 1

@@ -11,7 +11,9 @@
 -- The runner adds `seed` (default 0), `init_seed` (= seed) and `data_seed`
 -- (= seed + 1000) to hp unless the experiment sets them; the model is built
 -- right after dl.seed(init_seed), so the same init seed gives bit-identical
--- parameters whatever the data seed.
+-- parameters whatever the data seed. Under mpirun (world > 1) hp also gets
+-- `rank` and `world`, and data_seed becomes data_seed + rank (the init seed is
+-- the same on every rank, the data seed differs; docs/distributed.md).
 local core = require "dlua.core"
 local json = require "dlua.json"
 
@@ -76,6 +78,11 @@ end
 
 --- The dl.train config for hp (resolved), built right after seeding the init stream.
 function Experiment:config(hp)
+  local dist = require "dlua.dist"
+  if dist.world() > 1 and hp.rank == nil then
+    hp.rank, hp.world = dist.rank(), dist.world()
+    hp.data_seed = hp.data_seed + hp.rank
+  end
   core.seed(hp.init_seed)
   local cfg = self.build(hp)
   if type(cfg) ~= "table" then

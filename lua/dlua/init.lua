@@ -56,6 +56,7 @@ M.evaluate = experiment.evaluate
 M.load_experiment = experiment.load
 M.fs = require "dlua.fs"
 M.track = require "dlua.track"
+M.dist = require "dlua.dist"
 M.search = require "dlua.search"
 M.study = require("dlua.study").study
 M.study_results = require("dlua.study").results

@@ -17,7 +17,11 @@ local function is_tensor(x) return getmetatable(x) == core.Tensor end
 
 -- batches of a set in order, the last one padded with weight-0 examples
 -- set: a dataset/pipeline with :batch, or {input = tensor, target = tensor} in memory
-local function batches(set, bs, fields, sample)
+-- shard {rank =, world =}: only the batches bi with (bi - 1) % world == rank (several
+-- processes, docs/distributed.md); the iterator also returns bi, and batches()
+-- returns the number of batches of the whole set second
+local function batches(set, bs, fields, sample, shard)
+  local function mine(bi) return not shard or (bi - 1) % shard.world == shard.rank end
   if type(set) == "table" and set.batch and not is_tensor(set) then
     local src = set
     if sample and sample < #set then            -- a fixed sample: the same examples at every eval, every trial
@@ -28,12 +32,32 @@ local function batches(set, bs, fields, sample)
       core.rng_state(seed, counter)
       src = src:subset(idx)
     end
-    local it = src:batch(bs, {pad = true}):iter{epochs = 1, warn = false}
-    return function()
-      local b = it()
-      if b == nil then return nil end
-      return b[fields.input], b[fields.target], b[fields.weight]
+    local n = #src
+    local nb = (n + bs - 1) // bs
+    local ids
+    if shard and src.subset then                -- this rank's whole batches, the same as one process forms
+      ids = {}
+      local idx = {}
+      for bi = shard.rank + 1, nb, shard.world do
+        ids[#ids + 1] = bi
+        for i = (bi - 1) * bs + 1, math.min(bi * bs, n) do idx[#idx + 1] = i end
+      end
+      if #idx == 0 then return function() return nil end, nb end
+      src = src:subset(idx)
+    elseif shard then
+      nb = #src:batch(bs, {pad = true})
     end
+    local it = src:batch(bs, {pad = true}):iter{epochs = 1, warn = false}
+    local k = 0
+    return function()
+      while true do
+        local b = it()
+        if b == nil then return nil end
+        k = k + 1
+        local bi = ids and ids[k] or k
+        if ids or mine(bi) then return b[fields.input], b[fields.target], b[fields.weight], bi end
+      end
+    end, nb
   end
   local x = set[fields.input] or set.input or set.x or set[1]
   local y = set[fields.target] or set.target or set.y or set[2]
@@ -48,8 +72,11 @@ local function batches(set, bs, fields, sample)
     n = sample
   end
   local pos = 0
+  local nb, bi = (n + bs - 1) // bs, 0
   return function()
+    while pos < n and not mine(bi + 1) do pos, bi = pos + bs, bi + 1 end
     if pos >= n then return nil end
+    bi = bi + 1
     local m = math.min(bs, n - pos)
     local xb, yb
     if idx then
@@ -74,8 +101,8 @@ local function batches(set, bs, fields, sample)
       w = core.cat({w, core.zeros(pad)}, 1)
     end
     pos = pos + m
-    return xb, yb, w
-  end
+    return xb, yb, w, bi
+  end, nb
 end
 M.batches = batches
 
@@ -117,6 +144,7 @@ function M.evaluator(o)
   self.predictions = o.predictions
   self.dir = o.dir
   self.metrics = o.metrics or {"loss", "accuracy"}
+  self.shard = o.shard                          -- several ranks: see batches() and finish_shard()
   for _, m in pairs(self.metrics) do
     if type(m) == "string" and not (builtin[m] or m == "per_class" or m:match("^top%d+$")) then
       error(string.format("evaluate: unknown metric '%s' (built in: loss, accuracy, topK, per_class; " ..
@@ -137,7 +165,11 @@ function Evaluator:run(name, set, step)
   end
   local preds = {}
   local pos = 0
-  for x, y, w in batches(set, self.batch_size, self.fields, self.sample) do
+  local shard = self.shard
+  local per_batch = shard and {} or nil         -- [mname] = {[bi] = {s, t}}
+  local iter, nb = batches(set, self.batch_size, self.fields, self.sample, shard)
+  for x, y, w, bi in iter, nb do
+    if shard then pos = (bi - 1) * self.batch_size end
     local out = self.forward and self.forward(self.model, {[self.fields.input] = x, [self.fields.target] = y})
       or self.model(x)
     w = w and w:reshape(-1):float() or core.ones(out:size(1))
@@ -157,7 +189,10 @@ function Evaluator:run(name, set, step)
         end
       elseif m:match("^top%d+$") then s, t = topk(tonumber(m:match("%d+")))(out, y, w)
       else s, t = builtin[m](out, y, w, self) end
-      if s then
+      if s and per_batch then
+        per_batch[mname] = per_batch[mname] or {}
+        per_batch[mname][bi] = {s, t}
+      elseif s then
         sums[mname] = (sums[mname] or 0) + s
         totals[mname] = (totals[mname] or 0) + t
       end
@@ -178,6 +213,11 @@ function Evaluator:run(name, set, step)
       pos = pos + n
     end
   end
+  if shard then
+    per_total, per_correct = self:finish_shard(shard, nb, per_batch, sums, totals, per_total, per_correct)
+    preds = shard.gather(preds)
+    table.sort(preds, function(a, b) return a.index < b.index end)
+  end
   local res = {}
   for k, s in pairs(sums) do res[k] = totals[k] > 0 and s / totals[k] or 0 / 0 end
   if per_total then
@@ -187,13 +227,65 @@ function Evaluator:run(name, set, step)
     end
     res.per_class = {correct = correct, total = total}
   end
-  if #preds > 0 and self.dir then
+  if #preds > 0 and self.dir and (not shard or shard.lead) then
     local fs = require "dlua.fs"
     fs.mkdir_p(self.dir .. "/predictions")
     fs.write_atomic(string.format("%s/predictions/%s-%09d.json", self.dir, name, step or 0),
       json.encode({set = name, step = step, predictions = preds}) .. "\n")
   end
   return res
+end
+
+-- several ranks: each filled per_batch for its own batches; one sum over ranks of
+-- a [3 * metrics, nb] table (s, t and presence per batch; every entry has one
+-- contributor) gives every rank all batches, which are then added in batch order
+-- exactly as one process adds them. Per-class counts are integers: summed directly.
+function Evaluator:finish_shard(shard, nb, per_batch, sums, totals, per_total, per_correct)
+  local names = {}
+  for key, m in pairs(self.metrics) do
+    local mname = type(key) == "string" and key or m
+    if mname ~= "per_class" then names[#names + 1] = mname end
+  end
+  table.sort(names)
+  if #names > 0 and nb > 0 then
+    local flat = {}
+    for k, mname in ipairs(names) do
+      local pb = per_batch[mname] or {}
+      for bi = 1, nb do
+        local e = pb[bi]
+        local base = (k - 1) * 3 * nb
+        flat[base + bi] = e and e[1] or 0
+        flat[base + nb + bi] = e and e[2] or 0
+        flat[base + 2 * nb + bi] = e and 1 or 0
+      end
+    end
+    local all = shard.sum(core.tensor(flat, {dtype = "float64"})):totable()
+    for k, mname in ipairs(names) do
+      local base = (k - 1) * 3 * nb
+      for bi = 1, nb do
+        if all[base + 2 * nb + bi] > 0 then
+          sums[mname] = (sums[mname] or 0) + all[base + bi]
+          totals[mname] = (totals[mname] or 0) + all[base + nb + bi]
+        end
+      end
+    end
+  end
+  local wants_per_class = false
+  for _, m in pairs(self.metrics) do if m == "per_class" then wants_per_class = true end end
+  if wants_per_class then
+    local c = math.tointeger(shard.max(per_total and #per_total or 0))
+    if c > 0 then
+      local flat = {}
+      for k = 1, c do
+        flat[k] = per_total and per_total[k] or 0
+        flat[c + k] = per_correct and per_correct[k] or 0
+      end
+      local all = shard.sum(core.tensor(flat, {dtype = "float64"})):totable()
+      per_total, per_correct = {}, {}
+      for k = 1, c do per_total[k], per_correct[k] = all[k], all[c + k] end
+    end
+  end
+  return per_total, per_correct
 end
 
 return M

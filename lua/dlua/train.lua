@@ -18,6 +18,8 @@ local json = require "dlua.json"
 local fs = require "dlua.fs"
 local metrics_mod = require "dlua.metrics"
 local progress_mod = require "dlua.progress"
+local trace = require("dlua.data").trace
+local dist = require "dlua.dist"
 
 local M = {}
 
@@ -90,6 +92,7 @@ local function collect_state(run)
     clipped = json.encode(run.clipped),
     initial_loss = run.initial_loss and string.format("%.17g", run.initial_loss) or "",
   }
+  if run.dp then meta.dist = run.dp:gather_state(run.data_state) end   -- every rank's stream and data position
   return tensors, meta
 end
 
@@ -106,7 +109,8 @@ local function restore_state(run, tensors, meta)
   run.optimizer:load_state_dict(osd)
   local rng = json.decode(meta.rng)
   core.rng_state(rng.seed, rng.counter)
-  if run.data_set_state then run.data_set_state(json.decode(meta.pipeline)) end
+  if run.dp then run.dp:restore_state(meta, run.data_set_state)
+  elseif run.data_set_state then run.data_set_state(json.decode(meta.pipeline)) end
   run.step = tonumber(meta.step)
   run.grad_norms = tensors["train/grad_norm"] and tensors["train/grad_norm"]:totable() or {}
   run.clipped = json.decode(meta.clipped) or {}
@@ -212,7 +216,10 @@ local function save_checkpoint(run)
   local tensors, meta = collect_state(run)
   local name = ckpt_name(run.step)
   local path = run.ckpt_dir .. "/" .. name
-  local ok, err = checkpoint_mod().save(path, tensors, meta)
+  if run.dp then dist.check_replicated(run.model, string.format("dl.train: the parameters at step %d", run.step)) end
+  local ok, err = true, nil
+  if not run.dp or run.dp.lead then ok, err = checkpoint_mod().save(path, tensors, meta) end
+  if run.dp then run.dp:agree(ok or not err, "dl.train: cannot save checkpoint: " .. tostring(err)) end
   if not ok and err then error("dl.train: cannot save checkpoint: " .. tostring(err), 0) end
   local led = run.ledger
   local cks = led.data.checkpoints
@@ -220,7 +227,9 @@ local function save_checkpoint(run)
   cks[#cks + 1] = {step = run.step, path = name, metrics = run.metrics_at[run.step]}
   local drop = led:retain()
   led:save()                                    -- the ledger first, then deletions
-  for _, p in ipairs(drop) do os.remove(run.ckpt_dir .. "/" .. p) end
+  if not run.dp or run.dp.lead then
+    for _, p in ipairs(drop) do os.remove(run.ckpt_dir .. "/" .. p) end
+  end
   run.cost.checkpoint = run.cost.checkpoint + (core.clock() - t0)
 end
 
@@ -301,6 +310,9 @@ end
 --- dl.train(config) --> result; see the file header and docs/api/train.md.
 function M.train(config)
   check_config(config)
+  -- under mpirun: data parallel over the ranks; only rank 0 (the lead) writes (docs/distributed.md)
+  local dp = dist.world() > 1 and dist.data_parallel(config) or nil
+  local lead = not dp or dp.lead
   local model, loss_fn, opt = config.model, config.loss, config.optimizer
   local steps = config.steps
   local fields = {input = "image", target = "label", weight = "weight"}
@@ -311,25 +323,27 @@ function M.train(config)
   ck.every = ck.every or ev.every or steps
   local dir = config.dir or default_dir(config.name)
   local log_every = config.log_every or math.max(1, math.min(100, steps // 20))
-  local quiet = config.quiet
+  local quiet = config.quiet or not lead
   local schedule = config.schedule
   if schedule and schedule.steps == nil and type(schedule) == "table" then schedule.steps = steps end
   local base_lr = opt:lr()
   local params = model:parameters()
   local nn = nn_mod()
 
-  fs.mkdir_p(dir)
-  fs.mkdir_p(dir .. "/checkpoints")
-  for _, f in ipairs(fs.list(dir .. "/checkpoints")) do    -- temp files of a write killed mid-way
-    if f:match("%.tmp[%-.]") then os.remove(dir .. "/checkpoints/" .. f) end
+  if lead then
+    fs.mkdir_p(dir)
+    fs.mkdir_p(dir .. "/checkpoints")
+    for _, f in ipairs(fs.list(dir .. "/checkpoints")) do    -- temp files of a write killed mid-way
+      if f:match("%.tmp[%-.]") then os.remove(dir .. "/checkpoints/" .. f) end
+    end
   end
   local run = {
     model = model, optimizer = opt, step = 0, grad_norms = {}, clipped = {}, hparams = config.hparams,
     ckpt_dir = dir .. "/checkpoints", metrics_at = {}, last_metrics = {},
     cost = {train = 0, eval = 0, checkpoint = 0, input = 0},
-    sync_bn = nn.sync_batchnorm and function() nn.sync_batchnorm(model) end or nil,
+    sync_bn = nn.sync_batchnorm and function() nn.sync_batchnorm(model) end or nil, dp = dp,
   }
-  local stream = open_stream(config.data, quiet)
+  local stream = open_stream(dp and dp.data or config.data, quiet)
   run.data_state, run.data_set_state = stream.state, stream.set_state
   if config.ema then
     local decay = config.ema.decay or 0.999
@@ -337,26 +351,34 @@ function M.train(config)
     run.ema = {}
     for k, t in pairs(model:state_dict()) do run.ema[k] = t:detach():clone() end
   end
-  run.ledger = ledger_open(run.ckpt_dir, ck)
+  local function open_ledger()
+    local l = ledger_open(run.ckpt_dir, ck)
+    return dp and dp:share_ledger(l) or l
+  end
+  run.ledger = open_ledger()
   local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every}
   local function warn(msg) prog:message("warning: " .. msg) end
 
   -- resume, or start fresh (never silently over an existing run)
   local metrics_path = dir .. "/metrics.jsonl"
   if config.resume then
-    local path, tensors, meta = find_resume_point(run.ckpt_dir, warn)
+    local function find() return find_resume_point(run.ckpt_dir, warn) end
+    local path, tensors, meta
+    if dp then path, tensors, meta = dp:resume_point(find) else path, tensors, meta = find() end
     if path then
       restore_state(run, tensors, meta)
       run.ledger:truncate(run.step)
-      fs.filter_lines(metrics_path, function(line)
-        local e = json.decode(line)
-        return e and e.step and e.step <= run.step
-      end)
+      if lead then
+        fs.filter_lines(metrics_path, function(line)
+          local e = json.decode(line)
+          return e and e.step and e.step <= run.step
+        end)
+      end
       for _, e in ipairs(run.ledger.data.evals) do run.metrics_at[e.step] = e.metrics end
       prog:message(string.format("resuming from %s (step %d)", path, run.step))
     else
-      fs.remove_matching(metrics_path)
-      run.ledger = ledger_open(run.ckpt_dir, ck)
+      if lead then fs.remove_matching(metrics_path) end
+      run.ledger = open_ledger()
     end
   else
     local existing = fs.list(run.ckpt_dir)
@@ -366,10 +388,11 @@ function M.train(config)
           "that run, or choose another directory (--out)", run.ckpt_dir), 2)
       end
     end
-    os.remove(metrics_path)
+    if lead then os.remove(metrics_path) end
   end
-  fs.write_atomic(dir .. "/hparams.json", json.encode(config.hparams or {}) .. "\n")
-  local mlog = assert(io.open(metrics_path, "a"))
+  if lead then fs.write_atomic(dir .. "/hparams.json", json.encode(config.hparams or {}) .. "\n") end
+  local mlog = lead and assert(io.open(metrics_path, "a"))
+    or {write = function() end, flush = function() end, close = function() end}
   local t_start = core.clock()
   local function log_event(e)
     e.elapsed = core.clock() - t_start
@@ -384,6 +407,7 @@ function M.train(config)
   local evaluator = metrics_mod.evaluator{
     model = model, loss = loss_fn, metrics = ev.metrics, batch_size = ev.batch_size, sample = ev.sample,
     fields = fields, forward = config.forward, predictions = ev.predictions, dir = dir,
+    shard = dp and dp:eval_shard() or nil,
   }
 
   local function run_eval()
@@ -429,9 +453,12 @@ function M.train(config)
       local x, y, w = batch_fields(batch, fields)
       if schedule then opt:set_lr(base_lr * schedule(s)) end
       opt:zero_grad()
+      local tracing = trace.active()             -- spans for the Chrome trace (--trace FILE)
+      local sp = tracing and trace.span("forward")
       local out = config.forward and config.forward(model, batch) or model(x)
       local loss = loss_fn(out, y, w)
       local lv = loss:item()
+      if dp then lv = dp:mean_loss(lv) end       -- every rank judges divergence on the same value
       if not finite(lv) then
         status, message = "diverged", string.format("loss is %s at step %d", tostring(lv), s)
         return
@@ -442,7 +469,10 @@ function M.train(config)
           lv, s, div.factor, run.initial_loss)
         return
       end
+      if sp then sp:close(); sp = trace.span("backward") end
       loss:backward()
+      if sp then sp:close() end
+      if dp then dp:reduce_grads() end           -- the mean gradient over ranks: identical steps
       local gn = global_norm(params)
       run.grad_norms[s] = gn
       if not finite(gn) then
@@ -455,7 +485,9 @@ function M.train(config)
         for _, p in ipairs(params) do if p.grad then p.grad = p.grad:scale(f) end end
       end
       run.clipped[s] = clipped
+      sp = tracing and trace.span("optimizer")
       opt:step()
+      if sp then sp:close() end
       if run.ema then
         local d = run.ema_decay
         core.set_grad_enabled(false)
@@ -467,7 +499,7 @@ function M.train(config)
         core.set_grad_enabled(true)
       end
       run.step = s
-      local bs = is_tensor(x) and x:size(1) or 0
+      local bs = (is_tensor(x) and x:size(1) or 0) * (dp and dp.world or 1)
       window_loss, window_n, window_ex = window_loss + lv, window_n + 1, window_ex + bs
       run.cost.train = run.cost.train + (core.clock() - t0)
       if s % log_every == 0 or s == steps then
@@ -488,12 +520,18 @@ function M.train(config)
       if do_eval then
         model:eval()
         core.set_grad_enabled(false)
+        local esp = trace.active() and trace.span("eval")
         local eok, eerr = pcall(run_eval)
+        if esp then esp:close() end
         core.set_grad_enabled(true)
         model:train()
         if not eok then error(eerr, 0) end
       end
-      if s % ck.every == 0 or s == steps then save_checkpoint(run) end
+      if s % ck.every == 0 or s == steps then
+        local csp = trace.active() and trace.span("checkpoint")
+        save_checkpoint(run)
+        if csp then csp:close() end
+      end
     end
   end)
   mlog:close()
@@ -503,6 +541,7 @@ function M.train(config)
     status, message = "failed", tostring(err)
   end
   if status == "diverged" then prog:message("diverged: " .. message) end
+  if dp then run.cost.allreduce = dp.seconds end
   local total = core.clock() - t_start
   local cost = {seconds = total}
   for k, v in pairs(run.cost) do cost[k] = v; cost[k .. "_fraction"] = total > 0 and v / total or 0 end
@@ -521,7 +560,7 @@ function M.train(config)
   if led.latest then result.latest = run.ckpt_dir .. "/" .. led.latest.path end
   local summary = {status = status, message = message, steps = run.step, cost = cost,
                    best = result.best and {step = result.best.step, metrics = result.best.metrics} or nil}
-  fs.write_atomic(dir .. "/result.json", json.encode(summary) .. "\n")
+  if lead then fs.write_atomic(dir .. "/result.json", json.encode(summary) .. "\n") end
   if not quiet then
     prog:message(string.format("time: %.1fs (train %.0f%%, eval %.0f%%, checkpoints %.0f%%, waiting for input %.0f%%)",
       total, 100 * cost.train_fraction, 100 * cost.eval_fraction, 100 * cost.checkpoint_fraction,
@@ -537,7 +576,7 @@ function M.train(config)
     end
     prog:message("run directory: " .. dir)
   end
-  if config.tracking ~= false then require("dlua.track").append_run(config, result) end
+  if config.tracking ~= false and lead then require("dlua.track").append_run(config, result) end
   return result
 end
 

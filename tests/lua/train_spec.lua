@@ -358,6 +358,32 @@ describe("dlua EXPERIMENT (the CLI)", function()
     assert.truthy(out:find("%-%-set: expected key=value, got 'lr'"), out)
   end)
 
+  it("writes a Chrome trace with the training loop's spans (--trace)", function()
+    local tr = dir .. "/trace.json"
+    local out, rc = run("--out " .. dir .. "/rt --steps 12 --quiet --threads 1 --trace " .. tr)
+    assert.are.equal(0, rc, out)
+    local t = json.decode(fs.read(tr))
+    assert.truthy(t, "trace is not valid JSON")
+    local events = t.traceEvents or t
+    local seen, open = {}, {}
+    local last = -math.huge
+    for _, e in ipairs(events) do
+      assert.truthy(e.name and e.ph and e.pid and e.tid, "an event lacks a required field")
+      if e.ph ~= "M" then                                -- metadata events carry no timestamp
+        assert(e.ts, "a timed event has no ts")
+        assert(e.ts >= last, "timestamps are not monotonic")
+        last = e.ts
+      end
+      seen[e.name] = true
+      if e.ph == "B" then open[e.name] = (open[e.name] or 0) + 1 end
+      if e.ph == "E" then open[e.name] = (open[e.name] or 0) - 1 end
+    end
+    for _, name in ipairs({"forward", "backward", "optimizer", "eval", "checkpoint"}) do
+      assert.truthy(seen[name], "no span named " .. name)
+    end
+    for name, n in pairs(open) do assert.are.equal(0, n, "unmatched spans: " .. name) end
+  end)
+
   it("checks determinism", function()
     local out, rc = run("--check-determinism 8 --threads 1")
     assert.are.equal(0, rc, out)

@@ -412,6 +412,8 @@ function M.train(config)
 
   local function run_eval()
     local t0 = core.clock()
+    -- eval batches default to at least the training batch size (and at least 256)
+    if not ev.batch_size then evaluator.batch_size = math.max(256, run.train_batch or 0) end
     if run.sync_bn then run.sync_bn() end
     local all = {}
     local function eval_with(label_prefix)
@@ -500,6 +502,7 @@ function M.train(config)
       end
       run.step = s
       local bs = (is_tensor(x) and x:size(1) or 0) * (dp and dp.world or 1)
+      run.train_batch = run.train_batch or bs
       window_loss, window_n, window_ex = window_loss + lv, window_n + 1, window_ex + bs
       run.cost.train = run.cost.train + (core.clock() - t0)
       if s % log_every == 0 or s == steps then

@@ -175,6 +175,35 @@ describe("dl.train", function()
     io.write = real_write
   end)
 
+  it("stores per-example predictions of a fixed selection at each eval", function()
+    local dir = tmpdir("pred")
+    local c, model, va = config(dir, {steps = 20})
+    c.eval = {every = 10, sets = {valid = va}, batch_size = 16, predictions = {indices = {1, 17, 50}, set = "valid"}}
+    dl.train(c)
+    local files = fs.list(dir .. "/predictions")
+    assert.are.same({"valid-000000010.json", "valid-000000020.json"}, files)
+    local p = json.decode(fs.read(dir .. "/predictions/valid-000000020.json"))
+    assert.are.equal(20, p.step)
+    assert.are.equal(3, #p.predictions)
+    -- the stored values are the final model's outputs on those examples
+    model:eval()
+    for k, idx in ipairs({1, 17, 50}) do
+      local e = p.predictions[k]
+      assert.are.equal(idx, e.index)
+      local ex = va:get(idx)
+      assert.are.equal(ex.label, e.label)
+      local out = dl.no_grad(function() return model(ex.image:reshape(1, 6)) end)
+      assert.are.equal(out:argmax(2):item(), e.prediction)
+      local probs, sum = out:softmax(2):reshape(3):totable(), 0
+      for c2 = 1, 3 do
+        assert(math.abs(probs[c2] - e.probabilities[c2]) < 1e-6)
+        sum = sum + e.probabilities[c2]
+      end
+      assert(math.abs(sum - 1) < 1e-5)
+    end
+    fs.rm_rf(dir)
+  end)
+
   it("refuses to train over an existing run without resume", function()
     local dir = tmpdir("exists")
     dl.train(config(dir, {steps = 10}))

@@ -17,6 +17,10 @@
 #ifdef DLUA_WITH_MPI
 #include <mpi.h>
 #endif
+#if defined(DLUA_WITH_MPI) && defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define LEAK_CHECK_BEFORE_FINALIZE 1
+#endif
 
 /* process-wide: MPI itself is (see the header) */
 static int mpi_up;              /* 1 once we called MPI_Init */
@@ -79,6 +83,11 @@ static void at_exit(int status, void *arg) {
   (void)arg;
   int fin = 0;
   MPI_Finalized(&fin);
+#ifdef LEAK_CHECK_BEFORE_FINALIZE
+  /* sanitizer builds: check dlua's leaks now; MPI_Finalize unloads Open MPI's plugins
+   * and leaves allocations LeakSanitizer can neither attribute nor suppress */
+  if (!fin && status == 0) __lsan_do_leak_check();
+#endif
   if (!fin && status == 0) MPI_Finalize();
 }
 

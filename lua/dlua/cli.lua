@@ -244,7 +244,7 @@ end
 function run_checked(obj, script)
   local args = {}
   for i = 1, #(arg or {}) do args[i] = arg[i] end
-  if obj._dlua_kind == "study" then return obj:main(args, script) end
+  if obj._dlua_kind == "study" then return require("dlua.dist").run_study(obj, args, script) end  -- trials over ranks
   local o = M.parse(args, obj.hparams)
   if o.help then print(M.help(obj, script)); return end
   if #o.positional > 0 then error(string.format("unexpected argument '%s' (see --help)", o.positional[1]), 0) end

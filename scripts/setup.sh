@@ -1,12 +1,13 @@
 #!/bin/sh
 # Installs, from Debian 12 packages, everything dlua needs to build, test and run its
-# examples. Idempotent: packages already present are left alone. Run as root.
+# examples (Open MPI: multi-process training and its mpirun -np 2 tests). Idempotent:
+# packages already present are left alone. Run as root.
 #   scripts/setup.sh          build + test + run dependencies
 #   scripts/setup.sh --bench  also PyTorch and numpy for the side-by-side benchmarks
 set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
-      lua-filesystem lua-busted dataset-fashion-mnist python3-numpy"
+      lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev"
 case "${1:-}" in
   --bench) pkgs="$pkgs python3-torch" ;;
 esac

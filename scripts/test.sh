@@ -2,6 +2,9 @@
 # Builds dlua twice and runs the whole suite (ctest: C unit tests + busted specs) on each:
 #   1. build/      Release build, -Werror
 #   2. build-san/  -fsanitize=address,undefined; any report fails the run
+# With MPI installed (scripts/setup.sh) both builds have DLUA_WITH_MPI and the busted
+# run includes the mpirun -np 2 tests of tests/lua/dist_spec.lua (required then, not
+# skipped; as root they pass Open MPI's --allow-run-as-root --oversubscribe).
 # Run from anywhere; needs what scripts/setup.sh installs.
 set -eu
 cd "$(dirname "$0")/.."

@@ -172,6 +172,9 @@ local function mpirun_prefix()
 end
 
 local MPI = dist.available() and mpirun_prefix()
+if os.getenv("DLUA_REQUIRE_MPI") == "1" and not MPI then
+  error("dist_spec: DLUA_REQUIRE_MPI=1 (dlua built with MPI) but mpirun does not run (install openmpi-bin)")
+end
 local function mpi_it(name, fn)
   if MPI then it(name, fn) else pending(name .. " (needs a dlua built with MPI and mpirun)") end
 end

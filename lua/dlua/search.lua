@@ -846,11 +846,6 @@ function M.bayes_suggest(space, history, pending, n, opts)
     end
     out[#out + 1] = best.u
     eis[#eis + 1] = best.a
-    if os.getenv("DLUA_BAYES_DEBUG") then
-      local x = space:encode(best.u, opts.context)
-      io.stderr:write(string.format("bayes: a %.3g ei %.3g pf %s\n", best.a, model:expected_improvement(x),
-        fmodel and string.format("%.3g", fmodel:prob_feasible(x)) or "-"))
-    end
     local x = space:encode(best.u, opts.context)
     seen[#seen + 1] = x
     model = model:believe(x)

@@ -1025,9 +1025,10 @@ end
 
 --- dl.study_results(dir [, {metric =, mode =, aggregate = "best" | "final"}]):
 -- ranks the finished trials of a study directory from their stored histories
--- (no rerun). Returns {name, metric, mode, aggregate, trials = {...},
--- groups = {{label, values, trials, done, infeasible, best, seeds}}, best,
--- adoption}; each trial {id, group, status, value, step, hp, dir, command}.
+-- (no rerun). Returns {name, metric, mode, aggregate, trials = {...} (by id),
+-- ranking = {...} (feasible trials, best first), groups = {{label, values,
+-- trials, done, infeasible, best, seeds}}, best, adoption}; each trial
+-- {id, group, status, value, step, hp, dir, command}.
 function M.results(dir, opts)
   opts = opts or {}
   local rec = json.decode(fs.read(dir .. "/study.json") or "")
@@ -1076,6 +1077,13 @@ function M.results(dir, opts)
       end
     end
   end
+  -- every feasible trial, best first (ties: by id)
+  out.ranking = {}
+  for _, t in ipairs(out.trials) do if t.value ~= nil and t.status == "done" then out.ranking[#out.ranking + 1] = t end end
+  table.sort(out.ranking, function(a, b)
+    if a.value == b.value then return a.id < b.id end
+    return better(a.value, b.value, mode)
+  end)
   for _, g in ipairs(out.groups) do
     g.seeds = mean_std(g.seed_values)
     if g.best and (not out.best or better(g.best.value, out.best.value, mode)) then out.best = g.best end
@@ -1200,7 +1208,7 @@ function Study:run(opts)
     if self.sci.steps or self.space.by_name.steps then
       error("dl.study: --steps conflicts with the study's searched steps", 0)
     end
-    self.steps = opts.steps
+    if self.fixed.steps then self.fixed.steps = opts.steps else self.steps = opts.steps end
   end
   local root = opts.out or "runs"
   local dir = root .. "/" .. self.name

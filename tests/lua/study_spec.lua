@@ -209,6 +209,8 @@ describe("dl.study", function()
         if tr.group == gi then assert(tr.value >= g.best.value, "group best is not the minimum") end
       end
     end
+    assert.are.equal(6, #res.ranking)
+    for i = 2, #res.ranking do assert(res.ranking[i - 1].value <= res.ranking[i].value, "ranking out of order") end
     local tr_res = dl.study_results(sd, {metric = "train/loss", mode = "min"})
     assert.are.equal(6, #tr_res.trials)
     assert.truthy(tr_res.best.value > 0)

@@ -16,7 +16,8 @@ local ok, err = pcall(function()
   if not study.is_study(obj) then error(path .. " does not return a dl.study{...}", 0) end
   local args = {}
   for i = 2, #arg do args[#args + 1] = arg[i] end
-  obj:main(args, path)
+  -- under mpirun the ranks share the trials (rank 0 plans and records them); alone, as obj:main
+  require("dlua.dist").run_study(obj, args, path)
 end)
 if not ok then
   io.stderr:write("dlua: ", tostring(err):gsub("^[^:]*:%d+: ", ""), "\n")

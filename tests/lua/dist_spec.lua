@@ -325,11 +325,12 @@ describe("dl.dist under mpirun -np 2", function()
     fs.rm_rf(d)
   end)
 
-  mpi_it("a 2-rank distributed study runs each trial exactly once, spread over both ranks", function()
+  for _, how in ipairs({"study.lua", SRC .. "/recipes/study.lua study.lua"}) do
+  mpi_it("a 2-rank distributed study runs each trial exactly once, spread over both ranks (dlua " .. how .. ")", function()
     local d = tmpdir("study")
     assert(os.execute(string.format("cp %s/tests/mpi/study.lua %s/study.lua && cp %s/tests/mpi/study_experiment.lua " ..
       "%s/exp.lua", SRC, d, SRC, d)))
-    local out, rc = sh(string.format("cd %s && %s study.lua --out runs --quiet", d, MPI))
+    local out, rc = sh(string.format("cd %s && %s %s --out runs --quiet", d, MPI, how))
     assert.are.equal(0, rc, out)
     local sd = d .. "/runs/mpi-spread"
     local finishes, ranks = {}, {}
@@ -352,4 +353,5 @@ describe("dl.dist under mpirun -np 2", function()
     assert.are.equal(2, count_lines(d .. "/runs/studies.csv"))     -- one tracking row
     fs.rm_rf(d)
   end)
+  end
 end)

@@ -251,7 +251,9 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
   int rc = dyg ? 0 : -1;
   if (!rc && x->requires_grad && !(gx = dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape))) rc = -1;
-  if (!rc && w->requires_grad && !(gw = dl_tensor_new_zeros(ctx, DL_F32, 4, w->shape))) rc = -1;
+  /* gw needs no zero fill: the first chunk writes it with beta = 0 */
+  if (!rc && w->requires_grad && !(gw = g.N > 0 ? dl_tensor_new_empty(ctx, DL_F32, 4, w->shape)
+                                                : dl_tensor_new_zeros(ctx, DL_F32, 4, w->shape))) rc = -1;
   if (!rc && b && b->requires_grad && !(gb = dl_tensor_new_zeros(ctx, DL_F32, 1, b->shape))) rc = -1;
   if (!rc) {
     const float *wp = dl_data(wc), *gp = dl_data(gyc);

@@ -141,6 +141,9 @@ function M.help(obj, script)
   return table.concat(lines, "\n")
 end
 
+--- The number of online CPUs (default threads, and a study's default parallel jobs).
+function M.cores() return M._cores() end
+
 local function default_threads()
   local f = io.open("/sys/devices/system/cpu/online")
   local s = f and f:read("l")
@@ -152,6 +155,7 @@ local function default_threads()
   end
   return n > 0 and n or 1
 end
+M._cores = default_threads
 
 -- the exact command that reproduces a run: every hyperparameter that differs from its default
 function M.command(script, exp, hp, o)

@@ -363,7 +363,8 @@ function M.study(spec)
       obj.metric), 2)
   end
   self.objective = {metric = obj.metric, mode = mode}
-  local par = spec.parallel or spec.jobs or 1
+  -- trials at a time: default one per core (each trial then gets cores / jobs threads)
+  local par = spec.parallel or spec.jobs or require("dlua.cli").cores()
   if math.type(par) ~= "integer" or par < 1 then error("dl.study: parallel must be a positive integer", 2) end
   self.parallel = par
   if spec.steps ~= nil and (math.type(spec.steps) ~= "integer" or spec.steps < 1) then

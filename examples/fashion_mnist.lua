@@ -21,7 +21,7 @@ return dl.experiment{
   hparams = {
     lr = 0.05, momentum = 0.9, weight_decay = 5e-4, batch_size = 128, steps = 1800, warmup = 100,
     virtual_batch = 64, width = 256, label_smoothing = 0.0, eval_every = 300, workers = 2,
-    optimizer = "nesterov", clip = 0.0,
+    optimizer = "nesterov", clip = 0.0, test_eval = true,
   },
   build = function(hp)
     local fm = data.fashion_mnist()
@@ -49,7 +49,8 @@ return dl.experiment{
       data = train:shuffle{seed = hp.data_seed}:map(table.unpack(prep)):batch(hp.batch_size):workers(hp.workers):prefetch(4),
       steps = hp.steps,
       eval = {every = hp.eval_every, batch_size = 1000, metrics = {"loss", "accuracy", "per_class"},
-              sets = {valid = valid:map(table.unpack(prep)), test = fm.test:map(table.unpack(prep))}},
+              -- studies select on validation only (test_eval = false); the test set is for the end
+              sets = {valid = valid:map(table.unpack(prep)), test = hp.test_eval and fm.test:map(table.unpack(prep)) or nil}},
       checkpoint = {keep_best = 2, metric = "valid/accuracy", mode = "max"},
     }
   end,

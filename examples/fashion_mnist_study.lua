@@ -28,7 +28,7 @@ return dl.study{
     momentum = S.uniform(0.8, 0.99):when{optimizer = "nesterov"},
     weight_decay = S.log_uniform(1e-5, 1e-2),
   },
-  fixed = {batch_size = 64, width = 64, warmup = 10, eval_every = 60, workers = 1, steps = 60},
+  fixed = {batch_size = 64, width = 64, warmup = 10, eval_every = 60, workers = 1, steps = 60, test_eval = false},
   trials = 8, algorithm = "quasirandom", seed = 7, parallel = 2,
   objective = {metric = "valid/accuracy", mode = "max"},
 }

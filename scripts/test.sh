@@ -13,7 +13,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 echo "== release build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
-ctest --test-dir build --output-on-failure
+# the release pass also runs the real Fashion-MNIST study (2 x 8 trials, a few minutes)
+DLUA_FASHION_STUDY=1 ctest --test-dir build --output-on-failure
 
 echo "== sanitizer build (address, undefined)"
 cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DDLUA_SANITIZE=ON >/dev/null

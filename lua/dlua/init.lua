@@ -60,5 +60,8 @@ M.dist = require "dlua.dist"
 M.search = require "dlua.search"
 M.study = require("dlua.study").study
 M.study_results = require("dlua.study").results
+M.report = require("dlua.report").report
+M.diagnose = require("dlua.diagnose").diagnose
+M.batch_size_sweep = require("dlua.probe").batch_size_sweep
 
 return M

@@ -1,0 +1,528 @@
+--- dlua.analysis: reads finished runs and studies back from their files, for
+-- dl.report and dl.diagnose, and holds the statistics both use (quantiles,
+-- bootstrap, bucketing, detrended spread).
+--
+--   local A = require "dlua.analysis"
+--   local d = A.load("runs/fashion-mnist-optimizer", {metric = "valid/loss", aggregate = "final"})
+--   d.kind      --> "study" | "runs" (a directory of run directories) | "run" (one run directory)
+--   d.trials[i] --> {id, status, feasible, value, step, hp, group, kind, dir, max_steps}
+--   A.history(d.trials[1]).eval[1]["valid/accuracy"]
+--
+-- Everything is recomputed from the stored histories (metrics.jsonl of every
+-- trial), so another metric or aggregation needs no rerun (playbook FAQ on
+-- quasi-random search: the objective can change after the fact). What it
+-- reads: study.json, journal.jsonl (through dl.study_results) or trials.csv,
+-- and per run hparams.json, metrics.jsonl, result.json, checkpoints/index.json
+-- and, for per-step gradient norms, the latest checkpoint's train/grad_norm.
+-- It writes nothing.
+local fs = require "dlua.fs"
+local json = require "dlua.json"
+
+local M = {}
+
+local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+M.finite = finite
+
+local function sorted_keys(t)
+  local k = {}
+  for n in pairs(t) do k[#k + 1] = n end
+  table.sort(k, function(a, b) return tostring(a) < tostring(b) end)
+  return k
+end
+M.sorted_keys = sorted_keys
+
+--- "min" for metrics named ...loss or ...error, "max" otherwise.
+function M.default_mode(metric)
+  if metric:match("loss$") or metric:match("error$") then return "min" end
+  return "max"
+end
+
+--- Is a better than b under mode (b == nil: any finite a is better)?
+function M.better(a, b, mode)
+  if not finite(a) then return false end
+  if b == nil then return true end
+  if mode == "min" then return a < b end
+  return a > b
+end
+
+------------------------------------------------------------------ statistics
+
+--- Quantile p in [0, 1] of a list (linear interpolation between order
+-- statistics, numpy's default); nil for an empty list.
+function M.quantile(values, p)
+  local v = {}
+  for _, x in ipairs(values) do if finite(x) then v[#v + 1] = x end end
+  if #v == 0 then return nil end
+  table.sort(v)
+  local h = (#v - 1) * p + 1
+  local lo = math.floor(h)
+  local hi = math.min(#v, lo + 1)
+  return v[lo] + (h - lo) * (v[hi] - v[lo])
+end
+
+function M.mean(values)
+  local s, n = 0, 0
+  for _, x in ipairs(values) do if finite(x) then s, n = s + x, n + 1 end end
+  return n > 0 and s / n or nil
+end
+
+--- Least-squares line through (xs, ys): slope, intercept, residual standard
+-- deviation (n - 2 degrees of freedom; nil below 3 points).
+function M.linear_fit(xs, ys)
+  local n = #xs
+  if n < 2 then return 0, ys[1] or 0, nil end
+  local mx, my = 0, 0
+  for i = 1, n do mx, my = mx + xs[i], my + ys[i] end
+  mx, my = mx / n, my / n
+  local sxx, sxy = 0, 0
+  for i = 1, n do sxx, sxy = sxx + (xs[i] - mx) ^ 2, sxy + (xs[i] - mx) * (ys[i] - my) end
+  local slope = sxx > 0 and sxy / sxx or 0
+  local icpt = my - slope * mx
+  if n < 3 then return slope, icpt, nil end
+  local ss = 0
+  for i = 1, n do ss = ss + (ys[i] - (icpt + slope * xs[i])) ^ 2 end
+  return slope, icpt, math.sqrt(ss / (n - 2))
+end
+
+--- Bootstrap of the best value vs the number of trials (playbook FAQ "how many
+-- trials", Figure 3): values is the list of a group's trials, a number for a
+-- feasible trial and false for an infeasible one. For each k in ks, R samples
+-- of k trials drawn with replacement; the best feasible value of each sample.
+-- Returns {{k =, q1 =, median =, q3 =, none = fraction of samples without a
+-- feasible trial}, ...}. Seeded (opts.seed, default 0): the same input gives
+-- the same numbers.
+function M.bootstrap(values, opts)
+  opts = opts or {}
+  local n = #values
+  local mode = opts.mode or "max"
+  local R = opts.samples or 500
+  local rng = require("dlua.search").rng("bootstrap", opts.seed or 0, n)
+  local ks = opts.ks
+  if not ks then
+    ks = {}
+    local k = 1
+    while k < n do
+      ks[#ks + 1] = k
+      k = math.max(k + 1, math.floor(k * 1.5 + 0.5))
+    end
+    ks[#ks + 1] = n
+  end
+  local out = {}
+  for _, k in ipairs(ks) do
+    local bests, none = {}, 0
+    for _ = 1, R do
+      local best
+      for _ = 1, k do
+        local v = values[rng:int(n) + 1]
+        if v and M.better(v, best, mode) then best = v end
+      end
+      if best == nil then none = none + 1 else bests[#bests + 1] = best end
+    end
+    out[#out + 1] = {k = k, q1 = M.quantile(bests, 0.25), median = M.quantile(bests, 0.5),
+                     q3 = M.quantile(bests, 0.75), none = none / R}
+  end
+  return out
+end
+
+--- The position of v in a dimension's sampling scale, in [0, 1]: log for
+-- log-scaled ones, the value's cell for discrete ones. nil when unknown.
+function M.unit(dim, v)
+  if v == nil then return nil end
+  if dim.values then
+    for i, x in ipairs(dim.values) do
+      if x == v then return #dim.values > 1 and (i - 1) / (#dim.values - 1) or 0.5 end
+    end
+    return nil
+  end
+  if type(v) ~= "number" or not finite(dim.lo) or not finite(dim.hi) or dim.hi <= dim.lo then return nil end
+  if dim.log then
+    if v <= 0 or dim.lo <= 0 then return nil end
+    return (math.log(v) - math.log(dim.lo)) / (math.log(dim.hi) - math.log(dim.lo))
+  end
+  return (v - dim.lo) / (dim.hi - dim.lo)
+end
+
+--- Bucket index (1..n) of v in a continuous dimension: equal-width buckets
+-- of its sampling scale between its bounds (log scale for log-scaled ones).
+function M.bucket(dim, v, n)
+  local u = M.unit(dim, v)
+  if u == nil then return nil end
+  return math.max(1, math.min(n, math.floor(u * n) + 1))
+end
+
+--- The value at the edge of bucket b (0..n) of a continuous dimension.
+function M.bucket_edge(dim, b, n)
+  local u = b / n
+  if dim.log then return math.exp(math.log(dim.lo) + u * (math.log(dim.hi) - math.log(dim.lo))) end
+  return dim.lo + u * (dim.hi - dim.lo)
+end
+
+------------------------------------------------------------------ run files
+
+local function read_json(path)
+  local s = fs.read(path)
+  if not s then return nil end
+  local v = json.decode(s)
+  return type(v) == "table" and v or nil
+end
+M.read_json = read_json
+
+--- The stored history of a run directory: {train = {{step, loss, lr,
+-- grad_norm, examples_per_s, elapsed}...}, eval = {{step, ["set/metric"] =
+-- ...}...}, hparams =, result =, ledger =}. Cached on the trial table.
+function M.history(trial)
+  if trial._history then return trial._history end
+  local dir = trial.dir
+  local h = {train = {}, eval = {}}
+  for line in (fs.read(dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
+    local e = json.decode(line)
+    if type(e) == "table" and type(e.step) == "number" then
+      if e.split == "train" then h.train[#h.train + 1] = e
+      elseif e.split == "eval" then h.eval[#h.eval + 1] = e end
+    end
+  end
+  table.sort(h.train, function(a, b) return a.step < b.step end)
+  table.sort(h.eval, function(a, b) return a.step < b.step end)
+  h.hparams = read_json(dir .. "/hparams.json")
+  h.result = read_json(dir .. "/result.json")
+  h.ledger = read_json(dir .. "/checkpoints/index.json")
+  trial._history = h
+  return h
+end
+
+--- The curve of a metric of a trial: steps, values. "train/X" reads field X
+-- of the train log lines; anything else an eval metric.
+function M.curve(trial, metric)
+  local h = M.history(trial)
+  local split, field = h.eval, metric
+  local tm = metric:match("^train/(.+)$")
+  if tm then split, field = h.train, tm end
+  local xs, ys = {}, {}
+  for _, e in ipairs(split) do
+    local v = e[field]
+    if finite(v) then xs[#xs + 1] = e.step; ys[#ys + 1] = v end
+  end
+  return xs, ys
+end
+
+--- Per-step gradient norms of a run (unclipped, as dl.train records them):
+-- from the latest checkpoint's train/grad_norm tensor when it can be read
+-- (every step), else the train log's grad_norm (the log steps only). Returns
+-- {steps =, values =, per_step = bool, clipped = n or nil (steps clipped),
+-- clip_steps = total steps with a clipping decision}.
+function M.grad_norms(trial)
+  if trial._grad_norms then return trial._grad_norms end
+  local h = M.history(trial)
+  local out
+  local latest = h.ledger and h.ledger.latest and h.ledger.latest.path
+  if latest then
+    local ck = require "dlua.checkpoint"
+    local ok, tensors, meta = pcall(ck.load, trial.dir .. "/checkpoints/" .. latest)
+    if ok and tensors and tensors["train/grad_norm"] then
+      local v = tensors["train/grad_norm"]:totable()
+      local steps = {}
+      for i = 1, #v do steps[i] = i end
+      out = {steps = steps, values = v, per_step = true}
+      local cl = meta and meta.clipped and json.decode(meta.clipped)
+      if type(cl) == "table" then
+        local n, total = 0, 0
+        for _, c in ipairs(cl) do
+          total = total + 1
+          if c == true then n = n + 1 end
+        end
+        out.clipped, out.clip_steps = n, total
+      end
+    end
+  end
+  if not out then
+    local xs, ys = M.curve(trial, "train/grad_norm")
+    out = {steps = xs, values = ys, per_step = false}
+  end
+  trial._grad_norms = out
+  return out
+end
+
+------------------------------------------------------------------- loading
+
+local function value_of(dir, metric, mode, aggregate)
+  return require("dlua.study").run_metric(dir, metric, mode, aggregate)
+end
+
+local function is_run_dir(d) return fs.exists(d .. "/metrics.jsonl") end
+
+-- the metric a lone run ranks by: its checkpoint metric, else valid/accuracy,
+-- else the first eval metric seen
+local function default_metric(trials)
+  for _, t in ipairs(trials) do
+    local h = M.history(t)
+    local m = h.ledger and h.ledger.best and h.ledger.best.metric
+    if m then return m end
+  end
+  local seen = {}
+  for _, t in ipairs(trials) do
+    for _, e in ipairs(M.history(t).eval) do
+      for k, v in pairs(e) do if type(v) == "number" and k ~= "step" and k ~= "elapsed" then seen[k] = true end end
+    end
+  end
+  if seen["valid/accuracy"] then return "valid/accuracy" end
+  for _, k in ipairs(sorted_keys(seen)) do if k:match("accuracy$") then return k end end
+  for _, k in ipairs(sorted_keys(seen)) do return k end
+  return "train/loss"
+end
+
+local function max_steps_of(t)
+  local h = M.history(t)
+  local s = (h.hparams and math.tointeger(h.hparams.steps)) or (t.hp and math.tointeger(t.hp.steps))
+  if s then return s end
+  if h.result and h.result.steps then return h.result.steps end
+  local last = h.train[#h.train] or h.eval[#h.eval]
+  return last and last.step or nil
+end
+
+-- the searched dimensions of a study: bounds and scale from its space
+local function study_dims(rec)
+  local search = require "dlua.search"
+  local ok, space = pcall(search.space_from_table, rec.nuisance or {})
+  local dims = {}
+  if not ok then return dims end
+  for _, d in ipairs(space.dims) do
+    local p = d.param
+    local dim = {name = d.name, path = d.path, kind = p.kind, cond = d.cond, role = "nuisance"}
+    if p.kind == "uniform" or p.kind == "log_uniform" then
+      dim.lo, dim.hi, dim.log = p.lo, p.hi, p.kind == "log_uniform"
+    elseif p.kind == "int" then
+      dim.lo, dim.hi, dim.log, dim.integer = p.lo, p.hi, p.log or false, true
+    else
+      dim.values, dim.ordered = p.values, p.kind == "discrete"
+    end
+    dims[#dims + 1] = dim
+  end
+  return dims
+end
+
+--- Does dimension dim apply to hyperparameters hp (its conditions hold)?
+function M.active(dim, hp)
+  if not hp or hp[dim.name] == nil then return false end
+  for parent, vals in pairs(dim.cond or {}) do
+    local ok = false
+    for _, v in ipairs(vals) do if hp[parent] == v then ok = true end end
+    if not ok then return false end
+  end
+  return true
+end
+
+local function finish_trials(d)
+  local mode = d.mode
+  d.ranking = {}
+  for _, t in ipairs(d.trials) do
+    t.feasible = t.status == "done" and finite(t.value)
+    t.max_steps = max_steps_of(t)
+    if t.feasible then d.ranking[#d.ranking + 1] = t end
+  end
+  table.sort(d.ranking, function(a, b)
+    if a.value == b.value then return a.id < b.id end
+    return M.better(a.value, b.value, mode)
+  end)
+  -- ranks and the best trial among the search trials (seed re-runs of a best trial are not candidates)
+  d.search_ranking = {}
+  for _, t in ipairs(d.ranking) do
+    if t.kind ~= "seed" then d.search_ranking[#d.search_ranking + 1] = t; t.rank = #d.search_ranking end
+  end
+  d.best = d.search_ranking[1]
+  local any_metric = false
+  for _, t in ipairs(d.trials) do
+    if t.status == "done" and t.value == nil and not t.message then
+      t.message = "no " .. d.metric .. " in its history"
+    end
+    if t.value ~= nil then any_metric = true end
+  end
+  local done = 0
+  for _, t in ipairs(d.trials) do if t.status == "done" then done = done + 1 end end
+  if done > 0 and not any_metric then
+    local seen = {}
+    for _, e in ipairs(M.history(d.trials[1]).eval) do
+      for k in pairs(e) do if k ~= "step" and k ~= "split" and k ~= "elapsed" then seen[k] = true end end
+    end
+    error(string.format("no trial of %s reported '%s' (eval metrics: %s; train/<field> reads the train log)", d.dir,
+      d.metric, table.concat(sorted_keys(seen), ", ")), 0)
+  end
+  return d
+end
+
+local function load_study(dir, opts)
+  local study = require "dlua.study"
+  local rec = read_json(dir .. "/study.json")
+  local metric = opts.metric or rec.objective.metric
+  local mode = opts.mode or (opts.metric and M.default_mode(opts.metric)) or rec.objective.mode
+  local aggregate = opts.aggregate or "best"
+  local d = {kind = "study", dir = dir, name = rec.name, goal = rec.goal or rec.description, metric = metric, mode = mode,
+             aggregate = aggregate, record = rec, dims = study_dims(rec), trials = {}, groups = {},
+             scientific = {}, objective = rec.objective}
+  for _, n in ipairs(rec.scientific_names or {}) do
+    d.scientific[#d.scientific + 1] = {name = n, values = rec.scientific[n], role = "scientific"}
+  end
+  if fs.exists(dir .. "/journal.jsonl") then
+    local res = study.results(dir, {metric = metric, mode = mode, aggregate = aggregate})
+    for i, g in ipairs(res.groups) do
+      d.groups[i] = {label = g.label, values = g.values, tag = g.tag, seeds = g.seeds, index = i}
+    end
+    for _, t in ipairs(res.trials) do
+      local tr = {id = t.id, status = t.status, value = t.value, step = t.step, hp = t.hp or {}, group = t.group,
+                  kind = t.kind or "search", dir = t.dir, message = t.message, command = t.command, base = t.base}
+      local h = read_json(t.dir .. "/hparams.json")
+      if h then for k, v in pairs(t.hp or {}) do h[k] = v end; tr.hp = h end
+      d.trials[#d.trials + 1] = tr
+    end
+  else
+    -- no journal (a copied study): the trials table and the run directories
+    local track = require "dlua.track"
+    local rows = track.parse_csv(fs.read(dir .. "/trials.csv") or "")
+    if #rows < 1 then error(string.format("%s holds study.json but neither journal.jsonl nor trials.csv", dir), 0) end
+    for i, g in ipairs(rec.groups or {}) do d.groups[i] = {label = g.label, values = g.values, tag = g.tag, index = i} end
+    local head = rows[1]
+    for r = 2, #rows do
+      local row = {}
+      for i, c in ipairs(head) do row[c] = rows[r][i] end
+      if row.id and row.id ~= "id" then
+        local tdir = dir .. "/" .. row.id
+        local hp = read_json(tdir .. "/hparams.json") or {}
+        local tr = {id = row.id, status = row.status, hp = hp, dir = tdir, message = row.message ~= "" and row.message or nil,
+                    kind = row.id:match("_seed%d+$") and "seed" or "search"}
+        for gi, g in ipairs(d.groups) do
+          local match = true
+          for k, v in pairs(g.values or {}) do if hp[k] ~= v then match = false end end
+          if match then tr.group = gi; break end
+        end
+        if tr.status == "done" then tr.value, tr.step = value_of(tdir, metric, mode, aggregate) end
+        d.trials[#d.trials + 1] = tr
+      end
+    end
+  end
+  return finish_trials(d)
+end
+
+-- varied hyperparameters of a set of runs without a study: keys whose values differ
+local function observed_dims(trials)
+  local vals = {}
+  for _, t in ipairs(trials) do
+    for k, v in pairs(t.hp or {}) do
+      if k ~= "seed" and k ~= "init_seed" and k ~= "data_seed" and k ~= "rank" and k ~= "world" then
+        vals[k] = vals[k] or {}
+        vals[k][#vals[k] + 1] = v
+      end
+    end
+  end
+  local dims = {}
+  for _, k in ipairs(sorted_keys(vals)) do
+    local list = vals[k]
+    local distinct, numeric, lo, hi = {}, true, math.huge, -math.huge
+    for _, v in ipairs(list) do
+      distinct[type(v) .. tostring(v)] = v
+      if type(v) ~= "number" then numeric = false else lo, hi = math.min(lo, v), math.max(hi, v) end
+    end
+    local nd = 0
+    for _ in pairs(distinct) do nd = nd + 1 end
+    if nd > 1 then
+      local dim = {name = k, path = k, role = "varied", observed = true}
+      if numeric then
+        dim.lo, dim.hi = lo, hi
+        dim.log = lo > 0 and hi / lo >= 20                  -- engine choice: a range of 20x or more reads on a log axis
+        dim.distinct = nd
+      else
+        local v = {}
+        for _, x in pairs(distinct) do v[#v + 1] = x end
+        table.sort(v, function(a, b) return tostring(a) < tostring(b) end)
+        dim.values = v
+      end
+      dims[#dims + 1] = dim
+    end
+  end
+  return dims
+end
+
+local function run_trial(dir, id)
+  local r = read_json(dir .. "/result.json")
+  local t = {id = id, dir = dir, kind = "search", group = 1, hp = read_json(dir .. "/hparams.json") or {}}
+  t.status = r and r.status or "failed"
+  t.message = r and r.message or (not r and "no result.json (unfinished or killed)") or nil
+  return t
+end
+
+local function load_runs(dir, opts, list)
+  local d = {kind = #list == 1 and list[1].dir == dir and "run" or "runs", dir = dir, trials = list, scientific = {},
+             groups = {{label = "(all)", index = 1}}, aggregate = opts.aggregate or "best"}
+  d.name = d.kind == "run" and ((list[1].hp and list[1].hp.name) or dir:match("([^/]+)$")) or dir:match("([^/]+)$")
+  d.metric = opts.metric or default_metric(list)
+  d.mode = opts.mode or M.default_mode(d.metric)
+  for _, t in ipairs(list) do
+    if t.status == "done" or t.status == "diverged" then
+      local v, s = value_of(t.dir, d.metric, d.mode, d.aggregate)
+      if t.status == "done" then t.value, t.step = v, s end
+    end
+  end
+  d.dims = d.kind == "runs" and observed_dims(list) or {}
+  return finish_trials(d)
+end
+
+--- Loads a study directory (study.json), a run directory (metrics.jsonl) or a
+-- directory of run directories. opts: metric (default: the study's objective,
+-- else the run's checkpoint metric), mode ("max" | "min", default from the
+-- metric's name), aggregate ("best" over evals, or "final").
+function M.load(dir, opts)
+  opts = opts or {}
+  if type(dir) ~= "string" then error("expected a directory path, got " .. type(dir), 0) end
+  dir = dir:gsub("/+$", "")
+  if opts.aggregate and opts.aggregate ~= "best" and opts.aggregate ~= "final" then
+    error(string.format("aggregate must be \"best\" or \"final\", got %s", tostring(opts.aggregate)), 0)
+  end
+  if opts.mode and opts.mode ~= "max" and opts.mode ~= "min" then
+    error(string.format("mode must be \"max\" or \"min\", got %s", tostring(opts.mode)), 0)
+  end
+  if not fs.is_dir(dir) then error(string.format("%s is not a directory", dir), 0) end
+  if fs.exists(dir .. "/study.json") then return load_study(dir, opts) end
+  if is_run_dir(dir) then return load_runs(dir, opts, {run_trial(dir, dir:match("([^/]+)$"))}) end
+  local list = {}
+  for _, name in ipairs(fs.list(dir)) do
+    local sub = dir .. "/" .. name
+    if fs.is_dir(sub) and is_run_dir(sub) then list[#list + 1] = run_trial(sub, name) end
+  end
+  if #list == 0 then
+    error(string.format("%s holds no study (study.json), no run (metrics.jsonl) and no run directories", dir), 0)
+  end
+  return load_runs(dir, opts, list)
+end
+
+--- The search trials (not seed re-runs) of group g (nil: all groups).
+function M.search_trials(d, g)
+  local out = {}
+  for _, t in ipairs(d.trials) do
+    if t.kind ~= "seed" and (g == nil or t.group == g) then out[#out + 1] = t end
+  end
+  return out
+end
+
+--- The best trials whose curves deserve a look: the best of every group and
+-- the k best overall (k = 3), best first, each once.
+function M.best_trials(d, k)
+  local out, seen = {}, {}
+  local function add(t) if t and not seen[t.id] then seen[t.id] = true; out[#out + 1] = t end end
+  for i = 1, math.min(k or 3, #d.search_ranking) do add(d.search_ranking[i]) end
+  for gi in ipairs(d.groups) do
+    local best
+    for _, t in ipairs(d.ranking) do if t.group == gi and t.kind ~= "seed" then best = t; break end end
+    add(best)
+  end
+  table.sort(out, function(a, b) return (a.rank or 1e9) < (b.rank or 1e9) end)
+  return out
+end
+
+--- The loss curve that goes with the objective: the objective itself when it
+-- is a loss, else "<set>/loss" of the objective's set when the runs logged it.
+function M.loss_metric(d)
+  if d.metric:match("loss$") then return d.metric end
+  local set = d.metric:match("^(.-)/[^/]+$")
+  if set and set ~= "train" then return set .. "/loss" end
+  return nil
+end
+
+return M

@@ -1,0 +1,364 @@
+--- dlua.probe: the playbook's probes, for the recipes in recipes/.
+--
+--   local probe = require "dlua.probe"
+--   local res = dl.batch_size_sweep{experiment = "examples/fashion_mnist.lua", start = 16,
+--                                   memory = 512 * 2^20, steps = 20}
+--   print(probe.format_sweep(res))          -- the table; res.recommended is the batch size
+--
+--   -- an experiment changed the way a probe needs it, without editing its file:
+--   local exp = probe.variant("examples/fashion_mnist.lua", {schedule = "constant", no_regularization = true})
+--   probe.write_variant("runs/x/experiment.lua", "examples/fashion_mnist.lua", {optimizer = "adam"})
+--
+-- A variant wraps an experiment's build(hp): it builds the experiment's own
+-- config, then replaces what the probe prescribes (the schedule, the
+-- optimizer, the regularisers, the step budget, the eval schedule). Written to
+-- a file (write_variant), it is an experiment file like any other, so a
+-- dl.study can run its trials as subprocesses.
+--
+-- batch_size_sweep (playbook 1.3): batch sizes start, 2 start, 4 start, ...,
+-- each trained for a few steps in this process with eval off, until one runs
+-- out of memory (dl.memory.limit stands for accelerator memory) or
+-- throughput stops growing. It reports the median time per step over the
+-- steps after the first `skip` (warm-up), examples/s, peak tensor memory and
+-- the scaling efficiency against perfect scaling from the first size.
+local core = require "dlua.core"
+local json = require "dlua.json"
+local fs = require "dlua.fs"
+local memory = require "dlua.memory"
+local experiment = require "dlua.experiment"
+
+local M = {}
+
+local function copy(t)
+  local o = {}
+  for k, v in pairs(t or {}) do o[k] = v end
+  return o
+end
+
+------------------------------------------------------------------ variants
+
+local VARIANT_KEYS = {
+  tag = true, hparams = true, schedule = true, no_regularization = true, optimizer = true, steps_from_warmup = true,
+  eval_every = true, eval_sets = true, eval_examples = true, log_every = true, divergence = true, no_eval = true,
+  checkpoint_every = true, description = true,
+}
+
+-- the hyperparameters a "no regularisation" switch zeroes (when the experiment has them)
+M.REGULARIZERS = {"weight_decay", "label_smoothing", "dropout"}
+
+--- A fixed subset of about n examples of an eval set: every k-th example
+-- (p:shard{rank = 0, world = k}), the same examples at every eval.
+local function thin(set, n)
+  local len = #set
+  if not n or n >= len or not set.shard then return set end
+  return set:shard{rank = 0, world = math.ceil(len / n)}
+end
+
+--- probe.variant(experiment or path, spec) --> a dl.experiment. spec (all optional):
+--   hparams = {name = default}      extra hyperparameters (e.g. beta1 for Adam)
+--   schedule = "constant"           a constant learning rate (no warmup, no decay)
+--            | "warmup_constant"    linear warmup over hp.warmup steps from 0, then constant
+--   steps_from_warmup = true        steps = warmup + post_warmup (post_warmup 0: 2 x warmup)
+--   no_regularization = true        weight_decay, label_smoothing, dropout set to 0
+--   optimizer = "adam"              Adam with hp.lr, hp.beta1 (or 1 - hp.one_minus_beta1),
+--                                   hp.beta2 (or 1 - hp.one_minus_beta2), hp.eps, hp.weight_decay
+--   eval_every = n, log_every = n   the eval and log intervals
+--   eval_sets = {"valid"}           keep only these eval sets; eval_examples = n thins each to ~n
+--   no_eval = true                  no eval at all (throughput)
+--   divergence = {factor = F}       dl.train's divergence rule
+--   checkpoint_every = n            checkpoint interval (default: dl.train's)
+function M.variant(base, spec)
+  spec = spec or {}
+  for k in pairs(spec) do
+    if not VARIANT_KEYS[k] then
+      local names = {}
+      for n in pairs(VARIANT_KEYS) do names[#names + 1] = n end
+      table.sort(names)
+      error(string.format("probe.variant: unknown key '%s' (valid: %s)", tostring(k), table.concat(names, ", ")), 2)
+    end
+  end
+  local exp = experiment.load(base)
+  local hparams = copy(exp.hparams)
+  for k, v in pairs(spec.hparams or {}) do if hparams[k] == nil then hparams[k] = v end end
+  if spec.optimizer == "adam" then
+    for k, v in pairs({beta1 = 0.9, beta2 = 0.999, eps = 1e-8}) do if hparams[k] == nil then hparams[k] = v end end
+  end
+  if spec.steps_from_warmup and hparams.post_warmup == nil then hparams.post_warmup = 0 end
+  if (spec.schedule == "warmup_constant" or spec.steps_from_warmup) and hparams.warmup == nil then hparams.warmup = 0 end
+  if spec.no_regularization then
+    for _, k in ipairs(M.REGULARIZERS) do if type(hparams[k]) == "number" then hparams[k] = 0 * hparams[k] end end
+  end
+  local build = function(hp)
+    if spec.no_regularization then
+      for _, k in ipairs(M.REGULARIZERS) do if type(hp[k]) == "number" then hp[k] = 0 * hp[k] end end
+    end
+    if spec.steps_from_warmup then
+      local post = hp.post_warmup
+      if not post or post <= 0 then post = 2 * hp.warmup end
+      hp.steps = math.tointeger(hp.warmup + post)
+    end
+    local cfg = exp.build(hp)
+    local optim = require "dlua.optim"
+    if spec.schedule == "constant" then
+      cfg.schedule = nil
+    elseif spec.schedule == "warmup_constant" then
+      cfg.schedule = optim.schedule.constant{warmup = hp.warmup}
+    elseif spec.schedule ~= nil then
+      error("probe.variant: schedule must be \"constant\" or \"warmup_constant\", got " .. tostring(spec.schedule), 0)
+    end
+    if spec.optimizer == "adam" then
+      local b1 = hp.one_minus_beta1 and 1 - hp.one_minus_beta1 or hp.beta1
+      local b2 = hp.one_minus_beta2 and 1 - hp.one_minus_beta2 or hp.beta2
+      cfg.optimizer = optim.Adam{params = cfg.model:parameters(), lr = hp.lr, beta1 = b1, beta2 = b2, eps = hp.eps,
+                                 weight_decay = hp.weight_decay or 0}
+    elseif spec.optimizer ~= nil then
+      error("probe.variant: optimizer must be \"adam\", got " .. tostring(spec.optimizer), 0)
+    end
+    cfg.steps = hp.steps or cfg.steps
+    if spec.no_eval then
+      cfg.eval = nil
+      if cfg.checkpoint then cfg.checkpoint.keep_best = nil end
+    elseif cfg.eval then
+      local ev = copy(cfg.eval)
+      if spec.eval_sets then
+        local sets = {}
+        for _, n in ipairs(spec.eval_sets) do sets[n] = ev.sets and ev.sets[n] end
+        ev.sets = sets
+      end
+      if spec.eval_examples then
+        local sets = {}
+        for n, s in pairs(ev.sets or {}) do sets[n] = thin(s, spec.eval_examples) end
+        ev.sets = sets
+      end
+      if spec.eval_every then ev.every = spec.eval_every end
+      cfg.eval = ev
+    end
+    if spec.log_every then cfg.log_every = spec.log_every end
+    if spec.divergence then cfg.divergence = spec.divergence end
+    if spec.checkpoint_every then
+      cfg.checkpoint = copy(cfg.checkpoint)
+      cfg.checkpoint.every = spec.checkpoint_every
+    end
+    return cfg
+  end
+  local v = experiment.experiment{name = exp.name .. (spec.tag and ("-" .. spec.tag) or ""), hparams = hparams,
+    build = build, description = spec.description or exp.description}
+  v.path = exp.path
+  v.base = exp
+  return v
+end
+
+local function abspath(p)
+  if p:sub(1, 1) == "/" then return p end
+  local lfs = require "lfs"
+  return lfs.currentdir() .. "/" .. p
+end
+
+--- Writes an experiment file at path that is probe.variant(base, spec); returns path.
+function M.write_variant(path, base, spec)
+  M.variant(base, spec)                               -- check it builds as an experiment first
+  fs.mkdir_p(fs.dirname(path))
+  local text = string.format([=[
+-- generated by dlua.probe: %s with %s
+-- (delete this directory to start over; the study that uses it records its path)
+local probe = require "dlua.probe"
+local json = require "dlua.json"
+return probe.variant(%q, json.decode(%q))
+]=], base, json.encode(spec), abspath(base), json.encode(spec))
+  local old = fs.read(path)
+  if old ~= text then fs.write_atomic(path, text) end
+  return path
+end
+
+---------------------------------------------------------------- trials in-process
+
+--- Trains one variant trial in this process: probe.train(exp, overrides, {dir =,
+-- steps =, quiet =}) --> result, hp. The run directory is an ordinary one
+-- (dl.report reads it); an existing finished run there is reused, not rerun.
+function M.train(exp, overrides, opts)
+  opts = opts or {}
+  local dir = opts.dir
+  if dir and not opts.fresh then
+    local r = json.decode(fs.read(dir .. "/result.json") or "")
+    if type(r) == "table" and (r.status == "done" or r.status == "diverged") then
+      local h = json.decode(fs.read(dir .. "/hparams.json") or "") or {}
+      local same = true
+      for k, v in pairs(overrides or {}) do if h[k] ~= v then same = false end end
+      if same then
+        r.dir = dir
+        r.reused = true
+        return r, h
+      end
+    end
+  end
+  if dir then fs.rm_rf(dir) end
+  local ok, res, hp = pcall(exp.run, exp, overrides, {dir = dir, quiet = opts.quiet ~= false, steps = opts.steps,
+    tracking = false})
+  if not ok then
+    local r = {status = "failed", message = tostring(res), dir = dir}
+    if dir then
+      fs.mkdir_p(dir)
+      fs.write_atomic(dir .. "/result.json", json.encode({status = "failed", message = tostring(res)}) .. "\n")
+    end
+    return r, overrides
+  end
+  return res, hp
+end
+
+----------------------------------------------------------- batch-size sweep
+
+local function median(v)
+  local s = {}
+  for i, x in ipairs(v) do s[i] = x end
+  table.sort(s)
+  if #s == 0 then return nil end
+  if #s % 2 == 1 then return s[(#s + 1) // 2] end
+  return (s[#s // 2] + s[#s // 2 + 1]) / 2
+end
+
+local SWEEP_KEYS = {experiment = true, start = true, max = true, steps = true, skip = true, memory = true,
+                    overrides = true, min_gain = true, flag_ratio = true, dir = true, quiet = true, on_row = true}
+
+--- dl.batch_size_sweep{experiment =, start = 16, max = 65536, steps = 20, skip = 5,
+-- memory = bytes (dl.memory.limit during the sweep; nil: the current limit),
+-- overrides = {hp...}, min_gain = 1.1, flag_ratio = 1.8, dir =, on_row = fn(row)}
+-- --> {rows = {{batch_size, status = "ok" | "oom" | "failed", time_per_step,
+-- examples_per_s, peak, ratio, efficiency, message}}, recommended, stop, limit}
+-- Doubling stops at the first out-of-memory (a clean row, not a crash), when
+-- throughput grows by less than min_gain over half the batch size, or past
+-- max. recommended = the largest batch size whose throughput rose by at least
+-- min_gain over half its size (the playbook's max useful batch size); ratios
+-- under flag_ratio are flagged as short of near-perfect scaling.
+-- @usage local r = dl.batch_size_sweep{experiment = "examples/fashion_mnist.lua", memory = 2^30}
+function M.batch_size_sweep(spec)
+  if type(spec) ~= "table" then error("dl.batch_size_sweep: expected a table, got " .. type(spec), 2) end
+  for k in pairs(spec) do
+    if not SWEEP_KEYS[k] then
+      local names = {}
+      for n in pairs(SWEEP_KEYS) do names[#names + 1] = n end
+      table.sort(names)
+      error(string.format("dl.batch_size_sweep: unknown key '%s' (valid: %s)", tostring(k), table.concat(names, ", ")), 2)
+    end
+  end
+  if not spec.experiment then error("dl.batch_size_sweep: experiment is required", 2) end
+  local start, max = spec.start or 16, spec.max or 65536
+  local steps, skip = spec.steps or 20, spec.skip or 5
+  if math.type(start) ~= "integer" or start < 1 then error("dl.batch_size_sweep: start must be a positive integer", 2) end
+  if math.type(steps) ~= "integer" or steps <= skip then
+    error(string.format("dl.batch_size_sweep: steps (%s) must be an integer above skip (%d)", tostring(steps), skip), 2)
+  end
+  local min_gain, flag_ratio = spec.min_gain or 1.1, spec.flag_ratio or 1.8
+  local exp = M.variant(spec.experiment, {no_eval = true, log_every = 1, checkpoint_every = steps})
+  if exp.hparams.batch_size == nil then
+    error("dl.batch_size_sweep: the experiment has no batch_size hyperparameter", 2)
+  end
+  local base = spec.dir or string.format("%s/dlua-bs-sweep-%d", os.getenv("TMPDIR") or "/tmp", math.floor(core.clock() * 1e6) % 1000000007)
+  local prev_limit = memory.limit(nil)
+  local limit = spec.memory or prev_limit
+  local out = {rows = {}, limit = limit, steps = steps, skip = skip, experiment = exp.path, min_gain = min_gain,
+               flag_ratio = flag_ratio}
+  local ok, err = pcall(function()
+    local bs = start
+    local first_thr
+    while bs <= max do
+      collectgarbage("collect"); collectgarbage("collect")
+      memory.trim()
+      memory.limit(limit)
+      memory.reset_peak()
+      local over = copy(spec.overrides)
+      over.batch_size = bs
+      local dir = string.format("%s/batch-%d", base, bs)
+      fs.rm_rf(dir)
+      local okr, res = pcall(exp.run, exp, over, {dir = dir, quiet = true, steps = steps, tracking = false})
+      local peak = memory.stats().peak
+      memory.limit(nil)
+      if not okr then res = {status = "failed", message = tostring(res)} end
+      local row = {batch_size = bs, peak = peak, dir = dir}
+      if res.status ~= "done" then
+        row.status = memory.is_oom(res.message) and "oom" or "failed"
+        row.message = tostring(res.message):gsub("^.-(out of memory:)", "%1")
+        out.rows[#out.rows + 1] = row
+        if spec.on_row then spec.on_row(row, out) end
+        out.stop = row.status == "oom" and string.format("out of memory at batch size %d", bs)
+          or string.format("batch size %d failed: %s", bs, row.message)
+        break
+      end
+      -- time per step from the per-step train log, after the warm-up steps
+      local times = {}
+      for line in (fs.read(dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
+        local e = json.decode(line)
+        if type(e) == "table" and e.split == "train" and e.step > skip and e.examples_per_s and e.examples_per_s > 0 then
+          times[#times + 1] = bs / e.examples_per_s
+        end
+      end
+      local tps = median(times)
+      row.status, row.time_per_step = "ok", tps
+      row.examples_per_s = tps and bs / tps or nil
+      row.measured_steps = #times
+      local prev = out.rows[#out.rows]
+      if prev and prev.status == "ok" and prev.examples_per_s and row.examples_per_s then
+        row.ratio = row.examples_per_s / prev.examples_per_s
+        row.flagged = row.ratio < flag_ratio
+      end
+      first_thr = first_thr or row.examples_per_s
+      row.efficiency = first_thr and row.examples_per_s and row.examples_per_s / (first_thr * bs / start) or nil
+      out.rows[#out.rows + 1] = row
+      if spec.on_row then spec.on_row(row, out) end
+      fs.rm_rf(dir)
+      if row.ratio and row.ratio < min_gain then
+        out.stop = string.format("throughput stopped growing at batch size %d (x%.2f over %d, less than x%.2f)", bs,
+          row.ratio, bs // 2, min_gain)
+        break
+      end
+      bs = bs * 2
+      if bs > max then out.stop = string.format("reached the largest batch size asked for (%d)", max) end
+    end
+  end)
+  memory.limit(prev_limit)
+  collectgarbage("collect")
+  if spec.dir == nil then fs.rm_rf(base) end
+  if not ok then error(err, 0) end
+  -- the largest batch size whose throughput still rose meaningfully over half of it
+  for _, r in ipairs(out.rows) do
+    if r.status == "ok" and (r.ratio == nil or r.ratio >= min_gain) then out.recommended = r.batch_size end
+  end
+  return out
+end
+
+local function mib(b) return b and string.format("%.1f MiB", b / 2 ^ 20) or "-" end
+
+--- The sweep as a printed table with its stop reason and recommendation.
+function M.format_sweep(res)
+  local lines = {}
+  lines[#lines + 1] = string.format("batch size sweep of %s: %d steps per size, median time per step over steps %d-%d; " ..
+    "memory limit %s", tostring(res.experiment), res.steps, res.skip + 1, res.steps, res.limit and mib(res.limit) or "none")
+  lines[#lines + 1] = string.format("  %6s %11s %11s %12s %9s %11s", "batch", "time/step", "examples/s", "peak memory",
+    "vs half", "efficiency")
+  for _, r in ipairs(res.rows) do
+    if r.status == "ok" then
+      lines[#lines + 1] = string.format("  %6d %8.1f ms %11.0f %12s %9s %11s", r.batch_size, 1000 * (r.time_per_step or 0),
+        r.examples_per_s or 0, mib(r.peak), r.ratio and string.format("x%.2f%s", r.ratio, r.flagged and "*" or " ") or "-",
+        r.efficiency and string.format("%.2f", r.efficiency) or "-")
+    else
+      lines[#lines + 1] = string.format("  %6d  %s", r.batch_size, r.status == "oom" and r.message or ("failed: " .. r.message))
+    end
+  end
+  local flagged = false
+  for _, r in ipairs(res.rows) do if r.flagged then flagged = true end end
+  if flagged then
+    lines[#lines + 1] = string.format("  * throughput grew by less than x%.1f when the batch size doubled: the hardware " ..
+      "is saturated (or input, synchronisation or memory bandwidth is the bottleneck)", res.flag_ratio)
+  end
+  lines[#lines + 1] = "efficiency: throughput / (throughput at the first size x batch / first batch); 1.00 = perfect scaling"
+  lines[#lines + 1] = "stopped: " .. tostring(res.stop or "-") ..
+    ((res.stop or ""):match("^out of memory") and " (the memory limit stands for accelerator memory)" or "")
+  if res.recommended then
+    lines[#lines + 1] = string.format("recommended batch size: %d (the largest whose throughput still rose by at least " ..
+      "x%.2f over half its size); re-tune the other hyperparameters at it", res.recommended, res.min_gain)
+  else
+    lines[#lines + 1] = "recommended batch size: none (the first size did not run)"
+  end
+  return table.concat(lines, "\n")
+end
+
+return M

@@ -349,6 +349,8 @@ local function finish_trials(d)
   return d
 end
 
+local observed_dims
+
 local function load_study(dir, opts)
   local study = require "dlua.study"
   local rec = read_json(dir .. "/study.json")
@@ -398,11 +400,19 @@ local function load_study(dir, opts)
       end
     end
   end
+  -- a manual study (a list of trials) has no search space: what varies between its trials
+  local known = {}
+  for _, dim in ipairs(d.dims) do known[dim.name] = true end
+  for _, s in ipairs(d.scientific) do known[s.name] = true end
+  for k in pairs(rec.fixed or {}) do known[k] = true end
+  for _, dim in ipairs(observed_dims(M.search_trials(d))) do
+    if not known[dim.name] and dim.name ~= "steps" then d.dims[#d.dims + 1] = dim end
+  end
   return finish_trials(d)
 end
 
 -- varied hyperparameters of a set of runs without a study: keys whose values differ
-local function observed_dims(trials)
+function observed_dims(trials)
   local vals = {}
   for _, t in ipairs(trials) do
     for k, v in pairs(t.hp or {}) do
@@ -519,10 +529,10 @@ end
 --- The loss curve that goes with the objective: the objective itself when it
 -- is a loss, else "<set>/loss" of the objective's set when the runs logged it.
 function M.loss_metric(d)
-  if d.metric:match("loss$") then return d.metric end
   local set = d.metric:match("^(.-)/[^/]+$")
-  if set and set ~= "train" then return set .. "/loss" end
-  return nil
+  if set == "train" or not set then return "valid/loss" end
+  if d.metric:match("loss$") then return d.metric end
+  return set .. "/loss"
 end
 
 return M

@@ -35,7 +35,7 @@ local M = {}
 M.THRESHOLDS = {
   boundary = 0.1, infeasible_warn = 0.25, infeasible_bucket = 0.5, overfit_rise = 0.10, variance_rel = 0.01,
   rising_points = 5, improving_gain = 0.10, saturated_gain = 0.01, early_best = 0.10, late_best = 0.75,
-  late_share = 0.75, trials_per_dim = 8, flat_gain = 0.10, bootstrap_samples = 500,
+  late_share = 0.75, trials_per_dim = 8, flat_gain = 0.10, bootstrap_samples = 500, bootstrap_min = 4,
 }
 local TH = M.THRESHOLDS
 
@@ -218,7 +218,7 @@ local function check_overfitting(d, out, best)
     local metric, mode = lm, "min"
     local xs, ys = {}, {}
     if lm then xs, ys = A.curve(t, lm) end
-    if #ys < 3 then metric, mode = d.metric, d.mode; xs, ys = A.curve(t, d.metric) end
+    if #ys < 3 and not d.metric:match("^train/") then metric, mode = d.metric, d.mode; xs, ys = A.curve(t, d.metric) end
     if #ys >= 3 then
       checked = checked + 1
       local bi = 1
@@ -330,11 +330,12 @@ local function best_until(xs, ys, s, mode)
 end
 
 local function check_steps(d, out, best)
-  local any = false
+  local any, checked = false, 0
   for _, t in ipairs(best) do
     local xs, ys = A.curve(t, d.metric)
     local T = t.max_steps or xs[#xs]
     if #ys >= 3 and T and T > 0 then
+      checked = checked + 1
       local final = best_until(xs, ys, math.huge, d.mode)
       local first = ys[1]
       local total = math.abs(final - first)
@@ -373,7 +374,8 @@ local function check_steps(d, out, best)
   end
   if not any then
     out[#out + 1] = {check = "steps", level = "ok", trials = ids_of(best), data = {},
-      message = "the best trial(s) neither still improving at the end nor saturated early"}
+      message = checked > 0 and string.format("the best trial(s) (%s) neither still improving at the end nor saturated " ..
+        "early", list_ids(best)) or "too few evals to tell still improving from saturated (3 needed)"}
   end
 end
 
@@ -428,7 +430,8 @@ local function check_trials(d, out)
     local vals = {}
     for _, t in ipairs(trials) do vals[#vals + 1] = t.feasible and t.value or false end
     local need = TH.trials_per_dim * math.max(dims, 1)
-    local bs = #vals >= 2 and A.bootstrap(vals, {mode = d.mode, samples = TH.bootstrap_samples, seed = gi}) or nil
+    local bs = #vals >= TH.bootstrap_min and A.bootstrap(vals, {mode = d.mode, samples = TH.bootstrap_samples, seed = gi})
+      or nil
     local data = {trials = #trials, dims = dims, recommended = need, bootstrap = bs}
     local parts = {}
     local flat
@@ -451,10 +454,14 @@ local function check_trials(d, out)
           flat and "flattened" or "not flattened, more trials should still help")}
       end
     end
-    local few = #trials < need
+    local alg = d.record and d.record.algorithm
+    local planned = alg == "manual" or alg == "grid"           -- the trial count is the grid's, not a budget
+    local few = #trials < need and not planned
     local level = (few or flat == false) and "warn" or "ok"
     local msg = string.format("%s%d trials for %d nuisance dimension(s) (%s %d)%s", #d.groups > 1 and (g.label .. ": ") or "",
-      #trials, dims, few and "too few: at least" or "at least", need, #parts > 0 and ("; bootstrap " .. parts[1]) or "")
+      #trials, dims, planned and (alg .. " study; a search would want") or (few and "too few: at least" or "at least"), need,
+      #parts > 0 and ("; bootstrap " .. parts[1]) or
+      string.format("; no bootstrap below %d trials", TH.bootstrap_min))
     out[#out + 1] = {check = "trials", level = level, trials = ids_of(trials), data = data, message = msg}
     -- density (playbook 2.5): trials within 1% of the group's best
     local gb = group_best(d, gi)

@@ -40,7 +40,7 @@ end
 local VARIANT_KEYS = {
   tag = true, hparams = true, schedule = true, no_regularization = true, optimizer = true, steps_from_warmup = true,
   eval_every = true, eval_sets = true, eval_examples = true, log_every = true, divergence = true, no_eval = true,
-  checkpoint_every = true, description = true,
+  checkpoint_every = true, description = true, clip = true,
 }
 
 -- the hyperparameters a "no regularisation" switch zeroes (when the experiment has them)
@@ -67,6 +67,7 @@ end
 --   no_eval = true                  no eval at all (throughput)
 --   divergence = {factor = F}       dl.train's divergence rule
 --   checkpoint_every = n            checkpoint interval (default: dl.train's)
+--   clip = true                     clip_grad_norm = hp.clip when above 0 (hparam clip, default 0)
 function M.variant(base, spec)
   spec = spec or {}
   for k in pairs(spec) do
@@ -84,6 +85,7 @@ function M.variant(base, spec)
     for k, v in pairs({beta1 = 0.9, beta2 = 0.999, eps = 1e-8}) do if hparams[k] == nil then hparams[k] = v end end
   end
   if spec.steps_from_warmup and hparams.post_warmup == nil then hparams.post_warmup = 0 end
+  if spec.clip and hparams.clip == nil then hparams.clip = 0.0 end
   if (spec.schedule == "warmup_constant" or spec.steps_from_warmup) and hparams.warmup == nil then hparams.warmup = 0 end
   if spec.no_regularization then
     for _, k in ipairs(M.REGULARIZERS) do if type(hparams[k]) == "number" then hparams[k] = 0 * hparams[k] end end
@@ -126,14 +128,17 @@ function M.variant(base, spec)
         ev.sets = sets
       end
       if spec.eval_examples then
-        local sets = {}
-        for n, s in pairs(ev.sets or {}) do sets[n] = thin(s, spec.eval_examples) end
+        local sets, longest = {}, 1
+        for n, s in pairs(ev.sets or {}) do sets[n] = thin(s, spec.eval_examples); longest = math.max(longest, #sets[n]) end
         ev.sets = sets
+        -- no eval batch larger than the thinned set (a padded batch costs as much as a full one)
+        ev.batch_size = math.min(ev.batch_size or 256, longest)
       end
       if spec.eval_every then ev.every = spec.eval_every end
       cfg.eval = ev
     end
     if spec.log_every then cfg.log_every = spec.log_every end
+    if spec.clip then cfg.clip_grad_norm = (hp.clip or 0) > 0 and hp.clip or nil end
     if spec.divergence then cfg.divergence = spec.divergence end
     if spec.checkpoint_every then
       cfg.checkpoint = copy(cfg.checkpoint)
@@ -359,6 +364,81 @@ function M.format_sweep(res)
     lines[#lines + 1] = "recommended batch size: none (the first size did not run)"
   end
   return table.concat(lines, "\n")
+end
+
+------------------------------------------------------------ recipe plumbing
+
+--- Parses a recipe's command line: the shared flags (dlua.cli) plus the
+-- recipe's own (extra, each taking a value). The first positional argument
+-- is the experiment (default examples/fashion_mnist.lua), loaded and
+-- returned; --set is checked against its hyperparameters. Returns o, exp.
+function M.recipe_args(args, extra, opts)
+  opts = opts or {}
+  local cli = require "dlua.cli"
+  local o = cli.parse(args, nil, {extra = extra})
+  if o.help then return o end
+  local path = o.positional[1] or opts.default_experiment or "examples/fashion_mnist.lua"
+  if #o.positional > 1 then error(string.format("unexpected argument '%s' (see --help)", o.positional[2]), 0) end
+  local exp = experiment.load(path)
+  o = cli.parse(args, exp.hparams, {extra = extra})
+  if o.seed then o.set.seed = o.seed end
+  core.threads(o.threads or 2)
+  return o, exp, path
+end
+
+--- Runs a recipe's main function: errors print one line ("dlua: message")
+-- and exit with code 1 (DLUA_DEBUG=1 adds the traceback).
+function M.main(fn, ...)
+  local tb
+  local ok, err = xpcall(fn, function(e) tb = debug.traceback(tostring(e), 2); return e end, ...)
+  if ok then return end
+  io.stderr:write("dlua: ", (tostring(err):gsub("^[^:]*:%d+: ", "")), "\n")
+  if os.getenv("DLUA_DEBUG") then io.stderr:write(tb, "\n") end
+  os.exit(1)
+end
+
+--- "0.01,0.1,1" --> {0.01, 0.1, 1} (numbers; integers stay integers).
+function M.number_list(flag, s)
+  local out = {}
+  for part in tostring(s):gmatch("[^,]+") do
+    local v = math.tointeger(tonumber(part)) or tonumber(part)
+    if v == nil then error(string.format("--%s: expected numbers separated by commas, got '%s'", flag, s), 0) end
+    out[#out + 1] = v
+  end
+  if #out == 0 then error(string.format("--%s: expected at least one number", flag), 0) end
+  return out
+end
+
+--- A number from a flag (nil when absent); errors name the flag.
+function M.number(flag, s, default)
+  if s == nil then return default end
+  local v = math.tointeger(tonumber(s)) or tonumber(s)
+  if v == nil then error(string.format("--%s: expected a number, got '%s'", flag, s), 0) end
+  return v
+end
+
+--- "512M", "2G", "1048576" --> bytes.
+function M.bytes(flag, s)
+  if s == nil then return nil end
+  local n, unit = tostring(s):match("^([%d%.]+)%s*([KkMmGg]?)i?[Bb]?$")
+  local v = tonumber(n)
+  if not v then error(string.format("--%s: expected a size such as 512M or 2G, got '%s'", flag, s), 0) end
+  local mult = ({[""] = 1, k = 2 ^ 10, m = 2 ^ 20, g = 2 ^ 30})[unit:lower()]
+  return math.tointeger(math.floor(v * mult))
+end
+
+--- A number in 4 significant digits (integers as they are).
+function M.fmt(v)
+  if math.type(v) == "integer" then return tostring(v) end
+  if type(v) ~= "number" then return tostring(v) end
+  return string.format("%.4g", v)
+end
+
+--- Copies the cli's --set overrides and adds more.
+function M.overrides(o, more)
+  local t = copy(o.set)
+  for k, v in pairs(more or {}) do t[k] = v end
+  return t
 end
 
 return M

@@ -183,9 +183,12 @@ local function axis_section(d)
         p:points({xval(bt.hp[dim.name])}, {bt.value}, {class = "best-ring", r = 7, opacity = 0, stroke = "#000",
           titles = {"best: " .. bt.id}})
       end
-      local legend = {}
+      local legend, present = {}, {}
       if #d.groups > 1 then
-        for gi, g in ipairs(d.groups) do legend[#legend + 1] = {label = g.label, color = group_color(d, gi)} end
+        for _, t in ipairs(A.search_trials(d)) do if t.feasible and A.active(dim, t.hp) then present[t.group] = true end end
+        for gi, g in ipairs(d.groups) do
+          if present[gi] then legend[#legend + 1] = {label = g.label, color = group_color(d, gi)} end
+        end
         p:legend(legend)
       end
       p.caption = string.format("%d feasible trial(s), %d infeasible (red crosses, on the bottom edge)%s", #fx, #ix,
@@ -267,12 +270,12 @@ local function isolation_section(d, names)
         end
       end
       if #xs > 0 then
-        p:line(xs, ys, {class = "iso-line", color = "#999", width = 1})
+        if continuous then p:line(xs, ys, {class = "iso-line", color = "#999", width = 1}) end
         if #ex > 0 then
           p:errorbars(ex, elo, ehi, {class = "errorbar"})
           p:points(mx, my, {class = "seed-mean", r = 2.5, color = "#000"})
         end
-        p:points(xs, ys, {class = "pt iso", titles = titles, r = 5})
+        p:points(xs, ys, {class = "pt iso", titles = titles, r = 5, color = PALETTE[1]})
         p.caption = continuous and string.format("best trial per bucket of %s (buckets in its sampling scale)", name)
           or ("best trial per value" .. (#ex > 0 and ("; error bars: mean +- std of the seed re-runs (" ..
             table.concat(labels, "; ") .. ")") or "; no seed re-runs (study seeds >= 2 draws the error bars)"))
@@ -561,7 +564,41 @@ function M.report(dir, opts)
   local html = M.render(d, findings, opts)
   local out = opts.out or (d.dir .. "/report.html")
   fs.write_atomic(out, html)
-  return out, d, findings
+  return out
+end
+
+------------------------------------------------------------ in a browser
+
+local function shq(x) return "'" .. tostring(x):gsub("'", "'\\''") .. "'" end
+
+--- The headless Chromium to render reports with: $DLUA_CHROMIUM, else the first
+-- of chromium, chromium-browser, google-chrome on the PATH; nil when none.
+function M.chromium()
+  local env = os.getenv("DLUA_CHROMIUM")
+  if env and env ~= "" then return env end
+  for _, name in ipairs({"chromium", "chromium-browser", "google-chrome"}) do
+    local p = io.popen("command -v " .. name .. " 2>/dev/null")
+    local path = p and p:read("l")
+    if p then p:close() end
+    if path and path ~= "" then return path end
+  end
+end
+
+--- Renders an HTML file in headless Chromium and saves a PNG screenshot:
+-- true, or nil and a message. opts: width (1280), height (2400).
+function M.screenshot(html, png, opts)
+  opts = opts or {}
+  local exe = M.chromium()
+  if not exe then return nil, "no chromium found (install Debian's chromium: scripts/setup.sh)" end
+  local abs = html:sub(1, 1) == "/" and html or (require("lfs").currentdir() .. "/" .. html)
+  local pabs = png:sub(1, 1) == "/" and png or (require("lfs").currentdir() .. "/" .. png)
+  local cmd = string.format("%s --headless --disable-gpu --no-sandbox --hide-scrollbars --window-size=%d,%d " ..
+    "--screenshot=%s %s 2>&1", shq(exe), opts.width or 1280, opts.height or 2400, shq(pabs), shq("file://" .. abs))
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  local ok = p:close()
+  if not ok or not fs.exists(pabs) then return nil, "chromium failed: " .. out end
+  return true
 end
 
 return M

@@ -1,0 +1,125 @@
+-- recipes/early_instability.lua -- the playbook's check for very early instability
+-- (FAQ, "how can optimization failures be debugged and mitigated?"): some models are
+-- unstable right at the start and then recover, which an eval every few hundred steps
+-- never shows.
+-- Goal: does training at 2 x the current best learning rate have an early loss spike?
+--   run:    ~500 steps (--steps) at --factor (2) x the best lr, evaluating every step on
+--           a fixed subset of the validation set (--eval-examples) and logging the
+--           training loss every step; everything else as in the best configuration
+--           (the experiment's defaults, --set k=v, or the best trial of --from STUDY_DIR)
+--   flags:  a rise of the smoothed loss more than 10% above its running minimum (an
+--           engine choice: the eval loss on the fixed subset, and the training loss
+--           smoothed with an EMA of 0.1), and whether it recovered (fell back below the
+--           minimum before the spike)
+--   fixes:  warmup (recipes/warmup.lua), clipping (recipes/clipping.lua)
+--
+--   dlua recipes/early_instability.lua [EXPERIMENT] [--lr X | --from STUDY_DIR] [--factor 2]
+--        [--steps 500] [--eval-examples 256] [--out runs/early-instability] [--set k=v]
+local dl = require "dlua"
+local probe = require "dlua.probe"
+local A = require "dlua.analysis"
+
+local USAGE = [[
+usage: dlua recipes/early_instability.lua [EXPERIMENT] [flags]
+  --lr X              the current best learning rate (default: the experiment's lr)
+  --from DIR          take the best trial of a study directory (its lr and hyperparameters)
+  --factor F          run at F x the best lr (2)
+  --steps N           steps (500); --eval-examples N validation examples evaluated every step (256)
+  --out DIR           the run directory's parent (runs/early-instability)
+  --set k=v           any other hyperparameter; --threads N]]
+
+local M_RISE = 0.10
+
+-- the largest rise of ys above its running minimum: {rise, from_step, peak_step, recovered_step}
+local function worst_rise(xs, ys)
+  local best = {rise = 0}
+  local min_v, min_i = math.huge, nil
+  for i = 1, #ys do
+    if ys[i] < min_v then min_v, min_i = ys[i], i end
+    local r = (ys[i] - min_v) / math.max(math.abs(min_v), 1e-12)
+    if r > best.rise then best = {rise = r, from = min_i, peak = i, min = min_v} end
+  end
+  if best.peak then
+    for j = best.peak + 1, #ys do
+      if ys[j] <= best.min then best.recovered = j; break end
+    end
+    best.from_step, best.peak_step = xs[best.from], xs[best.peak]
+    best.recovered_step = best.recovered and xs[best.recovered]
+    best.peak_value = ys[best.peak]
+  end
+  return best
+end
+
+local function ema(ys, a)
+  local out, s = {}, nil
+  for i, y in ipairs(ys) do s = s and (1 - a) * s + a * y or y; out[i] = s end
+  return out
+end
+
+local function describe(name, w)
+  if not w.peak or w.rise <= M_RISE then
+    return false, string.format("%s: no rise above %.0f%% of its running minimum (largest %.1f%%)", name, 100 * M_RISE,
+      100 * (w.rise or 0))
+  end
+  return true, string.format("%s rises %.0f%% above its minimum %.4g (step %d) to %.4g at step %d, %s", name,
+    100 * w.rise, w.min, w.from_step, w.peak_value, w.peak_step,
+    w.recovered_step and string.format("and recovers by step %d", w.recovered_step) or "and does not recover")
+end
+
+probe.main(function()
+  local args = {}
+  for i = 1, #arg do args[i] = arg[i] end
+  local o, exp, path = probe.recipe_args(args, {"--lr", "--from", "--factor", "--eval-examples"})
+  if o.help then print(USAGE); return end
+  local over = {}
+  local lr = probe.number("lr", o.extra.lr)
+  local source = "--lr"
+  if o.extra.from then
+    local d = A.load(o.extra.from)
+    if not d.best then error(o.extra.from .. " has no feasible trial", 0) end
+    for k, v in pairs(d.best.hp) do
+      if exp.hparams[k] ~= nil and k ~= "steps" and k ~= "eval_every" then over[k] = v end
+    end
+    lr = lr or d.best.hp.lr
+    source = "the best trial " .. d.best.id .. " of " .. o.extra.from
+  end
+  if not lr then lr, source = exp.hparams.lr, "the experiment's default" end
+  if not lr then error(path .. " has no lr hyperparameter", 0) end
+  for k, v in pairs(o.set) do over[k] = v end
+  local factor = probe.number("factor", o.extra.factor, 2)
+  local steps = o.steps or 500
+  over.lr = factor * lr
+  local v = probe.variant(path, {tag = "early-instability", eval_sets = {"valid"}, eval_every = 1, log_every = 1,
+    eval_examples = probe.number("eval-examples", o.extra["eval-examples"], 256), checkpoint_every = steps})
+  local dir = string.format("%s/lr-%s", o.out or "runs/early-instability", probe.fmt(over.lr))
+  print(string.format("early instability check: %d steps at %s x the best lr %s (%s) = %s, evaluating every step",
+    steps, probe.fmt(factor), probe.fmt(lr), source, probe.fmt(over.lr)))
+  local r = probe.train(v, over, {dir = dir, steps = steps})
+  local t = {dir = dir}
+  local ex, ey = A.curve(t, "valid/loss")
+  local tx, ty = A.curve(t, "train/loss")
+  local any = false
+  if r.status == "diverged" then
+    print(string.format("verdict: UNSTABLE: the run diverged (%s); fix early instability before using this lr " ..
+      "(warmup: recipes/warmup.lua; clipping: recipes/clipping.lua)", tostring(r.message)))
+    any = true
+  elseif r.status ~= "done" then
+    error("the run failed: " .. tostring(r.message), 0)
+  end
+  local f1, m1 = describe("validation loss (fixed subset, every step)", worst_rise(ex, ey))
+  local f2, m2 = describe("training loss (EMA 0.1, every step)", worst_rise(tx, ema(ty, 0.1)))
+  print("  " .. m1)
+  print("  " .. m2)
+  if r.status == "done" then
+    if f1 or f2 then
+      print("verdict: early instability at 2 x the best lr (it shows only when evaluating this often); warmup or " ..
+        "clipping may allow higher learning rates (recipes/warmup.lua, recipes/clipping.lua)")
+    else
+      print("verdict: no early instability at 2 x the best lr: the losses fell without a spike")
+    end
+  end
+  local last = ey[#ey]
+  if last then print(string.format("final validation loss %.4f after %d steps", last, ex[#ex])) end
+  print("report: " .. dl.report(dir))
+  return any
+end)

@@ -97,8 +97,9 @@ function M.log_ticks(lo, hi)
   local out = {}
   local span = b - a
   local every = span > 8 and 2 or 1
+  local short = math.log(hi / lo, 10) < 2
   for k = a, b, every do
-    local mults = span < 2 and {1, 2, 5} or {1}
+    local mults = short and {1, 2, 5} or {1}
     for _, m in ipairs(mults) do
       local v = m * 10 ^ k
       if v >= lo * (1 - 1e-9) and v <= hi * (1 + 1e-9) then out[#out + 1] = v end
@@ -332,6 +333,10 @@ function Plot:render()
           op.dash and ' stroke-dasharray="4 3"' or "", op.opacity and (' stroke-opacity="' .. num(op.opacity) .. '"') or ""))
         if op.title then w("<title>", esc(op.title), "</title>") end
         w("</polyline>")
+        if #pts == 1 then                           -- one point draws nothing as a line: a dot
+          local X, Y = pts[1]:match("^(.-),(.*)$")
+          w(string.format('<circle class="line-dot" cx="%s" cy="%s" r="2.5" fill="%s"/>', X, Y, color))
+        end
       end
     elseif mk.kind == "points" then
       local cross = op.marker == "cross"

@@ -82,7 +82,8 @@ function F.study(root, opts)
   local events = {}
   local function curve(hp, final)
     return opts.curve and function(s) return opts.curve(hp, s, final) end or function(s)
-      return {["valid/accuracy"] = final * (1 - math.exp(-s / 15)), ["valid/loss"] = 2.3 * math.exp(-s / 15) + (1 - final)}
+      local r = (1 - math.exp(-s / 15)) / (1 - math.exp(-steps / 15))      -- reaches final at the last step
+      return {["valid/accuracy"] = final * r, ["valid/loss"] = 2.3 * (1 - r) + (1 - final)}
     end
   end
   local function add(t, hp, kind, base)
@@ -91,7 +92,7 @@ function F.study(root, opts)
     local full = {}
     for k, v in pairs(hp) do full[k] = v end
     full.seed = full.seed or 0
-    F.run(tdir, {steps = steps, hp = full, status = final and "done" or "diverged",
+    F.run(tdir, {steps = steps, hp = full, eval_every = opts.eval_every, status = final and "done" or "diverged",
       message = not final and "loss is nan at step 7" or nil, stop_at = not final and 7 or nil,
       eval = curve(hp, final or 0), train = opts.train and function(s) return opts.train(hp, s) end or nil})
     local value, step = require("dlua.study").run_metric(tdir, spec.objective.metric, spec.objective.mode, "best")

@@ -1,13 +1,15 @@
 #!/bin/sh
 # Installs, from Debian 12 packages, everything dlua needs to build, test and run its
-# examples (Open MPI: multi-process training and its mpirun -np 2 tests). Idempotent:
-# packages already present are left alone. Run as root.
+# examples (Open MPI: multi-process training and its mpirun -np 2 tests; chromium: the
+# headless-browser test of the study report, tests/browser/check_report.lua, which the
+# busted suite runs). Idempotent: packages already present are left alone. Run as root.
 #   scripts/setup.sh          build + test + run dependencies
 #   scripts/setup.sh --bench  also PyTorch and numpy for the side-by-side benchmarks
 set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
-      lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev"
+      lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
+      chromium"
 case "${1:-}" in
   --bench) pkgs="$pkgs python3-torch" ;;
 esac

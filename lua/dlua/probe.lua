@@ -375,12 +375,24 @@ end
 function M.recipe_args(args, extra, opts)
   opts = opts or {}
   local cli = require "dlua.cli"
-  local o = cli.parse(args, nil, {extra = extra})
-  if o.help then return o end
-  local path = o.positional[1] or opts.default_experiment or "examples/fashion_mnist.lua"
-  if #o.positional > 1 then error(string.format("unexpected argument '%s' (see --help)", o.positional[2]), 0) end
+  -- the experiment first (the positional argument), to type --set values by its defaults
+  local takes = {}
+  for _, f in ipairs(cli.FLAGS) do takes[f[1]] = f[2] ~= nil end
+  for _, e in ipairs(extra or {}) do takes[e] = true end
+  local positional, help = {}, false
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a == "--help" then help = true
+    elseif a:sub(1, 2) ~= "--" then positional[#positional + 1] = a
+    elseif takes[a] then i = i + 1 end
+    i = i + 1
+  end
+  if help then return {help = true, set = {}, extra = {}, positional = positional} end
+  local path = positional[1] or opts.default_experiment or "examples/fashion_mnist.lua"
+  if #positional > 1 then error(string.format("unexpected argument '%s' (see --help)", positional[2]), 0) end
   local exp = experiment.load(path)
-  o = cli.parse(args, exp.hparams, {extra = extra})
+  local o = cli.parse(args, exp.hparams, {extra = extra})
   if o.seed then o.set.seed = o.seed end
   core.threads(o.threads or 2)
   return o, exp, path

@@ -14,17 +14,17 @@
 --           too small everywhere deceives)
 -- The sweep is a dl.study (manual trials): parallel, resumable, with report and diagnosis.
 --
---   dlua recipes/max_steps.lua [EXPERIMENT] [--lrs 0.003,0.01,0.03,0.1,0.3,1] [--steps 600]
---        [--target 0.35] [--out runs] [--name max-steps] [--parallel P] [--set k=v]
+--   dlua recipes/max_steps.lua [EXPERIMENT] [--lrs 0.01,0.03,0.1,0.3,1] [--steps 400]
+--        [--target 0.4] [--out runs] [--name max-steps] [--parallel P] [--set k=v]
 local dl = require "dlua"
 local probe = require "dlua.probe"
 local A = require "dlua.analysis"
 
 local USAGE = [[
 usage: dlua recipes/max_steps.lua [EXPERIMENT] [flags]
-  --lrs a,b,...     the learning-rate grid (0.003,0.01,0.03,0.1,0.3,1)
-  --steps N         steps of every trial (600)
-  --target L        the training loss that counts as fitting the training set (0.35)
+  --lrs a,b,...     the learning-rate grid (0.01,0.03,0.1,0.3,1)
+  --steps N         steps of every trial (400)
+  --target L        the training loss that counts as fitting the training set (0.4)
   --out DIR         runs root (runs): the study goes to DIR/NAME
   --name NAME       study name (max-steps)
   --parallel P      trials at a time (cores); --threads N per trial; --set k=v any other hyperparameter
@@ -37,10 +37,10 @@ probe.main(function()
   if o.help then print(USAGE); return end
   if exp.hparams.lr == nil then error(path .. " has no lr hyperparameter", 0) end
   if o.set.lr then error("--set lr: the learning rate is what this recipe sweeps (use --lrs)", 0) end
-  local lrs = o.extra.lrs and probe.number_list("lrs", o.extra.lrs) or {0.003, 0.01, 0.03, 0.1, 0.3, 1.0}
+  local lrs = o.extra.lrs and probe.number_list("lrs", o.extra.lrs) or {0.01, 0.03, 0.1, 0.3, 1.0}
   table.sort(lrs)
-  local steps = o.steps or 600
-  local target = probe.number("target", o.extra.target, 0.35)
+  local steps = o.steps or 400
+  local target = probe.number("target", o.extra.target, 0.4)
   local name = o.extra.name or "max-steps"
   local root = o.out or "runs"
   local sdir = root .. "/" .. name

@@ -26,7 +26,8 @@
 --                 three quarters of trials above 0.75 (train longer)
 --   trials        fewer than 8 trials per nuisance dimension, and the bootstrap of the
 --                 best value vs the number of trials: flattened when the second half of
---                 the trials moved the median by at most 10% of its gain from 1 trial
+--                 the trials moved the median by at most 10% of its gain from 1 trial (or
+--                 by less than the late eval noise of the group's best trial)
 local A = require "dlua.analysis"
 local fmtn = require("dlua.svg").format_number
 
@@ -446,11 +447,24 @@ local function check_trials(d, out)
       if first.median and last.median and half and half.median then
         local total = math.abs(last.median - first.median)
         local tail = math.abs(last.median - half.median)
-        flat = total == 0 or tail <= TH.flat_gain * total
-        data.flattened, data.tail_gain, data.total_gain, data.half_k = flat, tail, total, half.k
+        -- the eval noise of the group's best trial: a smaller gain is not evidence that more trials help
+        local noise = 0
+        local gb = group_best(d, gi)
+        if gb then
+          local xs, ys = A.curve(gb, d.metric)
+          local k = math.max(3, math.ceil(#ys / 4))
+          if #ys >= 4 then
+            local wx, wy = {}, {}
+            for i = #ys - k + 1, #ys do wx[#wx + 1] = xs[i]; wy[#wy + 1] = ys[i] end
+            noise = select(3, A.linear_fit(wx, wy)) or 0
+          end
+        end
+        flat = total == 0 or tail <= math.max(TH.flat_gain * total, noise)
+        data.flattened, data.tail_gain, data.total_gain, data.half_k, data.noise = flat, tail, total, half.k, noise
         parts = {string.format("median best %s vs trials: %s; IQR at %d: [%s, %s]; trials %d to %d moved the median " ..
-          "by %s (%.0f%% of the gain from 1 trial): %s", d.metric, table.concat(parts, ", "), last.k,
+          "by %s (%.0f%% of the gain from 1 trial%s): %s", d.metric, table.concat(parts, ", "), last.k,
           fv(last.q1), fv(last.q3), half.k, last.k, fv(tail), total > 0 and 100 * tail / total or 0,
+          noise > 0 and string.format("; late eval noise %s", fv(noise)) or "",
           flat and "flattened" or "not flattened, more trials should still help")}
       end
     end

@@ -7,9 +7,10 @@
 --           a fixed subset of the validation set (--eval-examples) and logging the
 --           training loss every step; everything else as in the best configuration
 --           (the experiment's defaults, --set k=v, or the best trial of --from STUDY_DIR)
---   flags:  a rise of the smoothed loss more than 10% above its running minimum (an
---           engine choice: the eval loss on the fixed subset, and the training loss
---           smoothed with an EMA of 0.1), and whether it recovered (fell back below the
+--   flags:  a rise of the loss more than 10% above its running minimum (an engine
+--           choice): the eval loss on the fixed subset, and the training loss smoothed
+--           with an EMA of 0.1, whose rise must also exceed 6 x the EMA's own noise
+--           (batch-to-batch variation); and whether it recovered (fell back below the
 --           minimum before the spike)
 --   fixes:  warmup (recipes/warmup.lua), clipping (recipes/clipping.lua)
 --
@@ -56,9 +57,20 @@ local function ema(ys, a)
   return out
 end
 
-local function describe(name, w)
-  if not w.peak or w.rise <= M_RISE then
-    return false, string.format("%s: no rise above %.0f%% of its running minimum (largest %.1f%%)", name, 100 * M_RISE,
+-- the noise of an EMA(a) of a series: the std of the series around its EMA, times sqrt(a / (2 - a))
+local function ema_noise(ys, sm, a)
+  local n, ss = 0, 0
+  for i = #ys // 2 + 1, #ys do n, ss = n + 1, ss + (ys[i] - sm[i]) ^ 2 end
+  if n < 2 then return 0 end
+  return math.sqrt(ss / (n - 1)) * math.sqrt(a / (2 - a))
+end
+
+-- w from worst_rise; noise: a rise must also exceed 6 x this (the smoothed training loss)
+local function describe(name, w, noise)
+  local need = M_RISE
+  if noise and w.min and w.min > 0 then need = math.max(M_RISE, 6 * noise / w.min) end
+  if not w.peak or w.rise <= need then
+    return false, string.format("%s: no rise above %.0f%% of its running minimum (largest %.1f%%)", name, 100 * need,
       100 * (w.rise or 0))
   end
   return true, string.format("%s rises %.0f%% above its minimum %.4g (step %d) to %.4g at step %d, %s", name,
@@ -106,16 +118,30 @@ probe.main(function()
   elseif r.status ~= "done" then
     error("the run failed: " .. tostring(r.message), 0)
   end
-  local f1, m1 = describe("validation loss (fixed subset, every step)", worst_rise(ex, ey))
-  local f2, m2 = describe("training loss (EMA 0.1, every step)", worst_rise(tx, ema(ty, 0.1)))
+  local w1 = worst_rise(ex, ey)
+  local f1, m1 = describe("validation loss (fixed subset, every step)", w1)
+  local sm = ema(ty, 0.1)
+  local w2 = worst_rise(tx, sm)
+  local f2, m2 = describe("training loss (EMA 0.1, every step)", w2, ema_noise(ty, sm, 0.1))
   print("  " .. m1)
   print("  " .. m2)
   if r.status == "done" then
-    if f1 or f2 then
-      print("verdict: early instability at 2 x the best lr (it shows only when evaluating this often); warmup or " ..
-        "clipping may allow higher learning rates (recipes/warmup.lua, recipes/clipping.lua)")
+    local early, later = false, false
+    for _, x in ipairs({{f1, w1}, {f2, w2}}) do
+      if x[1] then
+        if x[2].peak_step <= 0.2 * steps then early = true else later = true end
+      end
+    end
+    local fx = probe.fmt(factor) .. " x the best lr"
+    if early then
+      print(string.format("verdict: early instability at %s (in the first 20%% of the steps; it shows only when " ..
+        "evaluating this often): warmup or clipping may allow higher learning rates (recipes/warmup.lua, " ..
+        "recipes/clipping.lua)", fx))
+    elseif later then
+      print(string.format("verdict: no early instability at %s, but a loss spike later in the run (the playbook's " ..
+        "sudden mid-training instability): gradient clipping is the usual fix (recipes/clipping.lua)", fx))
     else
-      print("verdict: no early instability at 2 x the best lr: the losses fell without a spike")
+      print(string.format("verdict: no early instability at %s: the losses fell without a spike", fx))
     end
   end
   local last = ey[#ey]

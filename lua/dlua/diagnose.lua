@@ -19,7 +19,8 @@
 --   overfitting   validation loss of a best trial rising > 10% above its minimum after it
 --   variance      detrended std of the objective over the last quarter of evals (at least
 --                 3) above 1% of its mean
---   training      EMA-smoothed training loss rising over 5 consecutive log points
+--   training      EMA-smoothed training loss rising over 5 consecutive log points, by
+--                 more than 5% and more than 6 x the smoothed series' own noise
 --   steps         still improving: the last 25% of steps brought > 10% of the total gain;
 --                 saturated: the last 50% brought < 1% of it
 --   best_step     best checkpoint steps / max steps: all below 0.1 (too many steps) or
@@ -307,7 +308,11 @@ local function check_training(d, out, best)
         if i - run_start > longest[1] then longest = {i - run_start, run_start, i} end
       end
       local n, a, b = longest[1], longest[2], longest[3]
-      if n >= TH.rising_points and sm[b] > sm[a] * 1.05 then
+      -- the noise of the smoothed series (batch-to-batch variation): a rise must stand out of it
+      local m, ss = 0, 0
+      for i = 2, #ys do m, ss = m + 1, ss + (ys[i] - sm[i - 1]) ^ 2 end
+      local noise = m > 1 and math.sqrt(ss / (m - 1)) * math.sqrt(0.3 / 1.7) or 0
+      if n >= TH.rising_points and sm[b] - sm[a] > math.max(0.05 * sm[a], 6 * noise) then
         flagged = true
         out[#out + 1] = {check = "training", level = "warn", trials = {t.id},
           data = {from_step = xs[a], to_step = xs[b], from = sm[a], to = sm[b], points = n},
@@ -401,7 +406,7 @@ local function check_best_step(d, out)
   local counts = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
   for _, f in ipairs(fr) do local b = math.min(10, math.floor(f * 10) + 1); counts[b] = counts[b] + 1 end
   local data = {fractions = fr, histogram = counts, early = early, late = late, eval_every = every, max_steps = T}
-  local res = every and string.format(" (evals every %d of %d steps: resolution %.2f)", every, T, every / T) or ""
+  local res = every and string.format(" (evals every %d of %d steps: resolution %.2g)", every, T, every / T) or ""
   if early == #fr then
     out[#out + 1] = {check = "best_step", level = "warn", trials = ids_of(steps), data = data,
       message = string.format("the best checkpoint is in the first 10%% of training in all %d trials%s: max_train_steps " ..

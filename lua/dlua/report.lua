@@ -405,7 +405,7 @@ local function best_step_section(d, findings)
   p:vline(0.1, {class = "threshold", color = "#d62728", label = "10%: max steps too high when all fall below"})
   p:vline(0.75, {class = "threshold", color = "#ff7f0e", label = "75%: train longer when most fall above"})
   p.caption = string.format("%d feasible trial(s)%s", #data.fractions,
-    data.eval_every and string.format("; evals every %d steps (resolution %.2f)", data.eval_every,
+    data.eval_every and string.format("; evals every %d steps (resolution %.2g)", data.eval_every,
       data.eval_every / data.max_steps) or "")
   return {p:render()}
 end

@@ -41,7 +41,7 @@ local RANGES = {lr = S.log_uniform(1e-4, 1e-2), one_minus_beta1 = S.log_uniform(
 probe.main(function()
   local args = {}
   for i = 1, #arg do args[i] = arg[i] end
-  local o, _, path = probe.recipe_args(args, {"--trials", "--name", "--parallel"})
+  local o, exp, path = probe.recipe_args(args, {"--trials", "--name", "--parallel"})
   if o.help then print(USAGE); return end
   local n = probe.number("trials", o.extra.trials, 8)
   if math.type(n) ~= "integer" or n < 1 then error("--trials: expected a positive integer", 0) end
@@ -49,15 +49,17 @@ probe.main(function()
   local name = o.extra.name or ("adam-" .. n)
   local root = o.out or "runs"
   local sdir = root .. "/" .. name
+  local steps = o.steps or exp.hparams.steps or 1000
   local variant = probe.write_variant(sdir .. "/experiment.lua", path, {tag = "adam", optimizer = "adam",
-    hparams = {one_minus_beta1 = 0.1, one_minus_beta2 = 0.001, eps = 1e-8}, eval_sets = {"valid"}})
+    hparams = {one_minus_beta1 = 0.1, one_minus_beta2 = 0.001, eps = 1e-8}, eval_sets = {"valid"},
+    eval_every = math.max(1, steps // 6)})
   local space = {}
   for _, k in ipairs(names) do
     if o.set[k] ~= nil then error(string.format("--set %s: %s is tuned at %d trials", k, k, n), 0) end
     space[k] = RANGES[k]
   end
-  print(string.format("%d trials: tuning %s jointly (the playbook's Adam rule: <10 lr; 10-25 + beta1; 26-50 + eps; " ..
-    "more + beta2)", n, table.concat(names, ", ")))
+  print(string.format("%d trials: tuning %s%s (the playbook's Adam rule: <10 lr; 10-25 + beta1; 26-50 + eps; " ..
+    "more + beta2)", n, table.concat(names, ", "), #names > 1 and " jointly, in one search space" or ""))
   local st = dl.study{name = name, goal = string.format("Adam with %s tuned jointly in %d trials", table.concat(names, ", "), n),
     experiment = variant, nuisance = space, fixed = o.set, trials = n, algorithm = "quasirandom", seed = 0,
     steps = o.steps, objective = {metric = "valid/accuracy", mode = "max"},

@@ -15,7 +15,7 @@
 -- The sweep is a dl.study (manual trials): parallel, resumable, with report and diagnosis.
 --
 --   dlua recipes/max_steps.lua [EXPERIMENT] [--lrs 0.01,0.03,0.1,0.3,1] [--steps 400]
---        [--target 0.4] [--out runs] [--name max-steps] [--parallel P] [--set k=v]
+--        [--target 0.3] [--out runs] [--name max-steps] [--parallel P] [--set k=v]
 local dl = require "dlua"
 local probe = require "dlua.probe"
 local A = require "dlua.analysis"
@@ -24,7 +24,7 @@ local USAGE = [[
 usage: dlua recipes/max_steps.lua [EXPERIMENT] [flags]
   --lrs a,b,...     the learning-rate grid (0.01,0.03,0.1,0.3,1)
   --steps N         steps of every trial (400)
-  --target L        the training loss that counts as fitting the training set (0.4)
+  --target L        the training loss that counts as fitting the training set (0.3)
   --out DIR         runs root (runs): the study goes to DIR/NAME
   --name NAME       study name (max-steps)
   --parallel P      trials at a time (cores); --threads N per trial; --set k=v any other hyperparameter
@@ -40,7 +40,7 @@ probe.main(function()
   local lrs = o.extra.lrs and probe.number_list("lrs", o.extra.lrs) or {0.01, 0.03, 0.1, 0.3, 1.0}
   table.sort(lrs)
   local steps = o.steps or 400
-  local target = probe.number("target", o.extra.target, 0.4)
+  local target = probe.number("target", o.extra.target, 0.3)
   local name = o.extra.name or "max-steps"
   local root = o.out or "runs"
   local sdir = root .. "/" .. name
@@ -74,7 +74,10 @@ probe.main(function()
         best = best and math.min(best, ys[i]) or ys[i]
       end
       final = ys[#ys]
-      if reach and t.status == "done" and (not fastest or reach < fastest.step) then fastest = {lr = lr, step = reach, t = t} end
+      if reach and t.status == "done" then
+        if not fastest or reach < fastest.step then fastest = {lr = lr, step = reach, t = t, lrs = {lr}}
+        elseif reach == fastest.step then table.insert(fastest.lrs, lr) end
+      end
     end
     print(string.format("  %10s  %-9s %12s %12s %16s", probe.fmt(lr), t and t.status or "missing",
       final and string.format("%.4f", final) or "-", best and string.format("%.4f", best) or "-",
@@ -84,16 +87,23 @@ probe.main(function()
     print(string.format("no learning rate reached training loss %g in %d steps: raise --steps (the playbook starts " ..
       "from any configuration that fits the training set in N steps) or relax --target", target, steps))
   else
-    print(string.format("initial max_train_steps: %d (lr %s reached training loss %g first, trial %s)", fastest.step,
-      probe.fmt(fastest.lr), target, fastest.t.id))
-    if fastest.lr == lrs[#lrs] then
+    local names = {}
+    for i, lr in ipairs(fastest.lrs) do names[i] = probe.fmt(lr) end
+    print(string.format("initial max_train_steps: %d (lr %s reached training loss %g first%s)", fastest.step,
+      table.concat(names, " and "), target, #names == 1 and (", trial " .. fastest.t.id) or ", at the same log step"))
+    local interior = false
+    for _, lr in ipairs(fastest.lrs) do if lr ~= lrs[1] and lr ~= lrs[#lrs] then interior = true end end
+    if interior then
+      print(string.format("check: the fastest lr (%s) is inside the grid [%s, %s]", table.concat(names, " and "),
+        probe.fmt(lrs[1]), probe.fmt(lrs[#lrs])))
+    elseif fastest.lr == lrs[#lrs] then
       print(string.format("warning: the fastest lr %s is the largest of the grid: extend --lrs upwards before " ..
         "trusting this number", probe.fmt(fastest.lr)))
     elseif fastest.lr == lrs[1] then
       print(string.format("warning: the fastest lr %s is the smallest of the grid: extend --lrs downwards before " ..
         "trusting this number", probe.fmt(fastest.lr)))
     else
-      print(string.format("check: the fastest lr %s is inside the grid [%s, %s]", probe.fmt(fastest.lr), probe.fmt(lrs[1]),
+      print(string.format("check: the fastest lr (%s) is inside the grid [%s, %s]", probe.fmt(fastest.lr), probe.fmt(lrs[1]),
         probe.fmt(lrs[#lrs])))
     end
   end

@@ -264,8 +264,11 @@ local function check_variance(d, out, best)
   local flagged, checked = false, 0
   local gap = group_gap(d)
   local stats = {}
+  -- the validation metric's variance (a training-log objective: the validation loss instead)
+  local metric = d.metric
+  if metric:match("^train/") then metric = A.loss_metric(d); gap = nil end
   for _, t in ipairs(best) do
-    local xs, ys = A.curve(t, d.metric)
+    local xs, ys = A.curve(t, metric)
     local k = math.max(3, math.ceil(#ys / 4))
     if #ys >= 4 then
       checked = checked + 1
@@ -278,10 +281,10 @@ local function check_variance(d, out, best)
       if sd and rel > TH.variance_rel then
         flagged = true
         out[#out + 1] = {check = "variance", level = "warn", trials = {t.id},
-          data = {metric = d.metric, std = sd, evals = k, from_step = wx[1], relative = rel, gap = gap},
+          data = {metric = metric, std = sd, evals = k, from_step = wx[1], relative = rel, gap = gap},
           message = string.format("%s: %s varies by %s (detrended std over the last %d evals, from step %d; %.1f%% of " ..
             "its mean)%s: high step-to-step variance late in training makes comparisons noisy; consider a larger " ..
-            "batch, a larger validation set, lr decay or weight averaging (ema)", t.id, d.metric, fv(sd), k, wx[1],
+            "batch, a larger validation set, lr decay or weight averaging (ema)", t.id, metric, fv(sd), k, wx[1],
             100 * rel, gap and string.format(", against a gap of %s between the two best scientific values", fv(gap)) or "")}
       end
     end
@@ -291,7 +294,7 @@ local function check_variance(d, out, best)
     for _, s in ipairs(stats) do parts[#parts + 1] = string.format("%s %s", s.trial, s.std and fv(s.std) or "-") end
     out[#out + 1] = {check = "variance", level = "ok", trials = ids_of(best), data = {trials = stats},
       message = checked > 0 and string.format("late variance of %s is low (detrended std over the last quarter of " ..
-        "evals: %s)", d.metric, table.concat(parts, ", ")) or "too few evals to measure late variance (4 needed)"}
+        "evals: %s)", metric, table.concat(parts, ", ")) or "too few evals to measure late variance (4 needed)"}
   end
 end
 

@@ -392,10 +392,15 @@ local function check_best_step(d, out)
   local fr, steps = {}, {}
   local every
   for _, t in ipairs(A.search_trials(d)) do
-    if t.feasible and t.step and t.max_steps and t.max_steps > 0 then
-      fr[#fr + 1] = t.step / t.max_steps
-      steps[#steps + 1] = t
-      local xs = A.curve(t, d.metric)
+    if t.feasible and t.max_steps and t.max_steps > 0 then
+      -- the retrospectively best checkpoint's step, whatever the aggregation ranks by
+      local xs, ys = A.curve(t, d.metric)
+      local bi
+      for i = 1, #ys do if bi == nil or A.better(ys[i], ys[bi], d.mode) then bi = i end end
+      if bi then
+        fr[#fr + 1] = xs[bi] / t.max_steps
+        steps[#steps + 1] = t
+      end
       if #xs >= 2 then every = every or (xs[2] - xs[1]) end
     end
   end

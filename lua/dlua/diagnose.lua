@@ -540,6 +540,11 @@ end
 -- @usage local findings = dl.diagnose("runs/fashion-mnist-optimizer", {aggregate = "final"})
 function M.diagnose(dir, opts)
   opts = opts or {}
+  for k in pairs(opts) do
+    if not ({metric = true, mode = true, aggregate = true, quiet = true})[k] then
+      error(string.format("dl.diagnose: unknown option '%s' (valid: aggregate, metric, mode, quiet)", tostring(k)), 2)
+    end
+  end
   local ok, d = pcall(A.load, dir, opts)
   if not ok then error("dl.diagnose: " .. tostring(d), 2) end
   local findings = M.check(d)

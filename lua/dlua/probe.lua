@@ -331,6 +331,7 @@ function M.batch_size_sweep(spec)
 end
 
 local function mib(b) return b and string.format("%.1f MiB", b / 2 ^ 20) or "-" end
+local function probe_fmt(v) return math.type(v) == "integer" and tostring(v) or string.format("%.4g", v) end
 
 --- The sweep as a printed table with its stop reason and recommendation.
 function M.format_sweep(res)
@@ -357,7 +358,11 @@ function M.format_sweep(res)
   lines[#lines + 1] = "efficiency: throughput / (throughput at the first size x batch / first batch); 1.00 = perfect scaling"
   lines[#lines + 1] = "stopped: " .. tostring(res.stop or "-") ..
     ((res.stop or ""):match("^out of memory") and " (the memory limit stands for accelerator memory)" or "")
-  if res.recommended then
+  if res.recommended and res.min_gain <= 1 then
+    lines[#lines + 1] = string.format("largest batch size that fit: %d (with --min-gain %s the sweep does not ask " ..
+      "throughput to grow; the default 1.1 recommends the largest size that still speeds training up)", res.recommended,
+      probe_fmt(res.min_gain))
+  elseif res.recommended then
     lines[#lines + 1] = string.format("recommended batch size: %d (the largest whose throughput still rose by at least " ..
       "x%.2f over half its size); re-tune the other hyperparameters at it", res.recommended, res.min_gain)
   else

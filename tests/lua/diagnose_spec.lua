@@ -385,6 +385,8 @@ describe("dl.diagnose: another objective after the fact", function()
       "no trial of .* reported 'valid/top5' %(eval metrics: valid/accuracy, valid/loss")
     assert.error_matches(function() dl.diagnose(dir, {aggregate = "mean"}) end,
       "aggregate must be \"best\" or \"final\", got mean")
+    assert.error_matches(function() dl.diagnose(dir, {metrics = "x"}) end,
+      "dl.diagnose: unknown option 'metrics' %(valid: aggregate, metric, mode, quiet%)")
     fs.rm_rf(root)
   end)
 end)

@@ -65,7 +65,7 @@ describe("recipes on Fashion-MNIST at a smoke budget", function()
     assert.truthy(b, out)
     assert.truthy(out:find(string.format("\n%s%d  out of memory: requested %%d+ bytes", string.rep(" ", 8 - #tostring(b)), b)), out)
     if b > 16 then
-      assert.truthy(out:find(string.format("recommended batch size: %d ", b // 2), 1, true), out)
+      assert.truthy(out:find(string.format("largest batch size that fit: %d ", b // 2), 1, true), out)
       assert.truthy(out:find("%d+%.%d ms +%d+ +%d+%.%d MiB"), out)
     end
     assert.is_nil(out:find("traceback", 1, true))

@@ -60,7 +60,8 @@ probe.main(function()
   end
   print(string.format("%d trials: tuning %s%s (the playbook's Adam rule: <10 lr; 10-25 + beta1; 26-50 + eps; " ..
     "more + beta2)", n, table.concat(names, ", "), #names > 1 and " jointly, in one search space" or ""))
-  local st = dl.study{name = name, goal = string.format("Adam with %s tuned jointly in %d trials", table.concat(names, ", "), n),
+  local st = dl.study{name = name, goal = string.format("Adam with %s tuned%s in %d trials", table.concat(names, ", "),
+      #names > 1 and " jointly" or "", n),
     experiment = variant, nuisance = space, fixed = o.set, trials = n, algorithm = "quasirandom", seed = 0,
     steps = o.steps, objective = {metric = "valid/accuracy", mode = "max"},
     parallel = probe.number("parallel", o.extra.parallel)}

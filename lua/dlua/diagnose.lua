@@ -28,7 +28,8 @@
 --   trials        fewer than 8 trials per nuisance dimension, and the bootstrap of the
 --                 best value vs the number of trials: flattened when the second half of
 --                 the trials moved the median by at most 10% of its gain from 1 trial (or
---                 by less than the late eval noise of the group's best trial)
+--                 by less than the eval noise of the group's best trial: its detrended late
+--                 std, or for an accuracy the binomial standard error on the eval set)
 local A = require "dlua.analysis"
 local fmtn = require("dlua.svg").format_number
 
@@ -471,13 +472,23 @@ local function check_trials(d, out)
             for i = #ys - k + 1, #ys do wx[#wx + 1] = xs[i]; wy[#wy + 1] = ys[i] end
             noise = select(3, A.linear_fit(wx, wy)) or 0
           end
+          -- an accuracy on n examples has a standard error sqrt(p (1 - p) / n) (n from the per-class counts)
+          local set = d.metric:match("^(.-)/accuracy$")
+          local h = set and A.history(gb)
+          local last = h and h.eval[#h.eval]
+          local pc = last and last[set .. "/per_class"]
+          if type(pc) == "table" and type(pc.total) == "table" then
+            local n = 0
+            for _, c in ipairs(pc.total) do n = n + c end
+            if n > 0 then noise = math.max(noise, math.sqrt(gb.value * (1 - gb.value) / n)) end
+          end
         end
         flat = total == 0 or tail <= math.max(TH.flat_gain * total, noise)
         data.flattened, data.tail_gain, data.total_gain, data.half_k, data.noise = flat, tail, total, half.k, noise
         parts = {string.format("median best %s vs trials: %s; IQR at %d: [%s, %s]; trials %d to %d moved the median " ..
           "by %s (%.0f%% of the gain from 1 trial%s): %s", d.metric, table.concat(parts, ", "), last.k,
           fv(last.q1), fv(last.q3), half.k, last.k, fv(tail), total > 0 and 100 * tail / total or 0,
-          noise > 0 and string.format("; late eval noise %s", fv(noise)) or "",
+          noise > 0 and string.format("; eval noise %s", fv(noise)) or "",
           flat and "flattened" or "not flattened, more trials should still help")}
       end
     end

@@ -160,7 +160,8 @@ end
 
 local function report_and_diagnose(res)
   local dl = require "dlua"
-  if not res or not res.dir or res.ran == nil then return end
+  -- (res.reported: the study printed its report and diagnosis itself)
+  if not res or not res.dir or res.ran == nil or res.reported then return end
   local ok, path = pcall(dl.report, res.dir)
   if ok then print("report: " .. path) else io.stderr:write("dlua: report: ", tostring(path), "\n") end
   local okd, err = pcall(dl.diagnose, res.dir)

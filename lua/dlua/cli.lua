@@ -142,9 +142,7 @@ function M.help(obj, script)
 end
 
 --- The number of online CPUs (default threads, and a study's default parallel jobs).
-function M.cores() return M._cores() end
-
-local function default_threads()
+function M.cores()
   local f = io.open("/sys/devices/system/cpu/online")
   local s = f and f:read("l")
   if f then f:close() end
@@ -155,7 +153,6 @@ local function default_threads()
   end
   return n > 0 and n or 1
 end
-M._cores = default_threads
 
 -- the exact command that reproduces a run: every hyperparameter that differs from its default
 function M.command(script, exp, hp, o)
@@ -252,7 +249,7 @@ function run_checked(obj, script)
   local o = M.parse(args, obj.hparams)
   if o.help then print(M.help(obj, script)); return end
   if #o.positional > 0 then error(string.format("unexpected argument '%s' (see --help)", o.positional[1]), 0) end
-  core.threads(o.threads or default_threads())
+  core.threads(o.threads or M.cores())
   if o.seed then o.set.seed = o.seed end
   obj.path = obj.path or script
   if o.check_determinism then

@@ -85,17 +85,7 @@ end
 
 local function sleep(s) os.execute(string.format("sleep %.3f", s)) end
 
-local function cores()
-  local f = io.open("/sys/devices/system/cpu/online")
-  local s = f and f:read("l")
-  if f then f:close() end
-  local n = 0
-  for part in (s or ""):gmatch("[^,]+") do
-    local a, b = part:match("^(%d+)%-(%d+)$")
-    if a then n = n + tonumber(b) - tonumber(a) + 1 elseif part:match("^%d+$") then n = n + 1 end
-  end
-  return n > 0 and n or 1
-end
+local function cores() return require("dlua.cli").cores() end
 
 --- Shell quoting for one argument (only when needed).
 local function shq(s)
@@ -364,7 +354,7 @@ function M.study(spec)
   end
   self.objective = {metric = obj.metric, mode = mode}
   -- trials at a time: default one per core (each trial then gets cores / jobs threads)
-  local par = spec.parallel or spec.jobs or require("dlua.cli").cores()
+  local par = spec.parallel or spec.jobs or cores()
   if math.type(par) ~= "integer" or par < 1 then error("dl.study: parallel must be a positive integer", 2) end
   self.parallel = par
   if spec.steps ~= nil and (math.type(spec.steps) ~= "integer" or spec.steps < 1) then

@@ -4,35 +4,16 @@
 -- with their reason, atomic writes that leave the old file intact, and a
 -- fuzz loop of random byte flips and truncations.
 local dl = require "dlua"
+local H = dofile("tests/lua/helpers.lua")
+local shquote = H.shquote
+local tmpdir = H.tmpdir
+local slurp = H.slurp
+local spit = H.spit
 local ck = dl.checkpoint
 
 local PY = "/usr/bin/python3"
 local SCRIPT = "tests/lua/safetensors_read.py"
 local DLUA = os.getenv("DLUA_EXE") or ((os.getenv("DLUA_BUILD") or "build") .. "/dlua")
-
-local function shquote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
-
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. shquote(d)))
-  return d
-end
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function spit(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
 
 -- runs a shell command; returns exit code, stdout, stderr
 local function run(cmd)

@@ -2,23 +2,10 @@
 -- prompt, errors with tracebacks and exit codes, and require "dlua" with no
 -- environment variables. Spawns the binary (build/dlua, or $DLUA_BUILD/dlua).
 local DLUA = (os.getenv("DLUA_BUILD") or "build") .. "/dlua"
-
-local function shquote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function spit(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local H = dofile("tests/lua/helpers.lua")
+local shquote = H.shquote
+local slurp = H.slurp
+local spit = H.spit
 
 -- writes a temporary file with content s; returns its name
 local function tmpfile(s)

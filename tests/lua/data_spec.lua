@@ -1,19 +1,9 @@
 -- The IDX reader and the in-memory Fashion-MNIST loader: real-file facts,
 -- files written here, and malformed files refused with file and offset.
 local dl = require "dlua"
-
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. d))
-  return d
-end
-
-local function write(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local H = dofile("tests/lua/helpers.lua")
+local tmpdir = H.tmpdir
+local write = H.spit
 
 -- IDX header: 0, 0, type, ndim, then big-endian uint32 sizes
 local function idx(dims, data, typ)

@@ -6,20 +6,13 @@
 -- across ranks, disjoint shards, resume, the global batch check and a
 -- distributed study.
 local dl = require "dlua"
+local H = dofile("tests/lua/helpers.lua")
+local tmpdir = H.tmpdir
 local dist, data, json, fs = dl.dist, dl.data, dl.json, dl.fs
 
 local EXE = os.getenv("DLUA_EXE") or "build/dlua"
 if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end
 local SRC = os.getenv("PWD") or "."
-local TMP = os.getenv("TMPDIR") or "/tmp"
-
-local function tmpdir(tag)
-  local d = string.format("%s/dlua-dist-%s-%d-%d", TMP, tag, math.floor(dl.clock() * 1e6) % 1000000007,
-    math.random(1, 1e9))
-  fs.rm_rf(d)
-  fs.mkdir_p(d)
-  return d
-end
 
 local function sh(cmd)
   local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")

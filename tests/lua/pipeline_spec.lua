@@ -5,29 +5,13 @@
 -- trace file (parsed and validated here).
 local dl = require "dlua"
 local core = require "dlua.core"
+local H = dofile("tests/lua/helpers.lua")
+local tmpdir = H.tmpdir
+local slurp = H.slurp
+local write = H.spit
 local data, T = dl.data, dl.data.transforms
 
 local FM = os.getenv("DLUA_FASHION_MNIST") or "/usr/share/datasets/fashion-mnist"
-
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. d))
-  return d
-end
-
-local function write(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
 local function bytes(t) return core._tensor_bytes(t) end
 

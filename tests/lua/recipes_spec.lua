@@ -6,17 +6,11 @@ local fs = dl.fs
 
 local EXE = os.getenv("DLUA_EXE") or "build/dlua"
 local SRC = require("lfs").currentdir()
-local TMP = os.getenv("TMPDIR") or "/tmp"
+local H = dofile("tests/lua/helpers.lua")
+local tmpdir = H.tmpdir
 local FM = os.getenv("DLUA_FASHION_MNIST") or "/usr/share/datasets/fashion-mnist"
 local EXP = SRC .. "/examples/fashion_mnist.lua"
 local SMALL = "--set width=16 --set batch_size=32 --set workers=1 --threads 1"
-
-local function tmpdir(tag)
-  local d = string.format("%s/dlua-recipes-%s-%d-%d", TMP, tag, math.floor(dl.clock() * 1e6) % 1000000007, math.random(1, 1e9))
-  fs.rm_rf(d)
-  fs.mkdir_p(d)
-  return d
-end
 
 local function run(dir, recipe, args)
   local p = io.popen(string.format("cd %s && %s %s/recipes/%s %s 2>&1; echo \"rc=$?\"", dir, EXE, SRC, recipe, args))

@@ -7,21 +7,15 @@ local dl = require "dlua"
 local S, json, fs = dl.search, dl.json, dl.fs
 
 local EXE = os.getenv("DLUA_EXE") or "build/dlua"
-local TMP = os.getenv("TMPDIR") or "/tmp"
-
-local function tmpdir(tag)
-  local d = string.format("%s/dlua-study-%s-%d-%d", TMP, tag, math.floor(dl.clock() * 1e6) % 1000000007,
-    math.random(1, 1e9))
-  fs.rm_rf(d)
-  fs.mkdir_p(d)
-  return d
-end
 
 -- a tiny experiment: ~0.1 s per trial; `delay` seconds of busy waiting per step
 -- makes trials slow enough to be killed, `diverge_above` makes every lr above it
 -- diverge, `crash` makes build fail
 local EXPERIMENT = [[
 local dl = require "dlua"
+local H = dofile("tests/lua/helpers.lua")
+local tmpdir = H.tmpdir
+local write = H.spit
 local nn, optim, data = dl.nn, dl.optim, dl.data
 return dl.experiment{
   name = "toy-study", description = "a small experiment for the study specs",
@@ -51,12 +45,6 @@ return dl.experiment{
       checkpoint = {every = 10, keep_best = 1, metric = "valid/accuracy"}}
   end}
 ]]
-
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
 
 -- a study file in dir: fields is Lua source inside dl.study{...}
 local function study_file(dir, file, fields)

@@ -2,18 +2,12 @@
 -- retrospective selection, resume (also after SIGKILL), divergence, tracking
 -- files, the experiment CLI and offline evaluation.
 local dl = require "dlua"
+local H = dofile("tests/lua/helpers.lua")
+local tmpdir = H.tmpdir
 local nn, optim, data, json, fs = dl.nn, dl.optim, dl.data, dl.json, dl.fs
 
 local EXE = os.getenv("DLUA_EXE") or "build/dlua"
 if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end   -- the CLI specs cd elsewhere
-local TMP = os.getenv("TMPDIR") or "/tmp"
-
-local function tmpdir(tag)
-  local d = string.format("%s/dlua-train-%s-%d-%d", TMP, tag, math.floor(dl.clock() * 1e6) % 1000000007,
-    math.random(1, 1e9))
-  fs.rm_rf(d)
-  return d
-end
 
 local function lines(path)
   local out = {}

@@ -7,15 +7,15 @@ local dl = require "dlua"
 local S, json, fs = dl.search, dl.json, dl.fs
 
 local EXE = os.getenv("DLUA_EXE") or "build/dlua"
+local H = dofile("tests/lua/helpers.lua")
+local tmpdir = H.tmpdir
+local write = H.spit
 
 -- a tiny experiment: ~0.1 s per trial; `delay` seconds of busy waiting per step
 -- makes trials slow enough to be killed, `diverge_above` makes every lr above it
 -- diverge, `crash` makes build fail
 local EXPERIMENT = [[
 local dl = require "dlua"
-local H = dofile("tests/lua/helpers.lua")
-local tmpdir = H.tmpdir
-local write = H.spit
 local nn, optim, data = dl.nn, dl.optim, dl.data
 return dl.experiment{
   name = "toy-study", description = "a small experiment for the study specs",

@@ -118,7 +118,7 @@ function M.clip_grad_norm(params, max_norm)
   local total = 0
   for _, p in ipairs(params) do
     local g = p.grad
-    if g then total = total + g:to("float64"):square():sum():item() end
+    if g then total = total + g:square():sum():item() end   -- sums accumulate in double
   end
   local norm = math.sqrt(total)
   if max_norm and norm > max_norm and norm > 0 then

@@ -18,6 +18,7 @@ local json = require "dlua.json"
 local fs = require "dlua.fs"
 local metrics_mod = require "dlua.metrics"
 local progress_mod = require "dlua.progress"
+local optim = require "dlua.optim"
 local trace = require("dlua.data").trace
 local dist = require "dlua.dist"
 
@@ -296,15 +297,6 @@ end
 
 local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
 
-local function global_norm(params)
-  local total = 0
-  for _, p in ipairs(params) do
-    local g = p.grad
-    if g then total = total + (g * g):sum():item() end
-  end
-  return math.sqrt(total)
-end
-
 -------------------------------------------------------------------- the loop
 
 --- dl.train(config) --> result; see the file header and docs/api/train.md.
@@ -475,18 +467,13 @@ function M.train(config)
       loss:backward()
       if sp then sp:close() end
       if dp then dp:reduce_grads() end           -- the mean gradient over ranks: identical steps
-      local gn = global_norm(params)
+      local gn = optim.clip_grad_norm(params, config.clip_grad_norm)   -- the unclipped norm
       run.grad_norms[s] = gn
       if not finite(gn) then
         status, message = "diverged", string.format("gradient norm is %s at step %d", tostring(gn), s)
         return
       end
-      local clipped = config.clip_grad_norm and gn > config.clip_grad_norm or false
-      if clipped then
-        local f = config.clip_grad_norm / gn
-        for _, p in ipairs(params) do if p.grad then p.grad = p.grad:scale(f) end end
-      end
-      run.clipped[s] = clipped
+      run.clipped[s] = config.clip_grad_norm ~= nil and gn > config.clip_grad_norm
       sp = tracing and trace.span("optimizer")
       opt:step()
       if sp then sp:close() end

@@ -88,17 +88,15 @@ local function batches(set, bs, fields, sample, shard)
     local w = core.ones(m)
     if m < bs then                               -- pad to the full batch with weight 0
       local pad = bs - m
-      local function padded(t)
+      local function padded(t, fill)
         local sh = t:shape()
         sh[1] = pad
-        return core.cat({t, core.zeros(sh, {dtype = t:dtype()})}, 1)
+        return core.cat({t, core.full(fill, sh, {dtype = t:dtype()})}, 1)
       end
-      xb, yb = padded(xb), yb and padded(yb:contiguous())
-      if yb and yb:dtype() ~= "float32" and yb:dtype() ~= "float64" then
-        -- padded labels must still be valid class indices
-        yb = core.cat({yb:narrow(1, 1, m), core.ones({pad}, {dtype = yb:dtype()})}, 1)
-      end
-      w = core.cat({w, core.zeros(pad)}, 1)
+      -- padded labels must still be valid class indices: integer labels pad with class 1
+      local int_labels = yb and yb:dtype() ~= "float32" and yb:dtype() ~= "float64"
+      xb, yb = padded(xb, 0), yb and padded(yb, int_labels and 1 or 0)
+      w = padded(w, 0)
     end
     pos = pos + m
     return xb, yb, w, bi

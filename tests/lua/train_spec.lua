@@ -80,6 +80,14 @@ describe("dl.train", function()
     assert.are.equal(top2 / 53, got.top2)
     assert.are.same(per, {table.unpack(got.per_class.correct)})
     assert.are.same(tot, {table.unpack(got.per_class.total)})
+    -- in-memory tensors take the same padded path: identical numbers
+    local mem = dl.no_grad(function() return ev:run("set", {image = x, label = y}, 0) end)
+    assert(math.abs(mem.loss - got.loss) < 1e-6)
+    assert.are.equal(got.accuracy, mem.accuracy)
+    assert.are.equal(got.top2, mem.top2)
+    assert.are.same(got.per_class.correct, mem.per_class.correct)
+    assert.error_matches(function() ev:run("set", {image = 3}, 0) end,
+      "a set must be a dataset or {input = tensor, target = tensor}")
   end)
 
   it("keeps exactly the top-N and latest checkpoints for a scripted metric, and selects the best", function()

@@ -1313,6 +1313,12 @@ function Study:main(args, script)
     return res
   end
   print(M.format_results(res))
+  -- every study ends with its report and the playbook's diagnosis (docs/api/report.md)
+  local ok, path = pcall(require("dlua.report").report, res.dir)
+  if ok then print("report: " .. path) else io.stderr:write("dlua: warning: no report: ", tostring(path), "\n") end
+  local dok, derr = pcall(require("dlua.diagnose").diagnose, res.dir)
+  if not dok then io.stderr:write("dlua: warning: no diagnosis: ", tostring(derr), "\n") end
+  res.reported = true
   return res
 end
 

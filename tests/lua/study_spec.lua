@@ -121,6 +121,9 @@ describe("dl.study", function()
     local out, rc = run(dir, "width.lua --out runs")
     assert.are.equal(0, rc, out)
     local sd = dir .. "/runs/width"
+    -- the study ends with its report and the diagnosis
+    assert.truthy(out:find("report: " .. sd .. "/report.html", 1, true), out)
+    assert.truthy(fs.read(sd .. "/report.html"):find("<svg", 1, true))
     local rows = dl.track.read(sd .. "/trials.csv")
     assert.are.equal(6, #rows)
     local t = by_id(rows)

@@ -122,7 +122,7 @@ describe("dl.study", function()
     assert.are.equal(0, rc, out)
     local sd = dir .. "/runs/width"
     -- the study ends with its report and the diagnosis
-    assert.truthy(out:find("report: " .. sd .. "/report.html", 1, true), out)
+    assert.truthy(out:find("report: runs/width/report.html", 1, true), out)
     assert.truthy(fs.read(sd .. "/report.html"):find("<svg", 1, true))
     local rows = dl.track.read(sd .. "/trials.csv")
     assert.are.equal(6, #rows)

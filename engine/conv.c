@@ -1,8 +1,8 @@
 /* conv.c -- 2-D convolution (im2col + sgemm) and max/average pooling, with backwards.
  *
  * Convolution runs per example and group: the input patch matrix
- * col [C/g * kh * kw, Ho * Wo] is built once, then out = W_g col is one sgemm.
- * The backward reuses the same layout: dW += dY col^T, dcol = W^T dY, then
+ * col [C/g * kh * kw, Ho * Wo] is built, then out = W_g col is one sgemm.
+ * The backward rebuilds the same patches: dW += dY col^T, dcol = W^T dY, then
  * col2im adds dcol back into dX. float32 only; strides, padding, dilation
  * and groups are general. Pooling keeps the argmax of each window for its
  * backward.
@@ -11,6 +11,7 @@
 #include "conv.h"
 
 #include <float.h>
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct {
@@ -122,68 +123,130 @@ static void col2im(const float *col, const geom *g, const dl_conv_opts *o, int64
       }
 }
 
-/* Examples are taken in chunks of nb: col [K, nb*P] holds example n0+i in
- * columns i*P.., so each group of a chunk is one large sgemm, while the patch
- * matrix stays bounded (a 1000-example eval batch would otherwise build a
- * 600 MB matrix for a 5x5x32 conv). im2col/col2im run per example on the pool. */
-#define COL_CHUNK_FLOATS ((int64_t)4 << 20)
+/* Convolution runs per example, in chunks of examples spread over the pool.
+ * Each pool task owns one patch-matrix buffer [Cg*kh*kw, Ho*Wo] the size of
+ * one example (it stays in the core's cache between im2col, the sgemm and
+ * col2im) and takes chunks from a shared counter. Products go straight into
+ * the NCHW tensors: example n's output for group g is the [Og, Ho*Wo] block at
+ * out[n, g*Og], so no layout copies are needed either way. The weight and
+ * bias gradients are summed per chunk and the chunk sums are added in chunk
+ * order; the chunks depend on the batch size and the weight size, not on the
+ * thread count, so results are bit-identical at any dl.threads. */
+#define CONV_CHUNKS 16
+#define PART_FLOATS ((int64_t)8 << 20)    /* bound on the chunk sums of the weight gradient */
 
-static int64_t chunk_examples(const geom *g) {
-  int64_t per = g->K * g->P;
-  int64_t nb = per > 0 ? COL_CHUNK_FLOATS / per : g->N;
-  if (nb < 1) nb = 1;
-  return nb < g->N ? nb : g->N;
+static int64_t conv_chunks(const geom *g, int threads, int wgrad) {
+  int64_t c = g->N < CONV_CHUNKS ? g->N : CONV_CHUNKS;
+  int64_t wsize = g->O * g->K;
+  if (wgrad && c * wsize > PART_FLOATS) {
+    c = PART_FLOATS / wsize;
+    if (c < threads) c = threads < g->N ? threads : g->N;
+  }
+  return c < 1 ? 1 : c;
+}
+
+/* a 1x1 kernel at stride 1 without padding reads the input itself as its patch matrix */
+static int conv_direct(const geom *g, const dl_conv_opts *o) {
+  return g->kh == 1 && g->kw == 1 && o->stride[0] == 1 && o->stride[1] == 1 && o->pad[0] == 0 && o->pad[1] == 0;
 }
 
 typedef struct {
   const geom *g;
   const dl_conv_opts *o;
-  const float *x;     /* input, or NULL */
-  float *dx;          /* input gradient, or NULL */
-  float *col;
-  int64_t c0;         /* first channel of the group */
-  int64_t n0, ld;     /* first example of the chunk, row length of col (m * P) */
-} col_job;
+  int groups, direct;
+  int64_t nchunks;
+  atomic_int next;        /* next chunk */
+  const float *x, *w, *bias, *gy;
+  float *out, *gx;
+  float *gw_part;         /* [nchunks, O*K], or NULL */
+  double *gb_part;        /* [nchunks, O], or NULL */
+  float *col;             /* [tasks, K*P] */
+} conv_job;
 
-static void im2col_task(void *arg, int i) {
-  const col_job *j = arg;
+static const float *patches(const conv_job *j, int64_t n, int gi, float *col) {
   const geom *g = j->g;
-  im2col(j->x + (j->n0 + i) * g->C * g->H * g->W, g, j->o, j->c0, j->col + i * g->P, j->ld);
+  const float *xn = j->x + n * g->C * g->H * g->W;
+  if (j->direct) return xn + gi * g->Cg * g->P;
+  im2col(xn, g, j->o, gi * g->Cg, col, g->P);
+  return col;
 }
 
-static void col2im_task(void *arg, int i) {
-  const col_job *j = arg;
+static void conv_fwd_task(void *arg, int t) {
+  conv_job *j = arg;
   const geom *g = j->g;
-  col2im(j->col + i * g->P, g, j->o, j->c0, j->dx + (j->n0 + i) * g->C * g->H * g->W, j->ld);
+  float *col = j->col + t * g->K * g->P;
+  for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;)
+    for (int64_t n = g->N * c / j->nchunks; n < g->N * (c + 1) / j->nchunks; n++)
+      for (int gi = 0; gi < j->groups; gi++) {
+        const float *cp = patches(j, n, gi, col);
+        float *on = j->out + (n * g->O + gi * g->Og) * g->P;
+        if (j->bias)
+          for (int64_t oc = 0; oc < g->Og; oc++)
+            for (int64_t q = 0; q < g->P; q++) on[oc * g->P + q] = j->bias[gi * g->Og + oc];
+        dl_sgemm_serial(0, 0, g->Og, g->P, g->K, 1.0f, j->w + gi * g->Og * g->K, g->K, cp, g->P,
+                        j->bias ? 1.0f : 0.0f, on, g->P);
+      }
 }
 
-/* moving a group's [Og, m*P] product to and from out[n, gi*Og + c, P], per example on the pool */
-typedef struct {
-  const geom *g;
-  float *grp;           /* [Og, m*P] */
-  float *nchw;          /* the [N, O, P] tensor */
-  const float *bias;    /* per output channel, or NULL (forward only) */
-  int64_t n0, NP, gi;
-} move_job;
-
-static void scatter_task(void *arg, int i) {      /* forward: out = product + bias */
-  const move_job *j = arg;
+static void conv_bw_task(void *arg, int t) {
+  conv_job *j = arg;
   const geom *g = j->g;
-  for (int64_t c = 0; c < g->Og; c++) {
-    int64_t oc = j->gi * g->Og + c;
-    float bv = j->bias ? j->bias[oc] : 0.0f;
-    const float *src = j->grp + c * j->NP + i * g->P;
-    float *dst = j->nchw + ((j->n0 + i) * g->O + oc) * g->P;
-    for (int64_t q = 0; q < g->P; q++) dst[q] = src[q] + bv;
+  float *col = j->col + t * g->K * g->P;
+  for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;) {
+    int64_t n0 = g->N * c / j->nchunks, n1 = g->N * (c + 1) / j->nchunks;
+    float *gw = j->gw_part ? j->gw_part + c * g->O * g->K : NULL;
+    double *gb = j->gb_part ? j->gb_part + c * g->O : NULL;
+    if (gb) memset(gb, 0, sizeof(double) * (size_t)g->O);
+    for (int64_t n = n0; n < n1; n++)
+      for (int gi = 0; gi < j->groups; gi++) {
+        const float *gyn = j->gy + (n * g->O + gi * g->Og) * g->P;   /* [Og, P] */
+        const float *wg = j->w + gi * g->Og * g->K;
+        if (gw) {                                /* gW += dY col^T */
+          const float *cp = patches(j, n, gi, col);
+          dl_sgemm_serial(0, 1, g->Og, g->K, g->P, 1.0f, gyn, g->P, cp, g->P, n == n0 ? 0.0f : 1.0f,
+                          gw + gi * g->Og * g->K, g->K);
+        }
+        if (j->gx) {                             /* dcol = W^T dY, added back into dX */
+          float *gxn = j->gx + (n * g->C + gi * g->Cg) * g->H * g->W;
+          if (j->direct) {
+            dl_sgemm_serial(1, 0, g->K, g->P, g->Og, 1.0f, wg, g->K, gyn, g->P, 0.0f, gxn, g->P);
+          } else {
+            dl_sgemm_serial(1, 0, g->K, g->P, g->Og, 1.0f, wg, g->K, gyn, g->P, 0.0f, col, g->P);
+            memset(gxn, 0, sizeof(float) * (size_t)(g->Cg * g->H * g->W));
+            col2im(col, g, j->o, 0, gxn, g->P);
+          }
+        }
+        if (gb)
+          for (int64_t oc = 0; oc < g->Og; oc++) {
+            double acc = 0;
+            for (int64_t q = 0; q < g->P; q++) acc += (double)gyn[oc * g->P + q];
+            gb[gi * g->Og + oc] += acc;
+          }
+      }
   }
 }
 
-static void gather_task(void *arg, int i) {       /* backward: dY into the group's layout */
-  const move_job *j = arg;
-  const geom *g = j->g;
-  for (int64_t c = 0; c < g->Og; c++)
-    memcpy(j->grp + c * j->NP + i * g->P, j->nchw + ((j->n0 + i) * g->O + j->gi * g->Og + c) * g->P,
-           sizeof(float) * (size_t)g->P);
+/* gw = the chunk sums added in chunk order, split over the pool by element ranges */
+typedef struct {
+  const float *part;
+  float *gw;
+  int64_t len, nchunks;
+  int ntask;
+} sum_job;
+
+static void sum_task(void *arg, int t) {
+  const sum_job *j = arg;
+  int64_t a = j->len * t / j->ntask, b = j->len * (t + 1) / j->ntask;
+  memcpy(j->gw + a, j->part + a, sizeof(float) * (size_t)(b - a));
+  for (int64_t c = 1; c < j->nchunks; c++) {
+    const float *p = j->part + c * j->len;
+    for (int64_t i = a; i < b; i++) j->gw[i] += p[i];
+  }
+}
+
+static int conv_tasks(dl_ctx *ctx, int64_t nchunks) {
+  int th = dl_pool_threads(ctx->pool);
+  return (int)(nchunks < th ? nchunks : th);
 }
 
 static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
@@ -191,40 +254,23 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
   geom g;
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
+  int64_t osh[4] = {g.N, g.O, g.Ho, g.Wo};
   dl_tensor *xc = dl_contiguous(ctx, x);
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
-  int64_t nb = chunk_examples(&g);
-  int64_t csh[2] = {g.K, nb * g.P}, ysh[2] = {g.Og, nb * g.P}, osh[4] = {g.N, g.O, g.Ho, g.Wo};
-  dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 2, csh) : NULL;
-  dl_tensor *yg = col ? dl_tensor_new_empty(ctx, DL_F32, 2, ysh) : NULL;
-  dl_tensor *out = yg ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
-  if (!out) {
-    dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(col); dl_tensor_release(yg);
-    return NULL;
+  dl_tensor *bc = wc && b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
+  dl_tensor *out = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
+  conv_job j = {.g = &g, .o = o, .groups = o->groups, .direct = conv_direct(&g, o), .nchunks = conv_chunks(&g, 1, 0)};
+  int tasks = conv_tasks(ctx, j.nchunks);
+  int64_t ssh[1] = {j.direct || g.N == 0 ? 0 : tasks * g.K * g.P};
+  dl_tensor *col = out ? dl_tensor_new_empty(ctx, DL_F32, 1, ssh) : NULL;
+  if (col && g.N > 0) {
+    atomic_init(&j.next, 0);
+    j.x = dl_data(xc); j.w = dl_data(wc); j.bias = bc ? dl_data(bc) : NULL;
+    j.out = out->st->data; j.col = col->st->data;
+    dl_pool_run(ctx->pool, tasks, conv_fwd_task, &j);
   }
-  dl_tensor *bc = b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
-  if (b && !bc) {
-    dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(col); dl_tensor_release(yg);
-    dl_tensor_release(out);
-    return NULL;
-  }
-  const float *wp = dl_data(wc);
-  float *cp = col->st->data, *yp = yg->st->data, *op = out->st->data;
-  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-    int64_t m = g.N - n0 < nb ? g.N - n0 : nb, NP = m * g.P;
-    for (int gi = 0; gi < o->groups; gi++) {
-      col_job j = {&g, o, dl_data(xc), NULL, cp, gi * g.Cg, n0, NP};
-      dl_pool_run(ctx->pool, (int)m, im2col_task, &j);
-      dl_gemm(ctx, DL_F32, 0, 0, g.Og, NP, g.K, 1.0, wp + gi * g.Og * g.K, g.K, cp, NP, 0.0, yp, NP);
-      move_job mj = {&g, yp, op, bc ? (const float *)dl_data(bc) : NULL, n0, NP, gi};
-      dl_pool_run(ctx->pool, (int)m, scatter_task, &mj);
-    }
-  }
-  dl_tensor_release(bc);
-  dl_tensor_release(yg);
-  dl_tensor_release(col);
-  dl_tensor_release(xc);
-  dl_tensor_release(wc);
+  dl_tensor_release(col); dl_tensor_release(bc); dl_tensor_release(xc); dl_tensor_release(wc);
+  if (!col) { dl_tensor_release(out); return NULL; }
   dl_tensor *in[3] = {x, w, b};
   int nin = b ? 3 : 2;
   if (!dl_needs_grad(ctx, nin, in)) return out;
@@ -241,54 +287,50 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
   geom g;
   if (conv_geom(ctx, x, w, b, &o, &g) < 0) return -1;
+  int want_w = w->requires_grad, want_b = b && b->requires_grad;
+  conv_job j = {.g = &g, .o = &o, .groups = o.groups, .direct = conv_direct(&g, &o),
+                .nchunks = conv_chunks(&g, dl_pool_threads(ctx->pool), want_w)};
+  int tasks = conv_tasks(ctx, j.nchunks);
+  int64_t N = g.N > 0 ? j.nchunks : 0;
+  int64_t ssh[1] = {j.direct || g.N == 0 ? 0 : tasks * g.K * g.P}, psh[1] = {want_w ? N * g.O * g.K : 0},
+          bsh[1] = {want_b ? N * g.O : 0};
   dl_tensor *gyc = dl_contiguous(ctx, gy);
   dl_tensor *xc = gyc ? dl_contiguous(ctx, x) : NULL;
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
-  int64_t nb = chunk_examples(&g);
-  int64_t csh[2] = {g.K, nb * g.P}, ysh[2] = {g.Og, nb * g.P};
-  dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 2, csh) : NULL;
-  dl_tensor *dyg = col ? dl_tensor_new_empty(ctx, DL_F32, 2, ysh) : NULL;
+  dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 1, ssh) : NULL;
+  dl_tensor *part = col ? dl_tensor_new_empty(ctx, DL_F32, 1, psh) : NULL;
+  dl_tensor *bpart = part ? dl_tensor_new_empty(ctx, DL_F64, 1, bsh) : NULL;
   dl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
-  int rc = dyg ? 0 : -1;
-  if (!rc && x->requires_grad && !(gx = dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape))) rc = -1;
-  /* gw needs no zero fill: the first chunk writes it with beta = 0 */
-  if (!rc && w->requires_grad && !(gw = g.N > 0 ? dl_tensor_new_empty(ctx, DL_F32, 4, w->shape)
-                                                : dl_tensor_new_zeros(ctx, DL_F32, 4, w->shape))) rc = -1;
-  if (!rc && b && b->requires_grad && !(gb = dl_tensor_new_zeros(ctx, DL_F32, 1, b->shape))) rc = -1;
-  if (!rc) {
-    const float *wp = dl_data(wc), *gp = dl_data(gyc);
-    float *cp = col->st->data, *dp = dyg->st->data;
-    for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-      int64_t m = g.N - n0 < nb ? g.N - n0 : nb, NP = m * g.P;
-      for (int gi = 0; gi < o.groups; gi++) {
-        move_job mj = {&g, dp, (float *)gp, NULL, n0, NP, gi};   /* dY[n0 + s, gi*Og + c, P] -> [Og, m*P] */
-        dl_pool_run(ctx->pool, (int)m, gather_task, &mj);
-        col_job j = {&g, &o, dl_data(xc), gx ? (float *)gx->st->data : NULL, cp, gi * g.Cg, n0, NP};
-        if (gw) {                                 /* gW += dY col^T, summed over the chunks */
-          dl_pool_run(ctx->pool, (int)m, im2col_task, &j);
-          dl_gemm(ctx, DL_F32, 0, 1, g.Og, g.K, NP, 1.0, dp, NP, cp, NP, n0 == 0 ? 0.0 : 1.0,
-                  (float *)gw->st->data + gi * g.Og * g.K, g.K);
-        }
-        if (gx) {
-          dl_gemm(ctx, DL_F32, 1, 0, g.K, NP, g.Og, 1.0, wp + gi * g.Og * g.K, g.K, dp, NP, 0.0, cp, NP);
-          dl_pool_run(ctx->pool, (int)m, col2im_task, &j);
-        }
-      }
+  int rc = bpart ? 0 : -1;
+  /* every example's input gradient is written by its chunk, so no zero fill (except N = 0) */
+  if (!rc && x->requires_grad && !(gx = dl_tensor_new_empty(ctx, DL_F32, 4, x->shape))) rc = -1;
+  if (!rc && want_w && !(gw = g.N > 0 ? dl_tensor_new_empty(ctx, DL_F32, 4, w->shape)
+                                      : dl_tensor_new_zeros(ctx, DL_F32, 4, w->shape))) rc = -1;
+  if (!rc && want_b && !(gb = dl_tensor_new_zeros(ctx, DL_F32, 1, b->shape))) rc = -1;
+  if (!rc && g.N > 0) {
+    atomic_init(&j.next, 0);
+    j.x = dl_data(xc); j.w = dl_data(wc); j.gy = dl_data(gyc);
+    j.gx = gx ? (float *)gx->st->data : NULL;
+    j.gw_part = gw ? (float *)part->st->data : NULL;
+    j.gb_part = gb ? (double *)bpart->st->data : NULL;
+    j.col = col->st->data;
+    dl_pool_run(ctx->pool, tasks, conv_bw_task, &j);
+    if (gw) {
+      int64_t len = g.O * g.K;
+      sum_job s = {j.gw_part, gw->st->data, len, j.nchunks, len < 65536 ? 1 : dl_pool_threads(ctx->pool)};
+      dl_pool_run(ctx->pool, s.ntask, sum_task, &s);
     }
     if (gb) {
       float *bp = gb->st->data;
       for (int64_t c = 0; c < g.O; c++) {
         double acc = 0;
-        for (int64_t s = 0; s < g.N; s++) {
-          const float *dy = gp + (s * g.O + c) * g.P;
-          for (int64_t q = 0; q < g.P; q++) acc += (double)dy[q];
-        }
+        for (int64_t k = 0; k < j.nchunks; k++) acc += j.gb_part[k * g.O + c];
         bp[c] = (float)acc;
       }
     }
   }
-  dl_tensor_release(dyg);
-  dl_tensor_release(col); dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(gyc);
+  dl_tensor_release(bpart); dl_tensor_release(part); dl_tensor_release(col);
+  dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(gyc);
   if (rc) {
     dl_tensor_release(gx); dl_tensor_release(gw); dl_tensor_release(gb);
     return -1;

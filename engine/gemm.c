@@ -84,3 +84,15 @@ void dl_gemm(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int6
   int tasks = (int)((len + chunk - 1) / chunk);
   dl_pool_run(ctx->pool, tasks, gemm_task, &j);
 }
+
+void dl_sgemm_serial(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  gemm_job j = {DL_F32, ta, tb, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 0};
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t k = 0; k < N; k++) C[i * ldc + k] = beta == 0 ? 0.0f : C[i * ldc + k] * beta;
+    return;
+  }
+  gemm_block(&j, 0, M, 0, N);
+}

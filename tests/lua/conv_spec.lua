@@ -39,6 +39,9 @@ describe("dlua conv2d", function()
     {"stride 2, padding 1, dilation 2, odd sizes", {2, 3, 7, 6}, {4, 3, 3, 2}, {2, 2}, {1, 1}, {2, 2}, 1},
     {"groups 2, rectangular stride and padding", {2, 4, 5, 7}, {6, 2, 3, 3}, {1, 2}, {2, 0}, {1, 1}, 2},
     {"depthwise (groups = channels)", {1, 3, 5, 5}, {3, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 3},
+    {"1x1 kernel, groups 2 (the input is its own patch matrix)", {2, 4, 3, 5}, {6, 2, 1, 1}, {1, 1}, {0, 0},
+     {1, 1}, 2},
+    {"1x1 kernel with stride 2", {2, 3, 5, 4}, {2, 3, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1},
   }
   for _, c in ipairs(cases) do
     it("matches direct loops: " .. c[1], function()
@@ -69,19 +72,17 @@ describe("dlua conv2d", function()
     assert.error_matches(function() nn.Conv2d(3, 4, 3, {groups = 2}) end, "groups 2 must divide")
   end)
 
-  -- 8 channels per group x 5x5 kernel x 32x32 outputs = 204,800 patch values per example:
-  -- the batch of 23 is taken in chunks (20 + 3), each example alone in one
-  it("gives the same forward and backward when the batch is split into chunks", function()
-    dl.seed(21)
-    local x, w, b = dl.randn(23, 16, 32, 32), dl.randn(6, 8, 5, 5), dl.randn(6)
-    local opts = {padding = 2, groups = 2}
+  -- The batch is split into at most 16 chunks whose weight-gradient sums are added in order;
+  -- a large weight gets fewer chunks (64 x 64 x 13 x 13 floats: 12 chunks of 17 examples).
+  local function per_example_equal(x, w, b, opts)
+    local N = x:shape()[1]
     local xb, wb, bb = x:clone():requires_grad(true), w:clone():requires_grad(true), b:clone():requires_grad(true)
     local y = dl.conv2d(xb, wb, bb, opts)
     local gy = dl.randn(y:shape());
     (y * gy):sum():backward()
     local gw = dl.zeros(w:shape())
-    local gb = dl.zeros(6)
-    for i = 1, 23 do
+    local gb = dl.zeros(b:shape())
+    for i = 1, N do
       local xi = x:narrow(1, i, 1):clone():requires_grad(true)
       local wi, bi = w:clone():requires_grad(true), b:clone():requires_grad(true)
       local yi = dl.conv2d(xi, wi, bi, opts);
@@ -93,6 +94,41 @@ describe("dlua conv2d", function()
     end
     assert((gw - wb.grad):abs():max():item() < 1e-4 * (1 + wb.grad:abs():max():item()))
     assert((gb - bb.grad):abs():max():item() < 1e-3)
+  end
+
+  it("gives each example of a batch its own forward and backward, and sums the weight gradients", function()
+    dl.seed(21)
+    per_example_equal(dl.randn(23, 16, 32, 32), dl.randn(6, 8, 5, 5), dl.randn(6), {padding = 2, groups = 2})
+    per_example_equal(dl.randn(17, 64, 13, 13), dl.randn(64, 64, 13, 13), dl.randn(64), {})
+    per_example_equal(dl.randn(5, 6, 4, 4), dl.randn(3, 6, 1, 1), dl.randn(3), {})
+  end)
+
+  it("computes bit-identical results at 1 and 2 threads", function()
+    local function run(threads)
+      dl.threads(threads)
+      dl.seed(5)
+      local x = dl.randn(19, 6, 11, 9):requires_grad(true)
+      local w, b = dl.randn(8, 3, 3, 3):requires_grad(true), dl.randn(8):requires_grad(true)
+      local y = dl.conv2d(x, w, b, {padding = 1, groups = 2, stride = {1, 2}})
+      local gy = dl.randn(y:shape());
+      (y * gy):sum():backward()
+      return y, x.grad, w.grad, b.grad
+    end
+    local before = dl.threads()
+    local one = {run(1)}
+    local two = {run(2)}
+    dl.threads(before)
+    for i = 1, 4 do assert.are.equal(0, (one[i] - two[i]):abs():max():item(), "result " .. i) end
+  end)
+
+  it("handles an empty batch", function()
+    local x = dl.zeros(0, 3, 5, 5):requires_grad(true)
+    local w, b = dl.randn(4, 3, 3, 3):requires_grad(true), dl.randn(4):requires_grad(true)
+    local y = dl.conv2d(x, w, b, {padding = 1})
+    assert.are.same({0, 4, 5, 5}, y:shape())
+    y:sum():backward()
+    assert.are.equal(0, w.grad:abs():max():item())
+    assert.are.equal(0, b.grad:abs():max():item())
   end)
 end)
 

@@ -16,6 +16,7 @@
 
 typedef struct {
   int64_t N, C, H, W, O, kh, kw, Ho, Wo, Cg, Og, K, P;
+  int64_t Hp, Wp;           /* padded input */
 } geom;
 
 static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const dl_tensor *b,
@@ -65,62 +66,75 @@ static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const 
   }
   g->K = g->Cg * g->kh * g->kw;
   g->P = g->Ho * g->Wo;
+  g->Hp = g->H + 2 * o->pad[0];
+  g->Wp = g->W + 2 * o->pad[1];
   return 0;
 }
 
-/* the output columns ow whose input column ow*s - pad + j*d lies inside [0, W): [*lo, *hi) */
-static void valid_cols(const geom *g, const dl_conv_opts *o, int64_t j, int64_t *lo, int64_t *hi) {
-  int64_t s = o->stride[1], off = j * o->dil[1] - o->pad[1];
-  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;               /* first ow with w >= 0 */
-  int64_t b = g->W - off <= 0 ? 0 : (g->W - off + s - 1) / s;  /* first ow with w >= W */
-  if (a > g->Wo) a = g->Wo;
-  if (b > g->Wo) b = g->Wo;
-  if (b < a) b = a;
-  *lo = a;
-  *hi = b;
+/* Patches are cut from a zero-padded copy of one example's group channels,
+ * xp [Cg, Hp, Wp] (x itself when there is no padding), so that every patch
+ * row is a plain strided copy with no bounds to test. */
+static int has_pad(const dl_conv_opts *o) { return o->pad[0] > 0 || o->pad[1] > 0; }
+
+static const float *pad_input(const float *x, const geom *g, const dl_conv_opts *o, float *xp) {
+  if (!has_pad(o)) return x;
+  const int64_t H = g->H, W = g->W, Wp = g->Wp, p0 = o->pad[0], p1 = o->pad[1];
+  for (int64_t c = 0; c < g->Cg; c++) {
+    float *d = xp + c * g->Hp * Wp;
+    memset(d, 0, sizeof(float) * (size_t)(p0 * Wp));
+    for (int64_t h = 0; h < H; h++) {
+      float *r = d + (p0 + h) * Wp;
+      memset(r, 0, sizeof(float) * (size_t)p1);
+      memcpy(r + p1, x + (c * H + h) * W, sizeof(float) * (size_t)W);
+      memset(r + p1 + W, 0, sizeof(float) * (size_t)(Wp - p1 - W));
+    }
+    memset(d + (p0 + H) * Wp, 0, sizeof(float) * (size_t)((g->Hp - p0 - H) * Wp));
+  }
+  return xp;
 }
 
-/* col[K, P] (rows ld apart) from x (one example, channels c0..c0+Cg) */
-static void im2col(const float *x, const geom *g, const dl_conv_opts *o, int64_t c0, float *col, int64_t ld) {
-  const int64_t s = o->stride[1];
+/* col [K, P] from the padded input */
+static void im2col(const float *restrict xp, const geom *g, const dl_conv_opts *o, float *restrict col) {
+  const int64_t s0 = o->stride[0], s1 = o->stride[1], d0 = o->dil[0], d1 = o->dil[1];
+  const int64_t Ho = g->Ho, Wo = g->Wo, Wp = g->Wp;
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
-        float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
-        const float *xc = x + (c0 + c) * g->H * g->W;
-        int64_t lo, hi, off = j * o->dil[1] - o->pad[1];
-        valid_cols(g, o, j, &lo, &hi);
-        for (int64_t oh = 0; oh < g->Ho; oh++) {
-          int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
-          float *r = row + oh * g->Wo;
-          if (h < 0 || h >= g->H) { memset(r, 0, sizeof(float) * (size_t)g->Wo); continue; }
-          const float *xr = xc + h * g->W + off;           /* xr[ow * s] for ow in [lo, hi) */
-          for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0.0f;
-          if (s == 1) memcpy(r + lo, xr + lo, sizeof(float) * (size_t)(hi - lo));
-          else for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * s];
-          for (int64_t ow = hi; ow < g->Wo; ow++) r[ow] = 0.0f;
+        float *restrict row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+        const float *restrict src = xp + (c * g->Hp + i * d0) * Wp + j * d1;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+          const float *restrict sr = src + oh * s0 * Wp;
+          float *restrict r = row + oh * Wo;
+          if (s1 == 1) for (int64_t ow = 0; ow < Wo; ow++) r[ow] = sr[ow];
+          else for (int64_t ow = 0; ow < Wo; ow++) r[ow] = sr[ow * s1];
         }
       }
 }
 
-static void col2im(const float *col, const geom *g, const dl_conv_opts *o, int64_t c0, float *dx, int64_t ld) {
-  const int64_t s = o->stride[1];
+/* dx (one example's group channels) = col2im(col): the patch gradients summed back
+ * through a padded buffer dxp [Cg, Hp, Wp] (dx itself when there is no padding) */
+static void col2im(const float *restrict col, const geom *g, const dl_conv_opts *o, float *dx, float *dxp) {
+  const int64_t s0 = o->stride[0], s1 = o->stride[1], d0 = o->dil[0], d1 = o->dil[1];
+  const int64_t Ho = g->Ho, Wo = g->Wo, Wp = g->Wp;
+  float *acc = has_pad(o) ? dxp : dx;
+  memset(acc, 0, sizeof(float) * (size_t)(g->Cg * g->Hp * Wp));
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
-        const float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
-        float *xc = dx + (c0 + c) * g->H * g->W;
-        int64_t lo, hi, off = j * o->dil[1] - o->pad[1];
-        valid_cols(g, o, j, &lo, &hi);
-        for (int64_t oh = 0; oh < g->Ho; oh++) {
-          int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
-          if (h < 0 || h >= g->H) continue;
-          float *xr = xc + h * g->W + off;
-          const float *r = row + oh * g->Wo;
-          if (s == 1) for (int64_t ow = lo; ow < hi; ow++) xr[ow] += r[ow];
-          else for (int64_t ow = lo; ow < hi; ow++) xr[ow * s] += r[ow];
+        const float *restrict row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+        float *dst = acc + (c * g->Hp + i * d0) * Wp + j * d1;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+          float *restrict dr = dst + oh * s0 * Wp;
+          const float *restrict r = row + oh * Wo;
+          if (s1 == 1) for (int64_t ow = 0; ow < Wo; ow++) dr[ow] += r[ow];
+          else for (int64_t ow = 0; ow < Wo; ow++) dr[ow * s1] += r[ow];
         }
       }
+  if (!has_pad(o)) return;
+  for (int64_t c = 0; c < g->Cg; c++)
+    for (int64_t h = 0; h < g->H; h++)
+      memcpy(dx + (c * g->H + h) * g->W, dxp + (c * g->Hp + o->pad[0] + h) * Wp + o->pad[1],
+             sizeof(float) * (size_t)g->W);
 }
 
 /* Convolution runs per example, in chunks of examples spread over the pool.
@@ -163,18 +177,23 @@ typedef struct {
   float *col;             /* [tasks, K*P] */
 } conv_job;
 
+/* per task: the patch matrix [K, P], then the padded planes [Cg, Hp, Wp] */
+static int64_t scratch_floats(const geom *g, const dl_conv_opts *o, int direct) {
+  return direct ? 0 : g->K * g->P + (has_pad(o) ? g->Cg * g->Hp * g->Wp : 0);
+}
+
 static const float *patches(const conv_job *j, int64_t n, int gi, float *col) {
   const geom *g = j->g;
-  const float *xn = j->x + n * g->C * g->H * g->W;
-  if (j->direct) return xn + gi * g->Cg * g->P;
-  im2col(xn, g, j->o, gi * g->Cg, col, g->P);
+  const float *xg = j->x + (n * g->C + gi * g->Cg) * g->H * g->W;
+  if (j->direct) return xg;
+  im2col(pad_input(xg, g, j->o, col + g->K * g->P), g, j->o, col);
   return col;
 }
 
 static void conv_fwd_task(void *arg, int t) {
   conv_job *j = arg;
   const geom *g = j->g;
-  float *col = j->col + t * g->K * g->P;
+  float *col = j->col + t * scratch_floats(g, j->o, j->direct);
   for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;)
     for (int64_t n = g->N * c / j->nchunks; n < g->N * (c + 1) / j->nchunks; n++)
       for (int gi = 0; gi < j->groups; gi++) {
@@ -191,7 +210,7 @@ static void conv_fwd_task(void *arg, int t) {
 static void conv_bw_task(void *arg, int t) {
   conv_job *j = arg;
   const geom *g = j->g;
-  float *col = j->col + t * g->K * g->P;
+  float *col = j->col + t * scratch_floats(g, j->o, j->direct);
   for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;) {
     int64_t n0 = g->N * c / j->nchunks, n1 = g->N * (c + 1) / j->nchunks;
     float *gw = j->gw_part ? j->gw_part + c * g->O * g->K : NULL;
@@ -212,8 +231,7 @@ static void conv_bw_task(void *arg, int t) {
             dl_sgemm_serial(1, 0, g->K, g->P, g->Og, 1.0f, wg, g->K, gyn, g->P, 0.0f, gxn, g->P);
           } else {
             dl_sgemm_serial(1, 0, g->K, g->P, g->Og, 1.0f, wg, g->K, gyn, g->P, 0.0f, col, g->P);
-            memset(gxn, 0, sizeof(float) * (size_t)(g->Cg * g->H * g->W));
-            col2im(col, g, j->o, 0, gxn, g->P);
+            col2im(col, g, j->o, gxn, col + g->K * g->P);
           }
         }
         if (gb)
@@ -261,7 +279,7 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   dl_tensor *out = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
   conv_job j = {.g = &g, .o = o, .groups = o->groups, .direct = conv_direct(&g, o), .nchunks = conv_chunks(&g, 1, 0)};
   int tasks = conv_tasks(ctx, j.nchunks);
-  int64_t ssh[1] = {j.direct || g.N == 0 ? 0 : tasks * g.K * g.P};
+  int64_t ssh[1] = {g.N == 0 ? 0 : tasks * scratch_floats(&g, o, j.direct)};
   dl_tensor *col = out ? dl_tensor_new_empty(ctx, DL_F32, 1, ssh) : NULL;
   if (col && g.N > 0) {
     atomic_init(&j.next, 0);
@@ -292,7 +310,7 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
                 .nchunks = conv_chunks(&g, dl_pool_threads(ctx->pool), want_w)};
   int tasks = conv_tasks(ctx, j.nchunks);
   int64_t N = g.N > 0 ? j.nchunks : 0;
-  int64_t ssh[1] = {j.direct || g.N == 0 ? 0 : tasks * g.K * g.P}, psh[1] = {want_w ? N * g.O * g.K : 0},
+  int64_t ssh[1] = {g.N == 0 ? 0 : tasks * scratch_floats(&g, &o, j.direct)}, psh[1] = {want_w ? N * g.O * g.K : 0},
           bsh[1] = {want_b ? N * g.O : 0};
   dl_tensor *gyc = dl_contiguous(ctx, gy);
   dl_tensor *xc = gyc ? dl_contiguous(ctx, x) : NULL;

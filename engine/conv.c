@@ -82,11 +82,12 @@ static const float *pad_input(const float *x, const geom *g, const dl_conv_opts 
   for (int64_t c = 0; c < g->Cg; c++) {
     float *d = xp + c * g->Hp * Wp;
     memset(d, 0, sizeof(float) * (size_t)(p0 * Wp));
-    for (int64_t h = 0; h < H; h++) {
-      float *r = d + (p0 + h) * Wp;
-      memset(r, 0, sizeof(float) * (size_t)p1);
-      memcpy(r + p1, x + (c * H + h) * W, sizeof(float) * (size_t)W);
-      memset(r + p1 + W, 0, sizeof(float) * (size_t)(Wp - p1 - W));
+    for (int64_t h = 0; h < H; h++) {          /* rows are short: plain loops, not memcpy calls */
+      float *restrict r = d + (p0 + h) * Wp;
+      const float *restrict xr = x + (c * H + h) * W;
+      for (int64_t q = 0; q < p1; q++) r[q] = 0.0f;
+      for (int64_t q = 0; q < W; q++) r[p1 + q] = xr[q];
+      for (int64_t q = p1 + W; q < Wp; q++) r[q] = 0.0f;
     }
     memset(d + (p0 + H) * Wp, 0, sizeof(float) * (size_t)((g->Hp - p0 - H) * Wp));
   }
@@ -132,9 +133,11 @@ static void col2im(const float *restrict col, const geom *g, const dl_conv_opts 
       }
   if (!has_pad(o)) return;
   for (int64_t c = 0; c < g->Cg; c++)
-    for (int64_t h = 0; h < g->H; h++)
-      memcpy(dx + (c * g->H + h) * g->W, dxp + (c * g->Hp + o->pad[0] + h) * Wp + o->pad[1],
-             sizeof(float) * (size_t)g->W);
+    for (int64_t h = 0; h < g->H; h++) {
+      float *restrict d = dx + (c * g->H + h) * g->W;
+      const float *restrict sr = dxp + (c * g->Hp + o->pad[0] + h) * Wp + o->pad[1];
+      for (int64_t q = 0; q < g->W; q++) d[q] = sr[q];
+    }
 }
 
 /* Convolution runs per example, in chunks of examples spread over the pool.
@@ -235,10 +238,15 @@ static void conv_bw_task(void *arg, int t) {
           }
         }
         if (gb)
-          for (int64_t oc = 0; oc < g->Og; oc++) {
-            double acc = 0;
-            for (int64_t q = 0; q < g->P; q++) acc += (double)gyn[oc * g->P + q];
-            gb[gi * g->Og + oc] += acc;
+          for (int64_t oc = 0; oc < g->Og; oc++) {   /* four running sums: no serial add chain */
+            const float *r = gyn + oc * g->P;
+            double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            int64_t q = 0;
+            for (; q + 4 <= g->P; q += 4) {
+              a0 += (double)r[q]; a1 += (double)r[q + 1]; a2 += (double)r[q + 2]; a3 += (double)r[q + 3];
+            }
+            for (; q < g->P; q++) a0 += (double)r[q];
+            gb[gi * g->Og + oc] += (a0 + a1) + (a2 + a3);
           }
       }
   }

@@ -92,7 +92,12 @@ static int binary_fast_f(int op, float *o, const float *a, const float *b, int b
     case DL_SUB: ELEM_LOOP(a[i] - b[i]); return 1;
     case DL_MUL: ELEM_LOOP(a[i] * b[i]); return 1;
     case DL_DIV: ELEM_LOOP(a[i] / b[i]); return 1;
-    case B_MASK: ELEM_LOOP(b[i] > 0 ? a[i] : 0.0f); return 1;
+    case B_MASK:            /* both loaded unconditionally, so the select vectorises without branches */
+      for (int64_t i = 0; i < n; i++) {
+        float av = a[i], bv = b[i];
+        o[i] = bv > 0 ? av : 0.0f;
+      }
+      return 1;
     default: return 0;
   }
 }

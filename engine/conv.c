@@ -94,14 +94,14 @@ static const float *pad_input(const float *x, const geom *g, const dl_conv_opts 
   return xp;
 }
 
-/* col [K, P] from the padded input */
-static void im2col(const float *restrict xp, const geom *g, const dl_conv_opts *o, float *restrict col) {
+/* col [K, P] (rows ld apart) from the padded input */
+static void im2col(const float *restrict xp, const geom *g, const dl_conv_opts *o, float *restrict col, int64_t ld) {
   const int64_t s0 = o->stride[0], s1 = o->stride[1], d0 = o->dil[0], d1 = o->dil[1];
   const int64_t Ho = g->Ho, Wo = g->Wo, Wp = g->Wp;
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
-        float *restrict row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+        float *restrict row = col + ((c * g->kh + i) * g->kw + j) * ld;
         const float *restrict src = xp + (c * g->Hp + i * d0) * Wp + j * d1;
         for (int64_t oh = 0; oh < Ho; oh++) {
           const float *restrict sr = src + oh * s0 * Wp;
@@ -114,7 +114,8 @@ static void im2col(const float *restrict xp, const geom *g, const dl_conv_opts *
 
 /* dx (one example's group channels) = col2im(col): the patch gradients summed back
  * through a padded buffer dxp [Cg, Hp, Wp] (dx itself when there is no padding) */
-static void col2im(const float *restrict col, const geom *g, const dl_conv_opts *o, float *dx, float *dxp) {
+static void col2im(const float *restrict col, int64_t ld, const geom *g, const dl_conv_opts *o, float *dx,
+                   float *dxp) {
   const int64_t s0 = o->stride[0], s1 = o->stride[1], d0 = o->dil[0], d1 = o->dil[1];
   const int64_t Ho = g->Ho, Wo = g->Wo, Wp = g->Wp;
   float *acc = has_pad(o) ? dxp : dx;
@@ -122,7 +123,7 @@ static void col2im(const float *restrict col, const geom *g, const dl_conv_opts 
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
-        const float *restrict row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+        const float *restrict row = col + ((c * g->kh + i) * g->kw + j) * ld;
         float *dst = acc + (c * g->Hp + i * d0) * Wp + j * d1;
         for (int64_t oh = 0; oh < Ho; oh++) {
           float *restrict dr = dst + oh * s0 * Wp;
@@ -145,12 +146,16 @@ static void col2im(const float *restrict col, const geom *g, const dl_conv_opts 
  * one example (it stays in the core's cache between im2col, the sgemm and
  * col2im) and takes chunks from a shared counter. Products go straight into
  * the NCHW tensors: example n's output for group g is the [Og, Ho*Wo] block at
- * out[n, g*Og], so no layout copies are needed either way. The weight and
- * bias gradients are summed per chunk and the chunk sums are added in chunk
+ * out[n, g*Og], so no layout copies are needed either way. Small outputs
+ * (Ho*Wo below MIN_COLS, the late layers of a ResNet) take m examples per
+ * product instead, so the weight is not streamed once per example for a thin
+ * product; those go through a [Og, m*Ho*Wo] buffer. The weight and bias
+ * gradients are summed per chunk and the chunk sums are added in chunk
  * order; the chunks depend on the batch size and the weight size, not on the
  * thread count, so results are bit-identical at any dl.threads. */
 #define CONV_CHUNKS 16
 #define PART_FLOATS ((int64_t)8 << 20)    /* bound on the chunk sums of the weight gradient */
+#define MIN_COLS 128
 
 static int64_t conv_chunks(const geom *g, int threads, int wgrad) {
   int64_t c = g->N < CONV_CHUNKS ? g->N : CONV_CHUNKS;
@@ -162,93 +167,131 @@ static int64_t conv_chunks(const geom *g, int threads, int wgrad) {
   return c < 1 ? 1 : c;
 }
 
+/* examples per product */
+static int64_t conv_m(const geom *g) { return g->P >= MIN_COLS ? 1 : (MIN_COLS + g->P - 1) / g->P; }
+
 /* a 1x1 kernel at stride 1 without padding reads the input itself as its patch matrix */
 static int conv_direct(const geom *g, const dl_conv_opts *o) {
-  return g->kh == 1 && g->kw == 1 && o->stride[0] == 1 && o->stride[1] == 1 && o->pad[0] == 0 && o->pad[1] == 0;
+  return conv_m(g) == 1 && g->kh == 1 && g->kw == 1 && o->stride[0] == 1 && o->stride[1] == 1 &&
+         o->pad[0] == 0 && o->pad[1] == 0;
 }
 
 typedef struct {
   const geom *g;
   const dl_conv_opts *o;
   int groups, direct;
-  int64_t nchunks;
+  int64_t nchunks, m;
   atomic_int next;        /* next chunk */
   const float *x, *w, *bias, *gy;
   float *out, *gx;
   float *gw_part;         /* [nchunks, O*K], or NULL */
   double *gb_part;        /* [nchunks, O], or NULL */
-  float *col;             /* [tasks, K*P] */
+  float *col;             /* [tasks, scratch_floats] */
 } conv_job;
 
-/* per task: the patch matrix [K, P], then the padded planes [Cg, Hp, Wp] */
+/* per task: the patch matrix [K, m*P], the padded planes [Cg, Hp, Wp], the product [Og, m*P] (m > 1) */
 static int64_t scratch_floats(const geom *g, const dl_conv_opts *o, int direct) {
-  return direct ? 0 : g->K * g->P + (has_pad(o) ? g->Cg * g->Hp * g->Wp : 0);
+  int64_t m = conv_m(g);
+  return direct ? 0 : g->K * m * g->P + (has_pad(o) ? g->Cg * g->Hp * g->Wp : 0) + (m > 1 ? g->Og * m * g->P : 0);
 }
 
-static const float *patches(const conv_job *j, int64_t n, int gi, float *col) {
+/* the patches of examples n..n+mm-1, group gi: [K, mm*P] */
+static const float *patches(const conv_job *j, int64_t n, int64_t mm, int gi, float *col) {
   const geom *g = j->g;
   const float *xg = j->x + (n * g->C + gi * g->Cg) * g->H * g->W;
   if (j->direct) return xg;
-  im2col(pad_input(xg, g, j->o, col + g->K * g->P), g, j->o, col);
+  float *xp = col + g->K * j->m * g->P;
+  for (int64_t s = 0; s < mm; s++)
+    im2col(pad_input(xg + s * g->C * g->H * g->W, g, j->o, xp), g, j->o, col + s * g->P, mm * g->P);
   return col;
 }
 
 static void conv_fwd_task(void *arg, int t) {
   conv_job *j = arg;
   const geom *g = j->g;
+  const int64_t P = g->P, Og = g->Og;
   float *col = j->col + t * scratch_floats(g, j->o, j->direct);
-  for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;)
-    for (int64_t n = g->N * c / j->nchunks; n < g->N * (c + 1) / j->nchunks; n++)
+  float *prod = col + g->K * j->m * P + (has_pad(j->o) ? g->Cg * g->Hp * g->Wp : 0);
+  for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;) {
+    int64_t n1 = g->N * (c + 1) / j->nchunks;
+    for (int64_t n = g->N * c / j->nchunks; n < n1; n += j->m) {
+      int64_t mm = n1 - n < j->m ? n1 - n : j->m;
       for (int gi = 0; gi < j->groups; gi++) {
-        const float *cp = patches(j, n, gi, col);
-        float *on = j->out + (n * g->O + gi * g->Og) * g->P;
-        if (j->bias)
-          for (int64_t oc = 0; oc < g->Og; oc++)
-            for (int64_t q = 0; q < g->P; q++) on[oc * g->P + q] = j->bias[gi * g->Og + oc];
-        dl_sgemm_serial(0, 0, g->Og, g->P, g->K, 1.0f, j->w + gi * g->Og * g->K, g->K, cp, g->P,
-                        j->bias ? 1.0f : 0.0f, on, g->P);
+        const float *cp = patches(j, n, mm, gi, col);
+        const float *wg = j->w + gi * Og * g->K;
+        float *on = j->out + (n * g->O + gi * Og) * P;
+        if (mm == 1) {                           /* into the output, onto the bias */
+          if (j->bias)
+            for (int64_t oc = 0; oc < Og; oc++)
+              for (int64_t q = 0; q < P; q++) on[oc * P + q] = j->bias[gi * Og + oc];
+          dl_sgemm_serial(0, 0, Og, P, g->K, 1.0f, wg, g->K, cp, P, j->bias ? 1.0f : 0.0f, on, P);
+          continue;
+        }
+        dl_sgemm_serial(0, 0, Og, mm * P, g->K, 1.0f, wg, g->K, cp, mm * P, 0.0f, prod, mm * P);
+        for (int64_t s = 0; s < mm; s++)
+          for (int64_t oc = 0; oc < Og; oc++) {
+            float bv = j->bias ? j->bias[gi * Og + oc] : 0.0f;
+            float *restrict d = on + (s * g->O + oc) * P;
+            const float *restrict r = prod + oc * mm * P + s * P;
+            for (int64_t q = 0; q < P; q++) d[q] = r[q] + bv;
+          }
       }
+    }
+  }
 }
 
 static void conv_bw_task(void *arg, int t) {
   conv_job *j = arg;
   const geom *g = j->g;
+  const int64_t P = g->P, Og = g->Og, K = g->K;
   float *col = j->col + t * scratch_floats(g, j->o, j->direct);
+  float *prod = col + K * j->m * P + (has_pad(j->o) ? g->Cg * g->Hp * g->Wp : 0);
+  float *xp = col + K * j->m * P;
   for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;) {
     int64_t n0 = g->N * c / j->nchunks, n1 = g->N * (c + 1) / j->nchunks;
-    float *gw = j->gw_part ? j->gw_part + c * g->O * g->K : NULL;
+    float *gw = j->gw_part ? j->gw_part + c * g->O * K : NULL;
     double *gb = j->gb_part ? j->gb_part + c * g->O : NULL;
     if (gb) memset(gb, 0, sizeof(double) * (size_t)g->O);
-    for (int64_t n = n0; n < n1; n++)
+    for (int64_t n = n0; n < n1; n += j->m) {
+      int64_t mm = n1 - n < j->m ? n1 - n : j->m, ld = mm * P;
       for (int gi = 0; gi < j->groups; gi++) {
-        const float *gyn = j->gy + (n * g->O + gi * g->Og) * g->P;   /* [Og, P] */
-        const float *wg = j->w + gi * g->Og * g->K;
+        const float *gyn = j->gy + (n * g->O + gi * Og) * P;   /* [Og, P] when mm = 1 */
+        const float *wg = j->w + gi * Og * K;
+        if (mm > 1) {                            /* dY of the mm examples side by side: [Og, mm*P] */
+          for (int64_t s = 0; s < mm; s++)
+            for (int64_t oc = 0; oc < Og; oc++) {
+              float *restrict d = prod + oc * ld + s * P;
+              const float *restrict r = gyn + (s * g->O + oc) * P;
+              for (int64_t q = 0; q < P; q++) d[q] = r[q];
+            }
+          gyn = prod;
+        }
         if (gw) {                                /* gW += dY col^T */
-          const float *cp = patches(j, n, gi, col);
-          dl_sgemm_serial(0, 1, g->Og, g->K, g->P, 1.0f, gyn, g->P, cp, g->P, n == n0 ? 0.0f : 1.0f,
-                          gw + gi * g->Og * g->K, g->K);
+          const float *cp = patches(j, n, mm, gi, col);
+          dl_sgemm_serial(0, 1, Og, K, ld, 1.0f, gyn, ld, cp, ld, n == n0 ? 0.0f : 1.0f, gw + gi * Og * K, K);
         }
         if (j->gx) {                             /* dcol = W^T dY, added back into dX */
           float *gxn = j->gx + (n * g->C + gi * g->Cg) * g->H * g->W;
           if (j->direct) {
-            dl_sgemm_serial(1, 0, g->K, g->P, g->Og, 1.0f, wg, g->K, gyn, g->P, 0.0f, gxn, g->P);
+            dl_sgemm_serial(1, 0, K, P, Og, 1.0f, wg, K, gyn, P, 0.0f, gxn, P);
           } else {
-            dl_sgemm_serial(1, 0, g->K, g->P, g->Og, 1.0f, wg, g->K, gyn, g->P, 0.0f, col, g->P);
-            col2im(col, g, j->o, gxn, col + g->K * g->P);
+            dl_sgemm_serial(1, 0, K, ld, Og, 1.0f, wg, K, gyn, ld, 0.0f, col, ld);
+            for (int64_t s = 0; s < mm; s++) col2im(col + s * P, ld, g, j->o, gxn + s * g->C * g->H * g->W, xp);
           }
         }
         if (gb)
-          for (int64_t oc = 0; oc < g->Og; oc++) {   /* four running sums: no serial add chain */
-            const float *r = gyn + oc * g->P;
+          for (int64_t oc = 0; oc < Og; oc++) {  /* four running sums: no serial add chain */
+            const float *r = gyn + oc * ld;
             double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
             int64_t q = 0;
-            for (; q + 4 <= g->P; q += 4) {
+            for (; q + 4 <= ld; q += 4) {
               a0 += (double)r[q]; a1 += (double)r[q + 1]; a2 += (double)r[q + 2]; a3 += (double)r[q + 3];
             }
-            for (; q < g->P; q++) a0 += (double)r[q];
-            gb[gi * g->Og + oc] += (a0 + a1) + (a2 + a3);
+            for (; q < ld; q++) a0 += (double)r[q];
+            gb[gi * Og + oc] += (a0 + a1) + (a2 + a3);
           }
       }
+    }
   }
 }
 
@@ -285,7 +328,8 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
   dl_tensor *bc = wc && b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
   dl_tensor *out = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
-  conv_job j = {.g = &g, .o = o, .groups = o->groups, .direct = conv_direct(&g, o), .nchunks = conv_chunks(&g, 1, 0)};
+  conv_job j = {.g = &g, .o = o, .groups = o->groups, .direct = conv_direct(&g, o),
+                .nchunks = conv_chunks(&g, 1, 0), .m = conv_m(&g)};
   int tasks = conv_tasks(ctx, j.nchunks);
   int64_t ssh[1] = {g.N == 0 ? 0 : tasks * scratch_floats(&g, o, j.direct)};
   dl_tensor *col = out ? dl_tensor_new_empty(ctx, DL_F32, 1, ssh) : NULL;
@@ -315,7 +359,7 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   if (conv_geom(ctx, x, w, b, &o, &g) < 0) return -1;
   int want_w = w->requires_grad, want_b = b && b->requires_grad;
   conv_job j = {.g = &g, .o = &o, .groups = o.groups, .direct = conv_direct(&g, &o),
-                .nchunks = conv_chunks(&g, dl_pool_threads(ctx->pool), want_w)};
+                .nchunks = conv_chunks(&g, dl_pool_threads(ctx->pool), want_w), .m = conv_m(&g)};
   int tasks = conv_tasks(ctx, j.nchunks);
   int64_t N = g.N > 0 ? j.nchunks : 0;
   int64_t ssh[1] = {g.N == 0 ? 0 : tasks * scratch_floats(&g, &o, j.direct)}, psh[1] = {want_w ? N * g.O * g.K : 0},

@@ -48,11 +48,27 @@ static void node_drop_inputs(dl_node *n) {
   n->freed = 1;
 }
 
+/* Freeing a node releases its inputs, whose own nodes may then go: a chain of a
+ * million recorded ops, dropped without a backward, would recurse a million
+ * frames deep. Nodes whose last reference went are queued instead, and the
+ * outermost release on this thread frees them in a loop. */
+static _Thread_local dl_node *pending;
+static _Thread_local int draining;
+
 void dl_node_release(dl_node *n) {
   if (!n || atomic_fetch_sub(&n->refs, 1) != 1) return;
-  dl_tensor_release(n->gacc);
-  node_drop_inputs(n);
-  dl_free(n->ctx, n, sizeof *n);
+  n->next_free = pending;
+  pending = n;
+  if (draining) return;
+  draining = 1;
+  while (pending) {
+    dl_node *m = pending;
+    pending = m->next_free;
+    dl_tensor_release(m->gacc);
+    node_drop_inputs(m);
+    dl_free(m->ctx, m, sizeof *m);
+  }
+  draining = 0;
 }
 
 dl_tensor *dl_record(dl_ctx *ctx, dl_tensor *out, dl_node *n) {

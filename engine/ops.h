@@ -33,6 +33,7 @@ struct dl_node {
   /* backward bookkeeping */
   dl_tensor *gacc;
   int mark;
+  dl_node *next_free;         /* dl_node_release's pending list */
 };
 
 /* Records node n (filled except refs) as grad_fn of out when any input

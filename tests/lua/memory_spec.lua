@@ -93,3 +93,32 @@ describe("dlua.threads", function()
     assert.error_matches(function() dl.threads(0) end, "between 1 and 256")
   end)
 end)
+
+describe("dlua graph release", function()
+  -- a recorded chain dropped without a backward (say, `total = total + loss` with grad on):
+  -- freeing it used to recurse once per node and overflowed the C stack at ~100k nodes
+  it("frees a chain of 150,000 recorded ops without recursion", function()
+    local exe = os.getenv("DLUA_EXE") or "build/dlua"
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local dl = require "dlua"
+local x = dl.ones(1):requires_grad(true)
+local y = x
+for _ = 1, 150000 do y = y * 1.0 end
+local before = dl.memory.stats().in_use
+y = nil
+collectgarbage(); collectgarbage()
+print("freed", before, dl.memory.stats().in_use)
+]])
+    f:close()
+    local p = io.popen(exe .. " " .. script .. " 2>&1; echo rc=$?")
+    local out = p:read("a")
+    p:close()
+    os.remove(script)
+    assert.truthy(out:match("rc=0"), out)
+    local before, after = out:match("freed%s+(%d+)%s+(%d+)")
+    assert.truthy(before, out)
+    assert(tonumber(after) < tonumber(before) / 100, out)
+  end)
+end)

@@ -28,22 +28,33 @@ local function copy(t)
   return o
 end
 
+-- An error in the experiment's spec, at the caller's file and line. The usual
+-- `return dl.experiment{...}` is a tail call, which leaves no caller frame to point
+-- at: then the message names the script being run and the `return`.
+local function spec_error(msg)
+  if debug.getinfo(2, "t").istailcall then     -- level 2: dl.experiment itself
+    local script = type(arg) == "table" and arg[0] or "the experiment file"
+    error(string.format("%s: %s (in its `return dl.experiment{...}`)", script, msg), 0)
+  end
+  error(msg, 3)
+end
+
 --- dl.experiment{name =, hparams = {...}, build = function(hp) ... end [, description =]}
 function M.experiment(spec)
-  if type(spec) ~= "table" then error("dl.experiment: expected a table, got " .. type(spec), 2) end
+  if type(spec) ~= "table" then spec_error("dl.experiment: expected a table, got " .. type(spec)) end
   for k in pairs(spec) do
     if k ~= "name" and k ~= "hparams" and k ~= "build" and k ~= "description" then
-      error(string.format("dl.experiment: unknown field '%s' (valid: build, description, hparams, name)", tostring(k)), 2)
+      spec_error(string.format("dl.experiment: unknown field '%s' (valid: build, description, hparams, name)", tostring(k)))
     end
   end
-  if type(spec.name) ~= "string" or spec.name == "" then error("dl.experiment: name must be a non-empty string", 2) end
-  if type(spec.build) ~= "function" then error("dl.experiment: build must be a function(hp) returning a dl.train config", 2) end
-  if spec.hparams ~= nil and type(spec.hparams) ~= "table" then error("dl.experiment: hparams must be a table", 2) end
+  if type(spec.name) ~= "string" or spec.name == "" then spec_error("dl.experiment: name must be a non-empty string") end
+  if type(spec.build) ~= "function" then spec_error("dl.experiment: build must be a function(hp) returning a dl.train config") end
+  if spec.hparams ~= nil and type(spec.hparams) ~= "table" then spec_error("dl.experiment: hparams must be a table") end
   for k, v in pairs(spec.hparams or {}) do
     local t = type(v)
     if type(k) ~= "string" or (t ~= "number" and t ~= "string" and t ~= "boolean") then
-      error(string.format("dl.experiment: hparams must be a flat table of numbers, strings and booleans " ..
-        "(%s is a %s)", tostring(k), t), 2)
+      spec_error(string.format("dl.experiment: hparams must be a flat table of numbers, strings and booleans " ..
+        "(%s is a %s)", tostring(k), t))
     end
   end
   return setmetatable({_dlua_kind = "experiment", name = spec.name, hparams = copy(spec.hparams),

@@ -523,13 +523,7 @@ static int lua_tf_call(const dl_transform *tf, int worker, dl_example *ex, int64
   rc = 0;
 done:
   lua_settop(W, top);
-  size_t used = wctx->mem.in_use;           /* tell the worker's GC about tensor bytes */
-  if (used > lw->gc_mark[worker] + ((size_t)1 << 20)) {
-    lua_gc(W, LUA_GCSTEP, (int)((used - lw->gc_mark[worker]) >> 10));
-    lw->gc_mark[worker] = wctx->mem.in_use;
-  } else if (used < lw->gc_mark[worker]) {
-    lw->gc_mark[worker] = used;
-  }
+  lt_gc_pressure(W, wctx, &lw->gc_mark[worker]);   /* tell the worker's GC about tensor bytes */
   return rc;
 }
 

@@ -12,6 +12,7 @@
 #include "idx.h"
 
 #include <lauxlib.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,18 +52,25 @@ int lt_raise(lua_State *L) {
   return lua_error(L);
 }
 
-/* tell the GC about external bytes: step it in proportion to tensor growth */
-static void gc_pressure(lua_State *L, dl_ctx *ctx) {
-  ctx_box *c = lt_cbox(L);
+/* Tells Lua's GC about tensor bytes, which live outside its heap. A collection
+ * cycle costs time in proportion to the Lua heap, not to the tensors it frees, so
+ * the collector is stepped only once tensor memory has grown by 16 MiB or by an
+ * eighth of what is in use, whichever is more, and by that growth: dead tensors
+ * then hold at most that much. (Stepping per MiB ran several full cycles of a
+ * 0.8 MB heap per MLP training step, 0.3 ms each: 5% of the step.) */
+void lt_gc_pressure(lua_State *L, dl_ctx *ctx, size_t *mark) {
   size_t used = ctx->mem.in_use;
-  if (used > c->gc_mark + ((size_t)1 << 20)) {
-    int kb = (int)((used - c->gc_mark) >> 10);
-    c->gc_mark = used;
-    lua_gc(L, LUA_GCSTEP, kb);
-  } else if (used < c->gc_mark) {
-    c->gc_mark = used;
+  size_t slack = used / 8 > ((size_t)16 << 20) ? used / 8 : ((size_t)16 << 20);
+  if (used > *mark + slack) {
+    size_t kb = (used - *mark) >> 10;
+    *mark = used;
+    lua_gc(L, LUA_GCSTEP, kb > (size_t)INT_MAX ? INT_MAX : (int)kb);
+  } else if (used < *mark) {
+    *mark = used;
   }
 }
+
+static void gc_pressure(lua_State *L, dl_ctx *ctx) { lt_gc_pressure(L, ctx, &lt_cbox(L)->gc_mark); }
 
 /* ------------------------------------------------------------ boxes */
 

@@ -22,6 +22,8 @@ int lt_raise(lua_State *L);                       /* raises ctx->err */
 tensor_box *lt_newbox(lua_State *L);              /* pushes an empty box */
 int lt_finish(lua_State *L, dl_tensor *t);        /* fills the box on top, or raises */
 int lt_push(lua_State *L, dl_tensor *t);          /* pushes a new box holding t (new ref) */
+/* steps L's GC for the tensor bytes ctx gained since *mark (updated) */
+void lt_gc_pressure(lua_State *L, dl_ctx *ctx, size_t *mark);
 dl_tensor *lt_check(lua_State *L, int i);
 dl_tensor *lt_test(lua_State *L, int i);
 dl_tensor *lt_coerce(lua_State *L, int i, dl_dtype like);

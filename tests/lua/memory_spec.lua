@@ -23,8 +23,8 @@ describe("dlua.memory", function()
     f:write([[
 local dl = require "dlua"
 dl.seed(1)
-local w = dl.randn(64, 32):requires_grad(true)
-local x = dl.randn(16, 64)
+local w = dl.randn(256, 128):requires_grad(true)   -- ~0.6 MiB of tensors a step: a GC
+local x = dl.randn(128, 256)                       -- cycle every few dozen steps
 local function step()
   local loss = (x:matmul(w):tanh() * 0.5):log_softmax(2):mean()
   w.grad = nil

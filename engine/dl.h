@@ -53,6 +53,15 @@ void dl_ctx_free(dl_ctx *ctx);
 /* printf-style error into ctx->err; always returns NULL for `return dl_fail(...)` */
 void *dl_fail(dl_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* On a hot loop: an AVX2 copy of the function beside the baseline one, picked at load
+ * time by the CPU (the build targets x86-64-v2 so that it runs anywhere). C11 mode does not
+ * contract a * b + c into FMA, so both copies give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DL_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DL_SIMD_CLONES
+#endif
+
 /* Memory: 64-byte aligned. dl_alloc returns NULL and sets ctx->err on failure
  * (limit or system); dl_free(ctx, NULL, _) is a no-op. */
 void *dl_alloc(dl_ctx *ctx, size_t nbytes);

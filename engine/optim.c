@@ -36,7 +36,7 @@ int dl_optim_nstate(dl_optim_kind k, const dl_optim_opts *o) {
 /* The rules are written once over an element type T and instantiated for
  * float32 (training) and float64 (checking the formulas to 1e-6 and beyond). */
 #define DL_OPTIM_DEFINE(NAME, T, SQRT) \
-void NAME(dl_optim_kind k, const dl_optim_opts *o, int64_t t, T *p, const T *g, T *s1, T *s2, int64_t n) { \
+DL_SIMD_CLONES void NAME(dl_optim_kind k, const dl_optim_opts *o, int64_t t, T *p, const T *g, T *s1, T *s2, int64_t n) { \
   const T lr = (T)o->lr, wd = (T)o->weight_decay, eps = (T)o->eps; \
   switch (k) { \
     case DL_SGD: { \

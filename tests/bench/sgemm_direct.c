@@ -6,15 +6,8 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-void openblas_set_num_threads(int n);
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_clock.h"
 
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -37,12 +30,12 @@ int main(int argc, char **argv) {
     double flops = 2.0 * M * N * K, r[64];
     for (int w = -1; w < nwin && w < 64; w++) {
       int n = 0;
-      double t0 = now();
+      double t0 = bench_now();
       do {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
         n++;
-      } while (now() - t0 < win);
-      if (w >= 0) r[w] = n * flops / (now() - t0) / 1e9;
+      } while (bench_now() - t0 < win);
+      if (w >= 0) r[w] = n * flops / (bench_now() - t0) / 1e9;
     }
     qsort(r, (size_t)nwin, sizeof r[0], cmp);
     printf("{\"bench\":\"matmul\",\"impl\":\"cblas_sgemm\",\"shape\":\"%s\",\"threads\":%d,\"gflops_median\":%.1f,"

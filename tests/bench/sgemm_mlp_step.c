@@ -11,15 +11,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-void openblas_set_num_threads(int n);
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_clock.h"
 
 typedef struct {
   int ta, tb, M, N, K;
@@ -85,10 +78,10 @@ int main(int argc, char **argv) {
       openblas_set_num_threads(m == 0 ? 2 : 1);
       double best = 1e30;
       for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         if (m == 1) run_split(&p);
         else run(&p);
-        double t = now() - t0;
+        double t = bench_now() - t0;
         if (t < best) best = t;
       }
       sum[m] += best;

@@ -194,7 +194,7 @@ static int handle_script (lua_State *L, char **argv) {
   if (status == LUA_ERRFILE && fname != NULL && is_command(fname)) {
     /* 'dlua agent DIR ...': a bare word that is no file names a command of dlua.commands */
     lua_pop(L, 1);
-    status = luaL_loadstring(L, "return require('dlua.commands').main(arg[0], ...)");
+    status = luaL_loadstring(L, "return require('dlua.cli.commands').main(arg[0], ...)");
   }
   if (status == LUA_OK) {
     int n = pushargs(L);

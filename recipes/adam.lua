@@ -16,7 +16,7 @@
 --   dlua recipes/adam.lua [EXPERIMENT] [--trials 8] [--steps N] [--name adam] [--out runs]
 --        [--parallel P] [--set k=v]
 local dl = require "dlua"
-local probe = require "dlua.probe"
+local probe = require "dlua.study.probe"
 local S = dl.search
 
 local USAGE = [[

@@ -14,7 +14,7 @@
 --   dlua recipes/batch_size.lua [EXPERIMENT] [--start 16] [--max N] [--memory 1G]
 --        [--steps 20] [--skip 5] [--set k=v] [--threads N]
 local dl = require "dlua"
-local probe = require "dlua.probe"
+local probe = require "dlua.study.probe"
 
 local USAGE = [[
 usage: dlua recipes/batch_size.lua [EXPERIMENT] [flags]

@@ -12,8 +12,8 @@
 --   dlua recipes/clipping.lua [EXPERIMENT] [--steps 300] [--percentile 90]
 --        [--eval-examples 1000] [--out runs/clipping] [--set k=v]
 local dl = require "dlua"
-local probe = require "dlua.probe"
-local A = require "dlua.analysis"
+local probe = require "dlua.study.probe"
+local A = require "dlua.report.analysis"
 
 local USAGE = [[
 usage: dlua recipes/clipping.lua [EXPERIMENT] [flags]

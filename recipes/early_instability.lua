@@ -17,8 +17,8 @@
 --   dlua recipes/early_instability.lua [EXPERIMENT] [--lr X | --from STUDY_DIR] [--factor 2]
 --        [--steps 500] [--eval-examples 256] [--out runs/early-instability] [--set k=v]
 local dl = require "dlua"
-local probe = require "dlua.probe"
-local A = require "dlua.analysis"
+local probe = require "dlua.study.probe"
+local A = require "dlua.report.analysis"
 
 local USAGE = [[
 usage: dlua recipes/early_instability.lua [EXPERIMENT] [flags]

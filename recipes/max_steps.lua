@@ -17,8 +17,8 @@
 --   dlua recipes/max_steps.lua [EXPERIMENT] [--lrs 0.01,0.03,0.1,0.3,1] [--steps 400]
 --        [--target 0.3] [--out runs] [--name max-steps] [--parallel P] [--set k=v]
 local dl = require "dlua"
-local probe = require "dlua.probe"
-local A = require "dlua.analysis"
+local probe = require "dlua.study.probe"
+local A = require "dlua.report.analysis"
 
 local USAGE = [[
 usage: dlua recipes/max_steps.lua [EXPERIMENT] [flags]

@@ -7,7 +7,7 @@
 --   dlua recipes/report.lua DIR [--metric M] [--mode max|min] [--aggregate best|final]
 --        [--out FILE] [--top K] [--isolate name,name] [--screenshot PNG]
 local dl = require "dlua"
-local probe = require "dlua.probe"
+local probe = require "dlua.study.probe"
 
 local USAGE = [[
 usage: dlua recipes/report.lua DIR [flags]

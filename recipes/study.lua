@@ -108,7 +108,7 @@ local function study_from_flags(args)
     i = i + 1
   end
   local exp_path = roles.experiment or positional[1] or "examples/fashion_mnist.lua"
-  local exp = require("dlua.experiment").load(exp_path)
+  local exp = require("dlua.train.experiment").load(exp_path)
   if not roles.name then fail("--name is required when the study is given on the command line (see --help)") end
   local sci, nui, fixed = {}, {}, {}
   for _, s in ipairs(roles.scientific) do

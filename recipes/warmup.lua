@@ -19,8 +19,8 @@
 --        [--unstable-lr X] [--multiplier 10] [--warmups 10,100] [--max-steps N]
 --        [--eval-examples 1000] [--out runs/warmup] [--set k=v]
 local dl = require "dlua"
-local probe = require "dlua.probe"
-local A = require "dlua.analysis"
+local probe = require "dlua.study.probe"
+local A = require "dlua.report.analysis"
 
 local USAGE = [[
 usage: dlua recipes/warmup.lua [EXPERIMENT] [flags]

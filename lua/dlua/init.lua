@@ -39,29 +39,29 @@ function M.enable_grad(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
-M.memory = require "dlua.memory"
-M.autograd = require "dlua.autograd"
+M.memory = require "dlua.util.memory"
+M.autograd = require "dlua.nn.autograd"
 M.nn = require "dlua.nn"
 M.optim = require "dlua.optim"
 M.data = require "dlua.data"
 M.trace = M.data.trace
-M.checkpoint = require "dlua.checkpoint"
-M.json = require "dlua.json"
-M.metrics = require "dlua.metrics"
+M.checkpoint = require "dlua.train.checkpoint"
+M.json = require "dlua.util.json"
+M.metrics = require "dlua.train.metrics"
 local train = require "dlua.train"
 M.train = train.train
-local experiment = require "dlua.experiment"
+local experiment = require "dlua.train.experiment"
 M.experiment = experiment.experiment
 M.evaluate = experiment.evaluate
 M.load_experiment = experiment.load
-M.fs = require "dlua.fs"
-M.track = require "dlua.track"
+M.fs = require "dlua.util.fs"
+M.track = require "dlua.train.track"
 M.dist = require "dlua.dist"
 M.search = require "dlua.search"
 M.study = require("dlua.study").study
 M.study_results = require("dlua.study").results
 M.report = require("dlua.report").report
-M.diagnose = require("dlua.diagnose").diagnose
-M.batch_size_sweep = require("dlua.probe").batch_size_sweep
+M.diagnose = require("dlua.report.diagnose").diagnose
+M.batch_size_sweep = require("dlua.study.probe").batch_size_sweep
 
 return M

@@ -9,7 +9,7 @@
 -- repository root (tests/lua/report_spec.lua runs it in the busted suite).
 local dl = require "dlua"
 local F = dofile("tests/lua/report_fixtures.lua")
-local A = require "dlua.analysis"
+local A = require "dlua.report.analysis"
 local report = require "dlua.report"
 local S, fs, json = dl.search, dl.fs, dl.json
 

@@ -126,7 +126,7 @@ local function refused(path, reason)
   return msg
 end
 
-describe("dlua.checkpoint", function()
+describe("dlua.train.checkpoint", function()
   local d = tmpdir()
   teardown(function() os.execute("rm -rf " .. shquote(d)) end)
 

@@ -3,7 +3,7 @@
 -- write), each expectation computed here independently of the engine's code.
 local dl = require "dlua"
 local F = dofile("tests/lua/report_fixtures.lua")
-local A = require "dlua.analysis"
+local A = require "dlua.report.analysis"
 local S, fs = dl.search, dl.fs
 
 local function find(findings, check, level)

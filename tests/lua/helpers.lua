@@ -1,6 +1,6 @@
 -- tests/lua/helpers.lua -- small file helpers shared by the specs (loaded with
 -- dofile("tests/lua/helpers.lua"); busted runs from the repository root).
-local fs = require "dlua.fs"
+local fs = require "dlua.util.fs"
 
 local H = {}
 

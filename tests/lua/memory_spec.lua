@@ -1,7 +1,7 @@
 -- The caching allocator as seen from Lua: stats, steady state, limit, GC pressure.
 local dl = require "dlua"
 
-describe("dlua.memory", function()
+describe("dlua.util.memory", function()
   it("reports bytes in use and peak", function()
     collectgarbage()
     local before = dl.memory.stats()

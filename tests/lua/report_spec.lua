@@ -4,8 +4,8 @@
 -- and the page in headless Chromium (tests/browser/check_report.lua).
 local dl = require "dlua"
 local F = dofile("tests/lua/report_fixtures.lua")
-local A = require "dlua.analysis"
-local svg = require "dlua.svg"
+local A = require "dlua.report.analysis"
+local svg = require "dlua.report.svg"
 local S, fs, json = dl.search, dl.fs, dl.json
 
 local EXE = os.getenv("DLUA_EXE") or "build/dlua"
@@ -41,7 +41,7 @@ local function two_group_study(root)
     seeds = {[1] = {0.8, 0.81, 0.79}}})
 end
 
-describe("dlua.svg", function()
+describe("dlua.report.svg", function()
   it("places values on log and linear axes by their fraction of the range", function()
     local p = svg.plot{id = "t", x = {log = true, min = 1e-4, max = 1e-1}, y = {min = 0, max = 1}}
     p:points({1e-4, 1e-3, 1e-1}, {0, 0.5, 1})

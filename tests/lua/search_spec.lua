@@ -4,7 +4,7 @@
 -- the GP / expected-improvement search against random search.
 local dl = require "dlua"
 local S = dl.search
-local gp = require "dlua.gp"
+local gp = require "dlua.search.gp"
 
 -- the radical inverse by exact integer arithmetic: digits of i in base b, each
 -- through its permutation, as the numerator over b^m (one rounding at the end)
@@ -352,7 +352,7 @@ local function matern(a, b, ls, sf2)
   return sf2 * (1 + math.sqrt(5) * r + 5 / 3 * r2) * math.exp(-math.sqrt(5) * r)
 end
 
-describe("dlua.gp", function()
+describe("dlua.search.gp", function()
   local r = S.rng("gp-spec")
   local X, y = {}, {}
   for i = 1, 14 do

@@ -9,7 +9,7 @@
 -- @usage local ev = metrics.evaluator{model = m, loss = nn.CrossEntropy()}
 --        ev:run("valid", valid_set, step) --> {loss = 0.31, accuracy = 0.89, ...}
 local core = require "dlua.core"
-local json = require "dlua.json"
+local json = require "dlua.util.json"
 
 local M = {}
 
@@ -226,7 +226,7 @@ function Evaluator:run(name, set, step)
     res.per_class = {correct = correct, total = total}
   end
   if #preds > 0 and self.dir and (not shard or shard.lead) then
-    local fs = require "dlua.fs"
+    local fs = require "dlua.util.fs"
     fs.mkdir_p(self.dir .. "/predictions")
     fs.write_atomic(string.format("%s/predictions/%s-%09d.json", self.dir, name, step or 0),
       json.encode({set = name, step = step, predictions = preds}) .. "\n")

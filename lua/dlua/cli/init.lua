@@ -186,7 +186,7 @@ local function first_difference(a, b)
 end
 
 local function check_determinism(exp, o, script)
-  local fs = require "dlua.fs"
+  local fs = require "dlua.util.fs"
   local results = {}
   for r = 1, 2 do
     local dir = string.format("%s/dlua-determinism-%d-%d", os.getenv("TMPDIR") or "/tmp",
@@ -194,7 +194,7 @@ local function check_determinism(exp, o, script)
     local res = exp:run(o.set, {dir = dir, quiet = true, steps = o.check_determinism, tracking = false})
     if res.status ~= "done" then error(string.format("--check-determinism: run %d %s: %s", r, res.status,
       tostring(res.message)), 0) end
-    local cfg_model = require("dlua.checkpoint").load(res.latest)
+    local cfg_model = require("dlua.train.checkpoint").load(res.latest)
     results[r] = cfg_model
     fs.rm_rf(dir)
   end
@@ -216,7 +216,7 @@ end
 -- when that holds a run already (a new run never lands on an old one); with --resume,
 -- the newest of them.
 function M.default_out(name, resume)
-  local fs = require "dlua.fs"
+  local fs = require "dlua.util.fs"
   local base = "runs/" .. tostring(name):gsub("[^%w%-_.]", "_")
   local last, k = nil, 1
   while true do

@@ -6,7 +6,7 @@
 -- no backward code. Heavier layers (Conv2d, pooling, BatchNorm) come with C
 -- kernels in later issues.
 local core = require "dlua.core"
-local init = require "dlua.init_fns"
+local init = require "dlua.nn.init_fns"
 
 local M = {}
 
@@ -519,5 +519,5 @@ end
 
 M.init = init
 package.loaded["dlua.nn"] = M
-M.BatchNorm = require("dlua.batchnorm")
+M.BatchNorm = require("dlua.nn.batchnorm")
 return M

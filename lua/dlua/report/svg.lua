@@ -1,6 +1,6 @@
 --- dlua.svg: the plot primitives of dl.report, written as inline SVG text.
 --
---   local svg = require "dlua.svg"
+--   local svg = require "dlua.report.svg"
 --   local p = svg.plot{id = "axis-lr", title = "valid/accuracy vs lr",
 --                      x = {label = "lr", log = true, min = 1e-4, max = 1e-1}, y = {label = "valid/accuracy"}}
 --   p:points({1e-3, 1e-2}, {0.81, 0.85}, {titles = {"t001", "t002"}})

@@ -2,7 +2,7 @@
 -- dl.report and dl.diagnose, and holds the statistics both use (quantiles,
 -- bootstrap, bucketing, detrended spread).
 --
---   local A = require "dlua.analysis"
+--   local A = require "dlua.report.analysis"
 --   local d = A.load("runs/fashion-mnist-optimizer", {metric = "valid/loss", aggregate = "final"})
 --   d.kind      --> "study" | "runs" (a directory of run directories) | "run" (one run directory)
 --   d.trials[i] --> {id, status, feasible, value, step, hp, group, kind, dir, max_steps}
@@ -15,8 +15,8 @@
 -- and per run hparams.json, metrics.jsonl, result.json, checkpoints/index.json
 -- and, for per-step gradient norms, the latest checkpoint's train/grad_norm.
 -- It writes nothing.
-local fs = require "dlua.fs"
-local json = require "dlua.json"
+local fs = require "dlua.util.fs"
+local json = require "dlua.util.json"
 
 local M = {}
 
@@ -216,7 +216,7 @@ function M.grad_norms(trial)
   local out
   local latest = h.ledger and h.ledger.latest and h.ledger.latest.path
   if latest then
-    local ck = require "dlua.checkpoint"
+    local ck = require "dlua.train.checkpoint"
     local ok, tensors, meta = pcall(ck.load, trial.dir .. "/checkpoints/" .. latest)
     if ok and tensors and tensors["train/grad_norm"] then
       local v = tensors["train/grad_norm"]:totable()
@@ -377,7 +377,7 @@ local function load_study(dir, opts)
     end
   else
     -- no journal (a copied study): the trials table and the run directories
-    local track = require "dlua.track"
+    local track = require "dlua.train.track"
     local rows = track.parse_csv(fs.read(dir .. "/trials.csv") or "")
     if #rows < 1 then error(string.format("%s holds study.json but neither journal.jsonl nor trials.csv", dir), 0) end
     for i, g in ipairs(rec.groups or {}) do d.groups[i] = {label = g.label, values = g.values, tag = g.tag, index = i} end

@@ -16,7 +16,7 @@
 -- train: dl.train calls M.data_parallel(config) when world() > 1 and keeps its
 -- own loop.
 local core = require "dlua.core"
-local json = require "dlua.json"
+local json = require "dlua.util.json"
 
 local M = {}
 
@@ -211,7 +211,7 @@ DP.__index = DP
 --- data_parallel_hooks(): BatchNorm's moving averages are averaged over ranks whenever
 -- nn.sync_batchnorm runs (dl.train: before every eval and checkpoint). Idempotent.
 function M.data_parallel_hooks()
-  require("dlua.batchnorm").rank_mean = function(t)
+  require("dlua.nn.batchnorm").rank_mean = function(t)
     if M.world() == 1 then return t end
     return M.allreduce(t, "mean")
   end
@@ -407,7 +407,7 @@ function Pool:pick()
 end
 
 local function note_dispatch(dir, rank, host)
-  local fs = require "dlua.fs"
+  local fs = require "dlua.util.fs"
   fs.mkdir_p(dir)
   fs.write_atomic(dir .. "/dispatch.json", json.encode({rank = rank, host = host}) .. "\n")
 end
@@ -422,7 +422,7 @@ function Pool:pump()
 end
 
 function Pool:launch(exe, args, dir, opts)
-  local fs = require "dlua.fs"
+  local fs = require "dlua.util.fs"
   local r = self:pick()
   self.running[r] = self.running[r] + 1
   local pool = self
@@ -476,7 +476,7 @@ end
 -- default) and replies with the exit code and the trial's small files, until rank 0
 -- says stop.
 function M.serve_trials(launch)
-  local fs = require "dlua.fs"
+  local fs = require "dlua.util.fs"
   launch = launch or require("dlua.study").launch
   local pid = require("dlua.study").getpid()
   local running, count, host = {}, 0, hostname()

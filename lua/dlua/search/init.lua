@@ -24,7 +24,7 @@
 -- digit). Point i is a pure function of (seed, i, d): it does not depend on how
 -- many points are drawn or in which order. This file does not run trials (see
 -- dlua.study) and holds no global state.
-local gp = require "dlua.gp"
+local gp = require "dlua.search.gp"
 
 local M = {}
 

@@ -26,9 +26,9 @@
 -- rank-aware version (MPI, DESIGN.md section 6) replaces that one function.
 local lfs = require "lfs"
 local core = require "dlua.core"
-local json = require "dlua.json"
-local fs = require "dlua.fs"
-local track = require "dlua.track"
+local json = require "dlua.util.json"
+local fs = require "dlua.util.fs"
+local track = require "dlua.train.track"
 local search = require "dlua.search"
 
 local M = {}
@@ -205,7 +205,7 @@ function M.study(spec)
   if not fs.exists(exp_path) and script and fs.exists(fs.dirname(script) .. "/" .. exp_path) then
     exp_path = fs.dirname(script) .. "/" .. exp_path
   end
-  local exp = require("dlua.experiment").load(exp_path)
+  local exp = require("dlua.train.experiment").load(exp_path)
   self.experiment, self.experiment_abs = exp_path, abspath(exp_path)
   local valid = sorted_keys(exp.hparams)
   local function check_name(name, role)
@@ -1316,7 +1316,7 @@ function Study:main(args, script)
   -- every study ends with its report and the playbook's diagnosis (docs/api/report.md)
   local ok, path = pcall(require("dlua.report").report, res.dir)
   if ok then print("report: " .. path) else io.stderr:write("dlua: warning: no report: ", tostring(path), "\n") end
-  local dok, derr = pcall(require("dlua.diagnose").diagnose, res.dir)
+  local dok, derr = pcall(require("dlua.report.diagnose").diagnose, res.dir)
   if not dok then io.stderr:write("dlua: warning: no diagnosis: ", tostring(derr), "\n") end
   res.reported = true
   return res

@@ -21,10 +21,10 @@
 -- The page fetches nothing: styles, the table-sorting script and the plots are
 -- inline. Everything is recomputed from the stored histories, so another
 -- metric or aggregation needs no rerun.
-local A = require "dlua.analysis"
-local svg = require "dlua.svg"
-local diagnose = require "dlua.diagnose"
-local fs = require "dlua.fs"
+local A = require "dlua.report.analysis"
+local svg = require "dlua.report.svg"
+local diagnose = require "dlua.report.diagnose"
+local fs = require "dlua.util.fs"
 
 local M = {}
 

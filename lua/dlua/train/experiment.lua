@@ -15,7 +15,7 @@
 -- `rank` and `world`, and data_seed becomes data_seed + rank (the init seed is
 -- the same on every rank, the data seed differs; docs/distributed.md).
 local core = require "dlua.core"
-local json = require "dlua.json"
+local json = require "dlua.util.json"
 
 local M = {}
 
@@ -134,7 +134,7 @@ function M.evaluate(o)
     error("dl.evaluate: expected {experiment = ..., checkpoint = path [, sets = {...}]}", 2)
   end
   local exp = M.load(o.experiment)
-  local ck = require "dlua.checkpoint"
+  local ck = require "dlua.train.checkpoint"
   local tensors, meta = ck.load(o.checkpoint)
   if not tensors then error("dl.evaluate: " .. tostring(meta), 2) end
   local hp = exp:resolve(json.decode(meta.hparams or "{}") or {})
@@ -150,7 +150,7 @@ function M.evaluate(o)
   cfg.model:eval()
   local ev = cfg.eval or {}
   local sets = o.sets or ev.sets or {}
-  local metrics = require "dlua.metrics"
+  local metrics = require "dlua.train.metrics"
   local fields = {input = "image", target = "label", weight = "weight"}
   for k, v in pairs(cfg.fields or {}) do fields[k] = v end
   local function evaluator(sample)

@@ -30,8 +30,8 @@
 --                 the trials moved the median by at most 10% of its gain from 1 trial (or
 --                 by less than the eval noise of the group's best trial: its detrended late
 --                 std, or for an accuracy the binomial standard error on the eval set)
-local A = require "dlua.analysis"
-local fmtn = require("dlua.svg").format_number
+local A = require "dlua.report.analysis"
+local fmtn = require("dlua.report.svg").format_number
 
 local M = {}
 

@@ -7,7 +7,7 @@
 local core = require "dlua.core"
 local nn = require "dlua.nn"
 
--- loaded first through require "dlua.batchnorm": nn.lua has required this file already
+-- loaded first through require "dlua.nn.batchnorm": nn.lua has required this file already
 if rawget(nn, "BatchNorm") then return nn.BatchNorm end
 
 local BatchNorm = nn.Module:extend("BatchNorm")

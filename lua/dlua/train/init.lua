@@ -14,17 +14,17 @@
 -- Files in the run directory (docs/formats.md): hparams.json, metrics.jsonl,
 -- checkpoints/ckpt-<step>.safetensors, checkpoints/index.json, predictions/.
 local core = require "dlua.core"
-local json = require "dlua.json"
-local fs = require "dlua.fs"
-local metrics_mod = require "dlua.metrics"
-local progress_mod = require "dlua.progress"
+local json = require "dlua.util.json"
+local fs = require "dlua.util.fs"
+local metrics_mod = require "dlua.train.metrics"
+local progress_mod = require "dlua.train.progress"
 local optim = require "dlua.optim"
 local trace = require("dlua.data").trace
 local dist = require "dlua.dist"
 
 local M = {}
 
-local function checkpoint_mod() return require "dlua.checkpoint" end
+local function checkpoint_mod() return require "dlua.train.checkpoint" end
 local function nn_mod() return require "dlua.nn" end
 
 local KNOWN = {
@@ -566,7 +566,7 @@ function M.train(config)
     end
     prog:message("run directory: " .. dir)
   end
-  if config.tracking ~= false and lead then require("dlua.track").append_run(config, result) end
+  if config.tracking ~= false and lead then require("dlua.train.track").append_run(config, result) end
   return result
 end
 

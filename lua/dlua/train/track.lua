@@ -3,7 +3,7 @@
 -- description, trials, best validation value of the best checkpoint and the
 -- exact command that reproduces it. Rows are appended with one write each, so
 -- two processes finishing at once never interleave their lines.
-local fs = require "dlua.fs"
+local fs = require "dlua.util.fs"
 
 local M = {}
 

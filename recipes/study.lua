@@ -19,6 +19,8 @@
 -- --create --resume --quiet (docs/api/study.md). Under mpirun the trials are spread
 -- over the ranks; rank 0 writes the report.
 local study = require "dlua.study"
+local ranks = require "dlua.study.ranks"
+local cli = require "dlua.cli"
 
 local ROLE_FLAGS = {["--experiment"] = true, ["--name"] = true, ["--goal"] = true, ["--scientific"] = true,
                     ["--nuisance"] = true, ["--fixed"] = true, ["--objective"] = true, ["--algorithm"] = true,
@@ -44,7 +46,7 @@ local function typed(exp, name, text)
     table.sort(names)
     fail(string.format("'%s' is not a hyperparameter of %s (valid: %s)", name, exp.path, table.concat(names, ", ")))
   end
-  return require("dlua.cli").typed(name, text, exp.hparams[name])
+  return cli.typed(name, text, exp.hparams[name])
 end
 
 local function list(exp, name, text)
@@ -158,15 +160,6 @@ local function study_from_flags(args)
   return st, rest, roles.no_report
 end
 
-local function report_and_diagnose(res)
-  local dl = require "dlua"
-  -- (res.reported: the study printed its report and diagnosis itself)
-  if not res or not res.dir or res.ran == nil or res.reported then return end
-  local ok, path = pcall(dl.report, res.dir)
-  if ok then print("report: " .. path) else io.stderr:write("dlua: report: ", tostring(path), "\n") end
-  local okd, err = pcall(dl.diagnose, res.dir)
-  if not okd then io.stderr:write("dlua: diagnosis: ", tostring(err), "\n") end
-end
 
 local ok, err = pcall(function()
   local args = {}
@@ -198,10 +191,10 @@ local ok, err = pcall(function()
   end
   for _, a in ipairs(rest) do if a == "--help" then print(obj:help(script)); return end end
   -- under mpirun the ranks share the trials (rank 0 plans and records them); alone, as obj:main
-  local res = require("dlua.dist").run_study(obj, rest, script)
+  local res = ranks.run_study(obj, rest, script)
   local created = false
   for _, a in ipairs(rest) do if a == "--create" then created = true end end
-  if not no_report and not created then report_and_diagnose(res) end
+  if not no_report and not created then cli.report_study(res) end
 end)
 if not ok then
   io.stderr:write("dlua: ", (tostring(err):gsub("^[^:]*:%d+: ", "")), "\n")

@@ -2,7 +2,39 @@
 -- `local dl = require "dlua"` gives the tensor library (C core) plus the Lua
 -- layers built on it. Tensor methods live on the tensor metatable, so
 -- `t:sum(2)` and `dl.sum(t, 2)` are the same call.
+--
+-- The library is in layers, each requiring only those below it (DESIGN.md
+-- section 2; tests/lua/require_graph_spec.lua checks it):
+--   cli/                      runs what a script returns; report and diagnosis after a study
+--   report/                   report, analysis, diagnose, svg
+--   study/                    study, probe, ranks (trials over MPI ranks)
+--   train/                    train, experiment, metrics, checkpoint, track, flags, ...
+--   nn/ data/ optim/ search/ dist/
+--   util/                     option checking, small helpers, json, fs, memory
+--   dlua.core                 the C engine
+-- This file, at the very top, gathers them into `dl`.
 local core = require "dlua.core"
+local util = require "dlua.util"
+local memory = require "dlua.util.memory"
+local json = require "dlua.util.json"
+local fs = require "dlua.util.fs"
+local autograd = require "dlua.nn.autograd"
+local nn = require "dlua.nn"
+local optim = require "dlua.optim"
+local data = require "dlua.data"
+local search = require "dlua.search"
+local dist = require "dlua.dist"
+local checkpoint = require "dlua.train.checkpoint"
+local metrics = require "dlua.train.metrics"
+local train = require "dlua.train"
+local experiment = require "dlua.train.experiment"
+local track = require "dlua.train.track"
+local data_parallel = require "dlua.train.data_parallel"
+local study = require "dlua.study"
+local probe = require "dlua.study.probe"
+local ranks = require "dlua.study.ranks"
+local report = require "dlua.report"
+local diagnose = require "dlua.report.diagnose"
 
 local M = {}
 
@@ -11,13 +43,11 @@ for k, v in pairs(core) do
   if type(k) == "string" and k:sub(1, 1) ~= "_" then M[k] = v end
 end
 
-M.version = "0.1.0"
+M.version = util.VERSION
 
 --- Is `x` a tensor?
 -- @usage dl.is_tensor(dl.zeros(2)) --> true
-function M.is_tensor(x)
-  return getmetatable(x) == core.Tensor
-end
+M.is_tensor = util.is_tensor
 
 --- Runs `fn(...)` with autograd recording off and returns its results.
 -- Recording is restored even if fn raises.
@@ -39,29 +69,34 @@ function M.enable_grad(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
-M.memory = require "dlua.util.memory"
-M.autograd = require "dlua.nn.autograd"
-M.nn = require "dlua.nn"
-M.optim = require "dlua.optim"
-M.data = require "dlua.data"
-M.trace = M.data.trace
-M.checkpoint = require "dlua.train.checkpoint"
-M.json = require "dlua.util.json"
-M.metrics = require "dlua.train.metrics"
-local train = require "dlua.train"
+M.memory = memory
+M.autograd = autograd
+M.nn = nn
+M.optim = optim
+M.data = data
+M.trace = data.trace
+M.checkpoint = checkpoint
+M.json = json
+M.metrics = metrics
 M.train = train.train
-local experiment = require "dlua.train.experiment"
 M.experiment = experiment.experiment
 M.evaluate = experiment.evaluate
 M.load_experiment = experiment.load
-M.fs = require "dlua.util.fs"
-M.track = require "dlua.train.track"
-M.dist = require "dlua.dist"
-M.search = require "dlua.search"
-M.study = require("dlua.study").study
-M.study_results = require("dlua.study").results
-M.report = require("dlua.report").report
-M.diagnose = require("dlua.report.diagnose").diagnose
-M.batch_size_sweep = require("dlua.study.probe").batch_size_sweep
+M.fs = fs
+M.track = track
+M.util = util
+-- dl.dist: the collectives (dlua.dist), the data-parallel pieces of dl.train
+-- (dlua.train.data_parallel) and the study trials over ranks (dlua.study.ranks)
+-- as one table; a new table, so no lower module is changed by it
+M.dist = {}
+for _, part in ipairs({dist, data_parallel, ranks}) do
+  for k, v in pairs(part) do M.dist[k] = v end
+end
+M.search = search
+M.study = study.study
+M.study_results = study.results
+M.report = report.report
+M.diagnose = diagnose.diagnose
+M.batch_size_sweep = probe.batch_size_sweep
 
 return M

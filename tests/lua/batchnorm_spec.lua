@@ -355,20 +355,27 @@ describe("moving averages", function()
     assert.are.same(rows[1], rows[2])
   end)
 
-  it("average across ranks through the BatchNorm.rank_mean hook", function()
+  it("average across ranks through the hook BatchNorm.set_rank_mean installs", function()
     local bn = nn.BatchNorm(2, {replicas = 2})
     bn.running_mean:copy_(dl.tensor({{1, 2}, {3, 4}}))
     local other_rank = dl.tensor({10, 20})                 -- the other rank's replica average
     local seen
-    nn.BatchNorm.rank_mean = function(t)
+    local prev = nn.BatchNorm.set_rank_mean(function(t)
       seen = seen or t:totable()                          -- running_mean comes first
       return (t + other_rank):scale(0.5)
-    end
+    end)
     local ok, err = pcall(bn.sync_moving_averages, bn)
-    nn.BatchNorm.rank_mean = nil
+    assert.are.equal(nil, prev)
+    nn.BatchNorm.set_rank_mean(nil)
     assert(ok, err)
     assert.are.same({2, 3}, seen)
     assert.are.same({{6, 11.5}, {6, 11.5}}, bn.running_mean:totable())
+    -- without the hook only the replicas are averaged
+    bn.running_mean:copy_(dl.tensor({{1, 2}, {3, 4}}))
+    bn:sync_moving_averages()
+    assert.are.same({{2, 3}, {2, 3}}, bn.running_mean:totable())
+    assert.error_matches(function() nn.BatchNorm.set_rank_mean(42) end,
+      "BatchNorm.set_rank_mean: expected a function or nil, got number")
   end)
 end)
 

@@ -2,10 +2,12 @@
 -- (engine/dlua.c hands it here). Errors print as one line, exit status 1;
 -- DLUA_DEBUG=1 adds the traceback.
 --   dlua agent STUDY_DIR [--count N] [--jobs P] [--lease S] [--threads N] [--quiet]
+local study = require "dlua.study"
+
 local M = {}
 
 M.COMMANDS = {
-  agent = function(args) return require("dlua.study").agent_main(args) end,
+  agent = function(args) return study.agent_main(args) end,
 }
 
 function M.main(name, ...)

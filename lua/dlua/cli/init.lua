@@ -1,4 +1,4 @@
---- dlua.cli: the flags every recipe and experiment shares.
+--- dlua.cli: runs what a script returns, the top of the Lua library.
 --
 --   dlua examples/fashion_mnist.lua [--out DIR] [--steps N] [--set key=value]...
 --        [--resume] [--seed N] [--threads N] [--trace FILE] [--quiet]
@@ -8,168 +8,27 @@
 -- strings); unknown flags, unknown hyperparameters and bad values are errors
 -- naming the flag. dlua calls cli.run(obj, script) when a script's main chunk
 -- returns a dl.experiment (or a dl.study).
+--
+-- The flags themselves are parsed by dlua.train.flags (re-exported here as
+-- cli.parse, cli.typed, cli.help, cli.command, cli.default_out, cli.FLAGS); a
+-- study's trials over ranks by dlua.study.ranks; this file adds the run, the
+-- determinism check and, after a study, its report and diagnosis.
 local core = require "dlua.core"
+local util = require "dlua.util"
+local fs = require "dlua.util.fs"
+local flags = require "dlua.train.flags"
+local checkpoint = require "dlua.train.checkpoint"
+local data = require "dlua.data"
+local ranks = require "dlua.study.ranks"
+local report = require "dlua.report"
+local diagnose = require "dlua.report.diagnose"
 
 local M = {}
 
-M.FLAGS = {
-  {"--out", "DIR", "run directory (default runs/<name>)"},
-  {"--steps", "N", "training steps (overrides hp.steps)"},
-  {"--set", "KEY=VALUE", "override a hyperparameter (repeatable)"},
-  {"--resume", nil, "continue from the latest valid checkpoint in the run directory"},
-  {"--seed", "N", "the seed (init_seed = seed, data_seed = seed + 1000 unless set)"},
-  {"--threads", "N", "compute threads (default: all cores)"},
-  {"--trace", "FILE", "write a Chrome trace-event file of the run"},
-  {"--quiet", nil, "no progress output"},
-  {"--no-track", nil, "no row in the tracking spreadsheet (study trials: the study writes its own)"},
-  {"--check-determinism", "N", "run N steps twice from the same state and compare the parameters"},
-  {"--help", nil, "list the hyperparameters and flags"},
-}
-
-local function flag_takes_value(name)
-  for _, f in ipairs(M.FLAGS) do if f[1] == name then return f[2] ~= nil, true end end
-  return false, false
-end
-
-local function positive_int(flag, v)
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 1 then error(string.format("%s: expected a positive integer, got '%s'", flag, tostring(v)), 0) end
-  return n
-end
-
---- Converts text to the type of def (the hyperparameter's default).
-function M.typed(key, text, def)
-  local t = type(def)
-  if t == "number" then
-    local v = tonumber(text)
-    if v == nil then error(string.format("--set %s: expected a number, got '%s'", key, text), 0) end
-    if math.type(def) == "integer" then
-      local iv = math.tointeger(v)
-      if iv == nil then error(string.format("--set %s: expected an integer, got '%s'", key, text), 0) end
-      return iv
-    end
-    return v + 0.0
-  elseif t == "boolean" then
-    if text == "true" or text == "1" then return true end
-    if text == "false" or text == "0" then return false end
-    error(string.format("--set %s: expected true or false, got '%s'", key, text), 0)
-  end
-  return text
-end
-
---- Parses args (a list of strings) against hparams; returns options and overrides.
--- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}).
-function M.parse(args, hparams, opts)
-  opts = opts or {}
-  local o = {set = {}, positional = {}, extra = {}}
-  local extra = {}
-  for _, e in ipairs(opts.extra or {}) do extra[e] = true end
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    local name, inline = a:match("^(%-%-[%w%-]+)=(.*)$")
-    name = name or a
-    local takes, known = flag_takes_value(name)
-    if extra[name] then takes, known = true, true end
-    if a:sub(1, 2) ~= "--" then
-      o.positional[#o.positional + 1] = a
-    elseif not known then
-      error(string.format("unknown flag '%s' (see --help)", a), 0)
-    else
-      local v
-      if takes then
-        v = inline
-        if v == nil then
-          i = i + 1
-          v = args[i]
-          if v == nil then error(string.format("%s: missing value", name), 0) end
-        end
-      elseif inline then
-        error(string.format("%s takes no value", name), 0)
-      end
-      if extra[name] then o.extra[name:sub(3)] = v
-      elseif name == "--out" then o.out = v
-      elseif name == "--steps" then o.steps = positive_int(name, v)
-      elseif name == "--seed" then
-        local n = math.tointeger(tonumber(v))
-        if not n or n < 0 then error(string.format("--seed: expected a non-negative integer, got '%s'", v), 0) end
-        o.seed = n
-      elseif name == "--threads" then o.threads = positive_int(name, v)
-      elseif name == "--trace" then o.trace = v
-      elseif name == "--check-determinism" then o.check_determinism = positive_int(name, v)
-      elseif name == "--resume" then o.resume = true
-      elseif name == "--quiet" then o.quiet = true
-      elseif name == "--no-track" then o.no_track = true
-      elseif name == "--help" then o.help = true
-      elseif name == "--set" then
-        local key, val = v:match("^([%w_%.]+)=(.*)$")
-        if not key then error(string.format("--set: expected key=value, got '%s'", v), 0) end
-        if hparams and hparams[key] == nil and key ~= "seed" and key ~= "init_seed" and key ~= "data_seed" then
-          local names = {}
-          for k in pairs(hparams) do names[#names + 1] = k end
-          table.sort(names)
-          error(string.format("--set: unknown hyperparameter '%s' (valid: %s)", key, table.concat(names, ", ")), 0)
-        end
-        local def = 0                           -- (`hparams[key] or 0` would type a false default as a number)
-        if hparams and hparams[key] ~= nil then def = hparams[key] end
-        o.set[key] = M.typed(key, val, def)
-      end
-    end
-    i = i + 1
-  end
-  return o
-end
-
-function M.help(obj, script)
-  local lines = {string.format("%s: %s", script, obj.name or "?")}
-  if obj.description then lines[#lines + 1] = obj.description end
-  lines[#lines + 1] = ""
-  lines[#lines + 1] = "hyperparameters (--set key=value):"
-  local keys = {}
-  for k in pairs(obj.hparams or {}) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
-    local v = obj.hparams[k]
-    local ty = math.type(v) == "integer" and "integer" or type(v)
-    lines[#lines + 1] = string.format("  %-20s %-10s default %s", k, ty, tostring(v))
-  end
-  lines[#lines + 1] = ""
-  lines[#lines + 1] = "flags:"
-  for _, f in ipairs(M.FLAGS) do
-    lines[#lines + 1] = string.format("  %-26s %s", f[1] .. (f[2] and " " .. f[2] or ""), f[3])
-  end
-  return table.concat(lines, "\n")
-end
-
---- The number of online CPUs (default threads, and a study's default parallel jobs).
-function M.cores()
-  local f = io.open("/sys/devices/system/cpu/online")
-  local s = f and f:read("l")
-  if f then f:close() end
-  local n = 0
-  for part in (s or ""):gmatch("[^,]+") do
-    local a, b = part:match("^(%d+)%-(%d+)$")
-    if a then n = n + tonumber(b) - tonumber(a) + 1 elseif part:match("^%d+$") then n = n + 1 end
-  end
-  return n > 0 and n or 1
-end
-
--- the exact command that reproduces a run: every hyperparameter that differs from its default
-function M.command(script, exp, hp, o)
-  local parts = {"dlua", script}
-  local keys = {}
-  for k in pairs(hp) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
-    local def = exp.hparams[k]
-    if k ~= "seed" and k ~= "init_seed" and k ~= "data_seed" and hp[k] ~= def then
-      parts[#parts + 1] = string.format("--set %s=%s", k, tostring(hp[k]))
-    end
-  end
-  parts[#parts + 1] = "--seed " .. tostring(hp.seed)
-  if o.out then parts[#parts + 1] = "--out " .. o.out end
-  return table.concat(parts, " ")
-end
+M.FLAGS, M.typed, M.parse, M.help, M.command, M.default_out = flags.FLAGS, flags.typed, flags.parse, flags.help,
+  flags.command, flags.default_out
+--- The number of online CPUs (util.cores).
+M.cores = util.cores
 
 --- Compares two state dicts; returns nil when identical, else the first differing name.
 local function first_difference(a, b)
@@ -186,7 +45,6 @@ local function first_difference(a, b)
 end
 
 local function check_determinism(exp, o, script)
-  local fs = require "dlua.util.fs"
   local results = {}
   for r = 1, 2 do
     local dir = string.format("%s/dlua-determinism-%d-%d", os.getenv("TMPDIR") or "/tmp",
@@ -194,7 +52,7 @@ local function check_determinism(exp, o, script)
     local res = exp:run(o.set, {dir = dir, quiet = true, steps = o.check_determinism, tracking = false})
     if res.status ~= "done" then error(string.format("--check-determinism: run %d %s: %s", r, res.status,
       tostring(res.message)), 0) end
-    local cfg_model = require("dlua.train.checkpoint").load(res.latest)
+    local cfg_model = checkpoint.load(res.latest)
     results[r] = cfg_model
     fs.rm_rf(dir)
   end
@@ -212,18 +70,15 @@ local function check_determinism(exp, o, script)
   return true
 end
 
---- The run directory when --out is not given: runs/<name>, or runs/<name>-2, -3, ...
--- when that holds a run already (a new run never lands on an old one); with --resume,
--- the newest of them.
-function M.default_out(name, resume)
-  local fs = require "dlua.util.fs"
-  local base = "runs/" .. tostring(name):gsub("[^%w%-_.]", "_")
-  local last, k = nil, 1
-  while true do
-    local d = k == 1 and base or string.format("%s-%d", base, k)
-    if not fs.exists(d) then return resume and (last or d) or d end
-    last, k = d, k + 1
-  end
+--- report_study(res): a finished study's report and the playbook's diagnosis
+-- (docs/api/report.md), printed as `report: PATH`; a failure of either is a warning.
+-- Nothing for nil (--help, or a rank serving trials) or a study only created.
+function M.report_study(res)
+  if not res or not res.dir or res.ran == nil then return end
+  local ok, path = pcall(report.report, res.dir)
+  if ok then print("report: " .. path) else io.stderr:write("dlua: warning: no report: ", tostring(path), "\n") end
+  local dok, derr = pcall(diagnose.diagnose, res.dir)
+  if not dok then io.stderr:write("dlua: warning: no diagnosis: ", tostring(derr), "\n") end
 end
 
 local run_checked
@@ -245,11 +100,15 @@ end
 function run_checked(obj, script)
   local args = {}
   for i = 1, #(arg or {}) do args[i] = arg[i] end
-  if obj._dlua_kind == "study" then return require("dlua.dist").run_study(obj, args, script) end  -- trials over ranks
+  if obj._dlua_kind == "study" then                  -- trials over ranks (alone: study:main), then the report
+    local res = ranks.run_study(obj, args, script)
+    M.report_study(res)
+    return res
+  end
   local o = M.parse(args, obj.hparams)
   if o.help then print(M.help(obj, script)); return end
   if #o.positional > 0 then error(string.format("unexpected argument '%s' (see --help)", o.positional[1]), 0) end
-  core.threads(o.threads or M.cores())
+  core.threads(o.threads or util.cores())
   if o.seed then o.set.seed = o.seed end
   obj.path = obj.path or script
   if o.check_determinism then
@@ -257,7 +116,7 @@ function run_checked(obj, script)
     return
   end
   if not o.out then o.out = M.default_out(obj.name, o.resume) end
-  local trace = o.trace and require("dlua.data").trace
+  local trace = o.trace and data.trace
   if trace then trace.start(o.trace) end
   local hp = obj:resolve(o.set)
   if o.steps then hp.steps = o.steps end

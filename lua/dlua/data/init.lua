@@ -9,8 +9,9 @@
 -- for any number of workers. See docs/api/data.md.
 --
 -- This file is also loaded into the pipeline's worker Lua states (to
--- rebuild Lua map functions there), so it requires nothing but dlua.core.
+-- rebuild Lua map functions there), so it requires nothing but dlua.core and dlua.util.
 local core = require "dlua.core"
+local util = require "dlua.util"
 
 local M = {}
 
@@ -25,7 +26,7 @@ M.input_bound_min_batches = 20
 
 ------------------------------------------------------------------ helpers
 
-local function is_tensor(x) return getmetatable(x) == core.Tensor end
+local is_tensor = util.is_tensor
 
 local function errorf(level, fmt, ...) error(string.format(fmt, ...), level >= 0 and level + 1 or 0) end
 

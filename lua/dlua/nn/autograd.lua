@@ -1,9 +1,10 @@
 --- dl.autograd: Lua-defined differentiable functions and gradient checking.
 local core = require "dlua.core"
+local util = require "dlua.util"
 
 local M = {}
 
-local function is_tensor(x) return getmetatable(x) == core.Tensor end
+local is_tensor = util.is_tensor
 
 --- Defines a differentiable function from a forward and a backward in Lua.
 -- `forward(ctx, ...)` runs with recording off and returns one tensor; it may

@@ -2,15 +2,12 @@
 -- moving averages that are synchronised before they are used or saved.
 -- The numerical work is one C op (dl.batch_norm, engine/batchnorm.c); this
 -- file holds the module: its options, parameters and buffers, and the
--- synchronisation of the moving averages across replicas (and, through
--- BatchNorm.rank_mean, across ranks). See docs/batchnorm.md.
+-- synchronisation of the moving averages across replicas (and, through the
+-- hook BatchNorm.set_rank_mean installs, across ranks). See docs/batchnorm.md.
 local core = require "dlua.core"
-local nn = require "dlua.nn"
+local module = require "dlua.nn.module"
 
--- loaded first through require "dlua.nn.batchnorm": nn.lua has required this file already
-if rawget(nn, "BatchNorm") then return nn.BatchNorm end
-
-local BatchNorm = nn.Module:extend("BatchNorm")
+local BatchNorm = module.Module:extend("BatchNorm")
 
 local function shape_str(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
 
@@ -35,7 +32,7 @@ end
 -- @usage local bn = nn.BatchNorm(32, {virtual_batch = 64})
 function BatchNorm:init(C, opts)
   C = positive_int("num_features", C)
-  opts = nn._options("BatchNorm", opts, {virtual_batch = false, sync = false, momentum = 0.1, eps = 1e-5,
+  opts = module.options("BatchNorm", opts, {virtual_batch = false, sync = false, momentum = 0.1, eps = 1e-5,
                                          affine = true, replicas = 1})
   local vb = opts.virtual_batch
   if vb ~= false then vb = positive_int("virtual_batch", vb) end
@@ -88,17 +85,29 @@ function BatchNorm:forward(x)
   return y
 end
 
---- Hook for averaging across ranks: nil (one process), or a function taking a float32
--- tensor and returning its mean over all ranks (the dist module sets it, e.g. to
--- `function(t) return dl.dist.allreduce(t, "mean") end`).
-BatchNorm.rank_mean = nil
+-- the hook averaging across ranks: nil (one process) or fn(t) -> the mean of t over ranks
+local rank_mean = nil
+
+--- BatchNorm.set_rank_mean(fn) -> the previous hook: fn(t) takes a float32 tensor
+-- and returns its mean over all ranks; nil removes the hook (one process). The
+-- data-parallel layer of dl.train installs it (train/data_parallel.lua), since
+-- this layer sits below the collectives' users and must not call up to them.
+-- @usage nn.BatchNorm.set_rank_mean(function(t) return dl.dist.allreduce(t, "mean") end)
+function BatchNorm.set_rank_mean(fn)
+  if fn ~= nil and type(fn) ~= "function" then
+    error("BatchNorm.set_rank_mean: expected a function or nil, got " .. type(fn), 2)
+  end
+  local prev = rank_mean
+  rank_mean = fn
+  return prev
+end
 
 --- Replaces every replica's running_mean and running_var by the mean over replicas
--- (and over ranks when BatchNorm.rank_mean is set), so evaluation and checkpoints see
+-- (and over ranks when a rank_mean hook is set), so evaluation and checkpoints see
 -- one set of averages, never replica 0's alone. Returns self.
 -- @usage bn:sync_moving_averages()
 function BatchNorm:sync_moving_averages()
-  local hook = BatchNorm.rank_mean
+  local hook = rank_mean
   if self.replicas == 1 and not hook then return self end
   local prev = core.set_grad_enabled(false)
   for _, name in ipairs({"running_mean", "running_var"}) do
@@ -136,6 +145,5 @@ function BatchNorm.sync_all(model)
   visit(model)
   return count
 end
-nn.sync_batchnorm = BatchNorm.sync_all
 
 return BatchNorm

@@ -2,10 +2,11 @@
 -- schedules and gradient clipping. The update rules follow the tuning
 -- playbook's FAQ exactly; docs/optimizers.md writes them out.
 local core = require "dlua.core"
+local util = require "dlua.util"
 
 local M = {}
 
-local function is_tensor(x) return getmetatable(x) == core.Tensor end
+local is_tensor = util.is_tensor
 
 local specs = {
   SGD = {lr = 0.01, momentum = 0, nesterov = false, weight_decay = 0},

@@ -17,18 +17,18 @@
 -- It writes nothing.
 local fs = require "dlua.util.fs"
 local json = require "dlua.util.json"
+local util = require "dlua.util"
+local search = require "dlua.search"
+local checkpoint = require "dlua.train.checkpoint"
+local track = require "dlua.train.track"
+local study = require "dlua.study"
 
 local M = {}
 
 local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
 M.finite = finite
 
-local function sorted_keys(t)
-  local k = {}
-  for n in pairs(t) do k[#k + 1] = n end
-  table.sort(k, function(a, b) return tostring(a) < tostring(b) end)
-  return k
-end
+local sorted_keys = util.sorted_keys
 M.sorted_keys = sorted_keys
 
 --- "min" for metrics named ...loss or ...error, "max" otherwise.
@@ -96,7 +96,7 @@ function M.bootstrap(values, opts)
   local n = #values
   local mode = opts.mode or "max"
   local R = opts.samples or 500
-  local rng = require("dlua.search").rng("bootstrap", opts.seed or 0, n)
+  local rng = search.rng("bootstrap", opts.seed or 0, n)
   local ks = opts.ks
   if not ks then
     ks = {}
@@ -216,8 +216,7 @@ function M.grad_norms(trial)
   local out
   local latest = h.ledger and h.ledger.latest and h.ledger.latest.path
   if latest then
-    local ck = require "dlua.train.checkpoint"
-    local ok, tensors, meta = pcall(ck.load, trial.dir .. "/checkpoints/" .. latest)
+    local ok, tensors, meta = pcall(checkpoint.load, trial.dir .. "/checkpoints/" .. latest)
     if ok and tensors and tensors["train/grad_norm"] then
       local v = tensors["train/grad_norm"]:totable()
       local steps = {}
@@ -245,7 +244,7 @@ end
 ------------------------------------------------------------------- loading
 
 local function value_of(dir, metric, mode, aggregate)
-  return require("dlua.study").run_metric(dir, metric, mode, aggregate)
+  return study.run_metric(dir, metric, mode, aggregate)
 end
 
 local function is_run_dir(d) return fs.exists(d .. "/metrics.jsonl") end
@@ -281,7 +280,6 @@ end
 
 -- the searched dimensions of a study: bounds and scale from its space
 local function study_dims(rec)
-  local search = require "dlua.search"
   local ok, space = pcall(search.space_from_table, rec.nuisance or {})
   local dims = {}
   if not ok then return dims end
@@ -352,7 +350,6 @@ end
 local observed_dims
 
 local function load_study(dir, opts)
-  local study = require "dlua.study"
   local rec = read_json(dir .. "/study.json")
   local metric = opts.metric or rec.objective.metric
   local mode = opts.mode or (opts.metric and M.default_mode(opts.metric)) or rec.objective.mode
@@ -377,7 +374,6 @@ local function load_study(dir, opts)
     end
   else
     -- no journal (a copied study): the trials table and the run directories
-    local track = require "dlua.train.track"
     local rows = track.parse_csv(fs.read(dir .. "/trials.csv") or "")
     if #rows < 1 then error(string.format("%s holds study.json but neither journal.jsonl nor trials.csv", dir), 0) end
     for i, g in ipairs(rec.groups or {}) do d.groups[i] = {label = g.label, values = g.values, tag = g.tag, index = i} end

@@ -26,9 +26,11 @@
 -- rank-aware version (MPI, DESIGN.md section 6) replaces that one function.
 local lfs = require "lfs"
 local core = require "dlua.core"
+local util = require "dlua.util"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local track = require "dlua.train.track"
+local experiment = require "dlua.train.experiment"
 local search = require "dlua.search"
 
 local M = {}
@@ -37,41 +39,13 @@ local M = {}
 
 local function warn_stderr(msg) io.stderr:write("dlua: warning: ", msg, "\n") end
 
-local function sorted_keys(t)
-  local out = {}
-  for k in pairs(t or {}) do out[#out + 1] = k end
-  table.sort(out, function(a, b) return tostring(a) < tostring(b) end)
-  return out
-end
-
-local function copy(t)
-  local o = {}
-  for k, v in pairs(t or {}) do o[k] = v end
-  return o
-end
+local sorted_keys, copy = util.sorted_keys, util.copy
 
 local function scalar(v) local t = type(v); return t == "number" or t == "string" or t == "boolean" end
 
 --- The process id of this dlua (Linux /proc), or nil.
-function M.getpid()
-  local f = io.open("/proc/self/stat")
-  if not f then return nil end
-  local s = f:read("l")
-  f:close()
-  return s and tonumber(s:match("^(%d+)"))
-end
-
-local function hostname()
-  local f = io.open("/proc/sys/kernel/hostname")
-  local h = f and f:read("l")
-  if f then f:close() end
-  if not h or h == "" then
-    local p = io.popen("hostname 2>/dev/null")
-    h = p and p:read("l")
-    if p then p:close() end
-  end
-  return h or "localhost"
-end
+M.getpid = util.getpid
+local hostname = util.hostname
 
 local function pid_alive(pid)
   if not pid then return false end
@@ -83,16 +57,10 @@ local function pid_alive(pid)
   return not s:match("^%d+ %b() Z")                       -- a zombie is dead
 end
 
-local function sleep(s) os.execute(string.format("sleep %.3f", s)) end
+local sleep, cores = util.sleep, util.cores
 
-local function cores() return require("dlua.cli").cores() end
-
---- Shell quoting for one argument (only when needed).
-local function shq(s)
-  s = tostring(s)
-  if s:match("^[%w%._%-=/:,+@]+$") then return s end
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+--- Shell quoting for one argument (only when needed): util.shell_quote.
+local shq = util.shell_quote
 M.shell_quote = shq
 
 --- A value as --set text: numbers round-trip exactly, in the shortest form.
@@ -205,7 +173,7 @@ function M.study(spec)
   if not fs.exists(exp_path) and script and fs.exists(fs.dirname(script) .. "/" .. exp_path) then
     exp_path = fs.dirname(script) .. "/" .. exp_path
   end
-  local exp = require("dlua.train.experiment").load(exp_path)
+  local exp = experiment.load(exp_path)
   self.experiment, self.experiment_abs = exp_path, abspath(exp_path)
   local valid = sorted_keys(exp.hparams)
   local function check_name(name, role)
@@ -832,7 +800,7 @@ function Agent:start(t)
   local dir = self.dir .. "/" .. t.id
   local args = study:trial_args(hp, {"--out", dir, "--quiet", "--resume", "--no-track",
                                      "--threads", tostring(self.threads)})
-  local h = M.launch(self.exe, args, dir, {agent_pid = self.pid})
+  local h = (self.opts.launch or M.launch)(self.exe, args, dir, {agent_pid = self.pid})
   self.running[#self.running + 1] = {trial = t, handle = h, hp = hp, dir = dir}
   self.started = self.started + 1
   local parts = {}
@@ -1192,7 +1160,9 @@ function Study:prepare(dir, n)
 end
 
 --- Runs the study: opts.out (runs root, default "runs"), trials, parallel,
--- steps, quiet, threads, exe, lease, count, create. Returns dl.study_results.
+-- steps, quiet, threads, exe, lease, count, create, launch (the function that
+-- starts a trial, M.launch by default: dlua.study.ranks passes its pool's).
+-- Returns dl.study_results.
 function Study:run(opts)
   opts = opts or {}
   if opts.steps then
@@ -1208,7 +1178,7 @@ function Study:run(opts)
   if opts.create then return {dir = dir} end
   local agent = new_agent(self, dir, {jobs = opts.parallel or self.parallel, trials = opts.trials, quiet = opts.quiet,
     threads = opts.threads, exe = exe_path(opts), lease = opts.lease, count = opts.count, wait = opts.count == nil,
-    root = root, poll = opts.poll})
+    root = root, poll = opts.poll, launch = opts.launch})
   if not opts.quiet then
     agent:say("%d trials per scientific value x %d value(s), %s, seed %d, %d at a time, %d thread(s) each; %s",
       agent.n, #self.groups, self.algorithm, self.seed, agent.jobs, agent.threads, dir)
@@ -1300,25 +1270,24 @@ function Study:help(script)
   return table.concat(lines, "\n")
 end
 
---- `dlua STUDYFILE [flags]` (called by dlua.cli.run for a script returning a study).
-function Study:main(args, script)
+--- `dlua STUDYFILE [flags]` (called by dlua.cli.run for a script returning a study):
+-- runs it and prints the results table; returns dl.study_results with .dir and .ran
+-- (nil for --help). hooks.launch starts a trial (dlua.study.ranks spreads them over
+-- ranks). The report and the diagnosis are the caller's (dlua.cli: they sit above).
+function Study:main(args, script, hooks)
+  hooks = hooks or {}
   local o = parse_flags(args, STUDY_FLAGS, "see --help")
   if o.help then print(self:help(script)); return end
   if #o.positional > 0 then error(string.format("unexpected argument '%s' (see --help)", o.positional[1]), 0) end
   if script and not self.script then self.script = script end
   local res = self:run{out = o.out, trials = o.trials, parallel = o.parallel or o.jobs, steps = o.steps,
-                       quiet = o.quiet, threads = o.threads, count = o.count, lease = o.lease, create = o.create}
+                       quiet = o.quiet, threads = o.threads, count = o.count, lease = o.lease, create = o.create,
+                       launch = hooks.launch}
   if o.create then
     print(string.format("study directory %s; run trials with: dlua agent %s --count N", res.dir, res.dir))
     return res
   end
   print(M.format_results(res))
-  -- every study ends with its report and the playbook's diagnosis (docs/api/report.md)
-  local ok, path = pcall(require("dlua.report").report, res.dir)
-  if ok then print("report: " .. path) else io.stderr:write("dlua: warning: no report: ", tostring(path), "\n") end
-  local dok, derr = pcall(require("dlua.report.diagnose").diagnose, res.dir)
-  if not dok then io.stderr:write("dlua: warning: no diagnosis: ", tostring(derr), "\n") end
-  res.reported = true
   return res
 end
 

@@ -26,14 +26,14 @@ local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local memory = require "dlua.util.memory"
 local experiment = require "dlua.train.experiment"
+local flags = require "dlua.train.flags"
+local optim = require "dlua.optim"
+local util = require "dlua.util"
+local lfs = require "lfs"
 
 local M = {}
 
-local function copy(t)
-  local o = {}
-  for k, v in pairs(t or {}) do o[k] = v end
-  return o
-end
+local copy = util.copy
 
 ------------------------------------------------------------------ variants
 
@@ -100,7 +100,6 @@ function M.variant(base, spec)
       hp.steps = math.tointeger(hp.warmup + post)
     end
     local cfg = exp.build(hp)
-    local optim = require "dlua.optim"
     if spec.schedule == "constant" then
       cfg.schedule = nil
     elseif spec.schedule == "warmup_constant" then
@@ -155,7 +154,6 @@ end
 
 local function abspath(p)
   if p:sub(1, 1) == "/" then return p end
-  local lfs = require "lfs"
   return lfs.currentdir() .. "/" .. p
 end
 
@@ -379,10 +377,9 @@ end
 -- returned; --set is checked against its hyperparameters. Returns o, exp.
 function M.recipe_args(args, extra, opts)
   opts = opts or {}
-  local cli = require "dlua.cli"
   -- the experiment first (the positional argument), to type --set values by its defaults
   local takes = {}
-  for _, f in ipairs(cli.FLAGS) do takes[f[1]] = f[2] ~= nil end
+  for _, f in ipairs(flags.FLAGS) do takes[f[1]] = f[2] ~= nil end
   for _, e in ipairs(extra or {}) do takes[e] = true end
   local positional, help = {}, false
   local i = 1
@@ -397,7 +394,7 @@ function M.recipe_args(args, extra, opts)
   local path = positional[1] or opts.default_experiment or "examples/fashion_mnist.lua"
   if #positional > 1 then error(string.format("unexpected argument '%s' (see --help)", positional[2]), 0) end
   local exp = experiment.load(path)
-  local o = cli.parse(args, exp.hparams, {extra = extra})
+  local o = flags.parse(args, exp.hparams, {extra = extra})
   if o.seed then o.set.seed = o.seed end
   core.threads(o.threads or 2)
   return o, exp, path

@@ -8,14 +8,13 @@
 -- specified in docs/formats.md ("Checkpoints"); the training loop's
 -- retention and resume policy is not here.
 local core = require "dlua.core"
+local util = require "dlua.util"
 
 local M = {}
 
 local RESERVED = {crc32 = true, format = true, format_version = true, header_crc32 = true}
 
-local function is_tensor(x)
-  return getmetatable(x) == core.Tensor
-end
+local is_tensor = util.is_tensor
 
 -- s with control and non-ASCII bytes as \ddd, for messages about bad UTF-8
 local function printable(s)

@@ -15,18 +15,20 @@
 -- `rank` and `world`, and data_seed becomes data_seed + rank (the init seed is
 -- the same on every rank, the data seed differs; docs/distributed.md).
 local core = require "dlua.core"
+local util = require "dlua.util"
 local json = require "dlua.util.json"
+local dist = require "dlua.dist"
+local nn = require "dlua.nn"
+local train = require "dlua.train"
+local checkpoint = require "dlua.train.checkpoint"
+local metrics = require "dlua.train.metrics"
 
 local M = {}
 
 local Experiment = {}
 Experiment.__index = Experiment
 
-local function copy(t)
-  local o = {}
-  for k, v in pairs(t or {}) do o[k] = v end
-  return o
-end
+local copy = util.copy
 
 -- An error in the experiment's spec, at the caller's file and line. The usual
 -- `return dl.experiment{...}` is a tail call, which leaves no caller frame to point
@@ -89,7 +91,6 @@ end
 
 --- The dl.train config for hp (resolved), built right after seeding the init stream.
 function Experiment:config(hp)
-  local dist = require "dlua.dist"
   if dist.world() > 1 and hp.rank == nil then
     hp.rank, hp.world = dist.rank(), dist.world()
     hp.data_seed = hp.data_seed + hp.rank
@@ -118,7 +119,7 @@ function Experiment:run(overrides, opts)
     if opts[k] ~= nil then cfg[k] = opts[k] end
   end
   cfg.config_path = cfg.config_path or self.path
-  return require("dlua.train").train(cfg), hp
+  return train.train(cfg), hp
 end
 
 ------------------------------------------------------------ offline evaluation
@@ -134,8 +135,7 @@ function M.evaluate(o)
     error("dl.evaluate: expected {experiment = ..., checkpoint = path [, sets = {...}]}", 2)
   end
   local exp = M.load(o.experiment)
-  local ck = require "dlua.train.checkpoint"
-  local tensors, meta = ck.load(o.checkpoint)
+  local tensors, meta = checkpoint.load(o.checkpoint)
   if not tensors then error("dl.evaluate: " .. tostring(meta), 2) end
   local hp = exp:resolve(json.decode(meta.hparams or "{}") or {})
   local cfg = exp:config(hp)
@@ -145,12 +145,10 @@ function M.evaluate(o)
     if name then msd[name] = t end
   end
   cfg.model:load_state_dict(msd)
-  local nn = require "dlua.nn"
-  if nn.sync_batchnorm then nn.sync_batchnorm(cfg.model) end
+  nn.sync_batchnorm(cfg.model)
   cfg.model:eval()
   local ev = cfg.eval or {}
   local sets = o.sets or ev.sets or {}
-  local metrics = require "dlua.train.metrics"
   local fields = {input = "image", target = "label", weight = "weight"}
   for k, v in pairs(cfg.fields or {}) do fields[k] = v end
   local function evaluator(sample)

@@ -21,11 +21,13 @@ local progress_mod = require "dlua.train.progress"
 local optim = require "dlua.optim"
 local trace = require("dlua.data").trace
 local dist = require "dlua.dist"
+local data_parallel = require "dlua.train.data_parallel"
+local checkpoint = require "dlua.train.checkpoint"
+local track = require "dlua.train.track"
+local nn = require "dlua.nn"
+local util = require "dlua.util"
 
 local M = {}
-
-local function checkpoint_mod() return require "dlua.train.checkpoint" end
-local function nn_mod() return require "dlua.nn" end
 
 local KNOWN = {
   model = true, loss = true, optimizer = true, schedule = true, data = true, steps = true, eval = true,
@@ -219,7 +221,7 @@ local function save_checkpoint(run)
   local path = run.ckpt_dir .. "/" .. name
   if run.dp then dist.check_replicated(run.model, string.format("dl.train: the parameters at step %d", run.step)) end
   local ok, err = true, nil
-  if not run.dp or run.dp.lead then ok, err = checkpoint_mod().save(path, tensors, meta) end
+  if not run.dp or run.dp.lead then ok, err = checkpoint.save(path, tensors, meta) end
   if run.dp then run.dp:agree(ok or not err, "dl.train: cannot save checkpoint: " .. tostring(err)) end
   if not ok and err then error("dl.train: cannot save checkpoint: " .. tostring(err), 0) end
   local led = run.ledger
@@ -244,7 +246,7 @@ local function find_resume_point(ckpt_dir, warn)
   table.sort(steps, function(a, b) return a > b end)
   for _, s in ipairs(steps) do
     local path = ckpt_dir .. "/" .. ckpt_name(s)
-    local tensors, meta = checkpoint_mod().load(path)
+    local tensors, meta = checkpoint.load(path)
     if tensors then return path, tensors, meta end
     warn(string.format("skipping checkpoint %s: %s", path, tostring(meta)))
   end
@@ -253,7 +255,7 @@ end
 
 --------------------------------------------------------------------- helpers
 
-local function is_tensor(x) return getmetatable(x) == core.Tensor end
+local is_tensor = util.is_tensor
 
 local function default_dir(name)
   return "runs/" .. (name or "run"):gsub("[^%w%-_.]", "_")
@@ -303,7 +305,7 @@ local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge en
 function M.train(config)
   check_config(config)
   -- under mpirun: data parallel over the ranks; only rank 0 (the lead) writes (docs/distributed.md)
-  local dp = dist.world() > 1 and dist.data_parallel(config) or nil
+  local dp = dist.world() > 1 and data_parallel.data_parallel(config) or nil
   local lead = not dp or dp.lead
   local model, loss_fn, opt = config.model, config.loss, config.optimizer
   local steps = config.steps
@@ -320,7 +322,6 @@ function M.train(config)
   if schedule and schedule.steps == nil and type(schedule) == "table" then schedule.steps = steps end
   local base_lr = opt:lr()
   local params = model:parameters()
-  local nn = nn_mod()
 
   if lead then
     fs.mkdir_p(dir)
@@ -566,7 +567,7 @@ function M.train(config)
     end
     prog:message("run directory: " .. dir)
   end
-  if config.tracking ~= false and lead then require("dlua.train.track").append_run(config, result) end
+  if config.tracking ~= false and lead then track.append_run(config, result) end
   return result
 end
 

@@ -9,11 +9,13 @@
 -- @usage local ev = metrics.evaluator{model = m, loss = nn.CrossEntropy()}
 --        ev:run("valid", valid_set, step) --> {loss = 0.31, accuracy = 0.89, ...}
 local core = require "dlua.core"
+local util = require "dlua.util"
 local json = require "dlua.util.json"
+local fs = require "dlua.util.fs"
 
 local M = {}
 
-local function is_tensor(x) return getmetatable(x) == core.Tensor end
+local is_tensor = util.is_tensor
 
 -- batches of a set in order, the last one padded with weight-0 examples
 -- set: a dataset/pipeline with :batch, or {input = tensor, target = tensor} in memory
@@ -226,7 +228,6 @@ function Evaluator:run(name, set, step)
     res.per_class = {correct = correct, total = total}
   end
   if #preds > 0 and self.dir and (not shard or shard.lead) then
-    local fs = require "dlua.util.fs"
     fs.mkdir_p(self.dir .. "/predictions")
     fs.write_atomic(string.format("%s/predictions/%s-%09d.json", self.dir, name, step or 0),
       json.encode({set = name, step = step, predictions = preds}) .. "\n")

@@ -1,0 +1,242 @@
+--- dlua.nn.module: the base class of every layer, nn.Module, and the option
+-- helpers the layer constructors share. Parameters are declared with
+-- `self:parameter(t)`, buffers with `self:buffer(t)` and submodules by assigning
+-- them to fields; parameter lists, dotted names, train/eval and state dicts follow.
+-- nn/init.lua (the layers and losses) and nn/batchnorm.lua build on it, so it
+-- requires neither.
+local core = require "dlua.core"
+local util = require "dlua.util"
+
+local M = {}
+
+local is_tensor = util.is_tensor
+
+--- options(name, opts, defaults) -> a new table: opts with defaults filled in. An
+-- unknown key is an error naming name (util.check_options) at the caller of the
+-- constructor that called this.
+function M.options(name, opts, defaults)
+  local keys = {}
+  for k in pairs(defaults) do keys[#keys + 1] = k end
+  util.check_options(name, opts, keys, 3)
+  local out = {}
+  for k, v in pairs(opts or {}) do out[k] = v end
+  for k, v in pairs(defaults) do
+    if out[k] == nil then out[k] = v end
+  end
+  return out
+end
+local options = M.options
+
+--- check_size(name, what, v) -> v as an integer; an error at the constructor's
+-- caller unless v is a positive whole number.
+function M.check_size(name, what, v)
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) or v < 1 then
+    error(string.format("%s: %s must be a positive integer, got %s", name, what, tostring(v)), 3)
+  end
+  return math.tointeger(v)
+end
+
+-------------------------------------------------------------------- Module
+
+local Module = {}
+Module.__name = "Module"
+M.Module = Module
+
+--- Creates a subclass: `local Scale = nn.Module:extend("Scale")`, then define
+-- `Scale:init(...)` and `Scale:forward(x)`; `Scale(...)` constructs one.
+function Module:extend(name)
+  local cls = {}
+  for k, v in pairs(self) do
+    if k:sub(1, 2) == "__" then cls[k] = v end
+  end
+  cls.__name = name or "Module"
+  cls.super = self
+  return setmetatable(cls, {
+    __index = self,
+    __call = function(c, ...)
+      local obj = setmetatable({_params = {}, _modules = {}, _order = {}, _buffers = {}, training = true}, c)
+      obj:init(...)
+      return obj
+    end,
+  })
+end
+
+function Module:init() end
+
+--- Registers tensor t as a parameter (it will require grad) and returns it.
+function Module:parameter(t)
+  if not is_tensor(t) then error("parameter: expected a tensor, got " .. type(t), 2) end
+  t:requires_grad(true)
+  self._pending = t
+  return t
+end
+
+--- Registers t as a buffer: saved in state_dict, not trained (e.g. moving averages).
+function Module:buffer(t)
+  if not is_tensor(t) then error("buffer: expected a tensor, got " .. type(t), 2) end
+  self._pending_buffer = t
+  return t
+end
+
+-- fields: a parameter/buffer/module assigned to self.name is registered under name
+Module.__newindex = function(self, k, v)
+  if is_tensor(v) and rawget(self, "_pending") == v then
+    rawset(self, "_pending", nil)
+    if not self._params[k] then self._order[#self._order + 1] = k end
+    self._params[k] = v
+  elseif is_tensor(v) and rawget(self, "_pending_buffer") == v then
+    rawset(self, "_pending_buffer", nil)
+    if not self._buffers[k] then self._order[#self._order + 1] = k end
+    self._buffers[k] = v
+  elseif type(v) == "table" and getmetatable(v) and v._modules then
+    if not self._modules[k] then self._order[#self._order + 1] = k end
+    self._modules[k] = v
+  elseif self._params and self._params[k] and is_tensor(v) then
+    self._params[k] = v
+  elseif self._buffers and self._buffers[k] and is_tensor(v) then
+    self._buffers[k] = v
+  else
+    rawset(self, k, v)
+  end
+end
+
+Module.__index = function(self, k)
+  local cls = getmetatable(self)
+  local p = rawget(self, "_params")
+  if p and p[k] then return p[k] end
+  local b = rawget(self, "_buffers")
+  if b and b[k] then return b[k] end
+  local m = rawget(self, "_modules")
+  if m and m[k] then return m[k] end
+  return cls[k]
+end
+
+Module.__call = function(self, ...) return self:forward(...) end
+
+function Module:forward()
+  error(getmetatable(self).__name .. ": forward is not defined", 2)
+end
+
+-- visits (prefix, module) depth-first in registration order
+local function walk(mod, prefix, fn)
+  fn(prefix, mod)
+  for _, k in ipairs(mod._order) do
+    local sub = mod._modules[k]
+    if sub then walk(sub, prefix .. tostring(k) .. ".", fn) end
+  end
+end
+
+--- Returns {{name, tensor}, ...} in a stable order with dotted names ("3.weight").
+function Module:named_parameters()
+  local out = {}
+  walk(self, "", function(prefix, m)
+    for _, k in ipairs(m._order) do
+      if m._params[k] then out[#out + 1] = {prefix .. tostring(k), m._params[k]} end
+    end
+  end)
+  return out
+end
+
+--- Returns the list of parameter tensors.
+function Module:parameters()
+  local out = {}
+  for i, np in ipairs(self:named_parameters()) do out[i] = np[2] end
+  return out
+end
+
+function Module:named_buffers()
+  local out = {}
+  walk(self, "", function(prefix, m)
+    for _, k in ipairs(m._order) do
+      if m._buffers[k] then out[#out + 1] = {prefix .. tostring(k), m._buffers[k]} end
+    end
+  end)
+  return out
+end
+
+--- Training mode (the default) for this module and all children; returns self.
+function Module:train(flag)
+  if flag == nil then flag = true end
+  walk(self, "", function(_, m) rawset(m, "training", flag) end)
+  return self
+end
+
+--- Evaluation mode for this module and all children; returns self.
+function Module:eval() return self:train(false) end
+
+--- Clears .grad of every parameter.
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do p.grad = nil end
+end
+
+--- Returns {name = tensor} of parameters and buffers (the tensors themselves).
+function Module:state_dict()
+  local sd = {}
+  for _, np in ipairs(self:named_parameters()) do sd[np[1]] = np[2] end
+  for _, nb in ipairs(self:named_buffers()) do sd[nb[1]] = nb[2] end
+  return sd
+end
+
+--- Copies tensors from sd into the parameters and buffers. Strict by default:
+-- missing, unexpected and mis-shaped keys are all reported in one error.
+-- With {strict = false} only shapes are checked; returns missing, unexpected.
+function Module:load_state_dict(sd, opts)
+  opts = options("load_state_dict", opts, {strict = true})
+  local own = self:state_dict()
+  local missing, unexpected, shapes = {}, {}, {}
+  for k, t in pairs(own) do
+    local v = sd[k]
+    if v == nil then missing[#missing + 1] = k
+    elseif not is_tensor(v) then shapes[#shapes + 1] = k .. " (not a tensor)"
+    else
+      local a, b = table.concat(t:shape(), ", "), table.concat(v:shape(), ", ")
+      if a ~= b then shapes[#shapes + 1] = string.format("%s (expected [%s], got [%s])", k, a, b) end
+    end
+  end
+  for k in pairs(sd) do
+    if own[k] == nil then unexpected[#unexpected + 1] = tostring(k) end
+  end
+  table.sort(missing); table.sort(unexpected); table.sort(shapes)
+  local problems = {}
+  if opts.strict and #missing > 0 then problems[#problems + 1] = "missing keys: " .. table.concat(missing, ", ") end
+  if opts.strict and #unexpected > 0 then problems[#problems + 1] = "unexpected keys: " .. table.concat(unexpected, ", ") end
+  if #shapes > 0 then problems[#problems + 1] = "mis-shaped keys: " .. table.concat(shapes, ", ") end
+  if #problems > 0 then error("load_state_dict: " .. table.concat(problems, "; "), 2) end
+  local prev = core.set_grad_enabled(false)
+  for k, t in pairs(own) do
+    if sd[k] then t:copy_(sd[k]) end
+  end
+  core.set_grad_enabled(prev)
+  return missing, unexpected
+end
+
+--- Number of scalar parameters.
+function Module:num_parameters()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do n = n + p:numel() end
+  return n
+end
+
+function Module:extra_repr() return "" end
+
+Module.__tostring = function(self)
+  local lines = {}
+  local function rec(m, name, depth)
+    local own = 0
+    for _, k in ipairs(m._order) do
+      if m._params[k] then own = own + m._params[k]:numel() end
+    end
+    local total = m:num_parameters()
+    local extra = m:extra_repr()
+    lines[#lines + 1] = string.format("%s%s%s%s%s", string.rep("  ", depth), name and (name .. ": ") or "",
+      getmetatable(m).__name, extra ~= "" and ("(" .. extra .. ")") or "",
+      total > 0 and string.format("  [%d params]", total) or "")
+    for _, k in ipairs(m._order) do
+      if m._modules[k] then rec(m._modules[k], tostring(k), depth + 1) end
+    end
+    return own
+  end
+  rec(self, nil, 0)
+  return table.concat(lines, "\n")
+end
+return M

@@ -1,0 +1,175 @@
+--- dlua.train.flags: the command-line flags every experiment and recipe shares
+-- (parsed here, run by dlua.cli):
+--
+--   dlua examples/fashion_mnist.lua [--out DIR] [--steps N] [--set key=value]...
+--        [--resume] [--seed N] [--threads N] [--trace FILE] [--quiet]
+--        [--check-determinism N] [--help]
+--
+-- `--set` values are typed by the default's type (numbers, integers, booleans,
+-- strings); unknown flags, unknown hyperparameters and bad values are errors
+-- naming the flag. It parses and formats only: it runs nothing and reads no file
+-- but the run directories default_out looks at.
+local util = require "dlua.util"
+local fs = require "dlua.util.fs"
+
+local M = {}
+
+M.FLAGS = {
+  {"--out", "DIR", "run directory (default runs/<name>)"},
+  {"--steps", "N", "training steps (overrides hp.steps)"},
+  {"--set", "KEY=VALUE", "override a hyperparameter (repeatable)"},
+  {"--resume", nil, "continue from the latest valid checkpoint in the run directory"},
+  {"--seed", "N", "the seed (init_seed = seed, data_seed = seed + 1000 unless set)"},
+  {"--threads", "N", "compute threads (default: all cores)"},
+  {"--trace", "FILE", "write a Chrome trace-event file of the run"},
+  {"--quiet", nil, "no progress output"},
+  {"--no-track", nil, "no row in the tracking spreadsheet (study trials: the study writes its own)"},
+  {"--check-determinism", "N", "run N steps twice from the same state and compare the parameters"},
+  {"--help", nil, "list the hyperparameters and flags"},
+}
+
+local function flag_takes_value(name)
+  for _, f in ipairs(M.FLAGS) do if f[1] == name then return f[2] ~= nil, true end end
+  return false, false
+end
+
+local function positive_int(flag, v)
+  local n = math.tointeger(tonumber(v))
+  if not n or n < 1 then error(string.format("%s: expected a positive integer, got '%s'", flag, tostring(v)), 0) end
+  return n
+end
+
+--- Converts text to the type of def (the hyperparameter's default).
+function M.typed(key, text, def)
+  local t = type(def)
+  if t == "number" then
+    local v = tonumber(text)
+    if v == nil then error(string.format("--set %s: expected a number, got '%s'", key, text), 0) end
+    if math.type(def) == "integer" then
+      local iv = math.tointeger(v)
+      if iv == nil then error(string.format("--set %s: expected an integer, got '%s'", key, text), 0) end
+      return iv
+    end
+    return v + 0.0
+  elseif t == "boolean" then
+    if text == "true" or text == "1" then return true end
+    if text == "false" or text == "0" then return false end
+    error(string.format("--set %s: expected true or false, got '%s'", key, text), 0)
+  end
+  return text
+end
+
+--- Parses args (a list of strings) against hparams; returns options and overrides.
+-- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}).
+function M.parse(args, hparams, opts)
+  opts = opts or {}
+  local o = {set = {}, positional = {}, extra = {}}
+  local extra = {}
+  for _, e in ipairs(opts.extra or {}) do extra[e] = true end
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    local name, inline = a:match("^(%-%-[%w%-]+)=(.*)$")
+    name = name or a
+    local takes, known = flag_takes_value(name)
+    if extra[name] then takes, known = true, true end
+    if a:sub(1, 2) ~= "--" then
+      o.positional[#o.positional + 1] = a
+    elseif not known then
+      error(string.format("unknown flag '%s' (see --help)", a), 0)
+    else
+      local v
+      if takes then
+        v = inline
+        if v == nil then
+          i = i + 1
+          v = args[i]
+          if v == nil then error(string.format("%s: missing value", name), 0) end
+        end
+      elseif inline then
+        error(string.format("%s takes no value", name), 0)
+      end
+      if extra[name] then o.extra[name:sub(3)] = v
+      elseif name == "--out" then o.out = v
+      elseif name == "--steps" then o.steps = positive_int(name, v)
+      elseif name == "--seed" then
+        local n = math.tointeger(tonumber(v))
+        if not n or n < 0 then error(string.format("--seed: expected a non-negative integer, got '%s'", v), 0) end
+        o.seed = n
+      elseif name == "--threads" then o.threads = positive_int(name, v)
+      elseif name == "--trace" then o.trace = v
+      elseif name == "--check-determinism" then o.check_determinism = positive_int(name, v)
+      elseif name == "--resume" then o.resume = true
+      elseif name == "--quiet" then o.quiet = true
+      elseif name == "--no-track" then o.no_track = true
+      elseif name == "--help" then o.help = true
+      elseif name == "--set" then
+        local key, val = v:match("^([%w_%.]+)=(.*)$")
+        if not key then error(string.format("--set: expected key=value, got '%s'", v), 0) end
+        if hparams and hparams[key] == nil and key ~= "seed" and key ~= "init_seed" and key ~= "data_seed" then
+          local names = util.sorted_keys(hparams)
+          error(string.format("--set: unknown hyperparameter '%s' (valid: %s)", key, table.concat(names, ", ")), 0)
+        end
+        local def = 0                           -- (`hparams[key] or 0` would type a false default as a number)
+        if hparams and hparams[key] ~= nil then def = hparams[key] end
+        o.set[key] = M.typed(key, val, def)
+      end
+    end
+    i = i + 1
+  end
+  return o
+end
+
+function M.help(obj, script)
+  local lines = {string.format("%s: %s", script, obj.name or "?")}
+  if obj.description then lines[#lines + 1] = obj.description end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "hyperparameters (--set key=value):"
+  local keys = {}
+  for k in pairs(obj.hparams or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local v = obj.hparams[k]
+    local ty = math.type(v) == "integer" and "integer" or type(v)
+    lines[#lines + 1] = string.format("  %-20s %-10s default %s", k, ty, tostring(v))
+  end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "flags:"
+  for _, f in ipairs(M.FLAGS) do
+    lines[#lines + 1] = string.format("  %-26s %s", f[1] .. (f[2] and " " .. f[2] or ""), f[3])
+  end
+  return table.concat(lines, "\n")
+end
+
+-- the exact command that reproduces a run: every hyperparameter that differs from its default
+function M.command(script, exp, hp, o)
+  local parts = {"dlua", script}
+  local keys = {}
+  for k in pairs(hp) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local def = exp.hparams[k]
+    if k ~= "seed" and k ~= "init_seed" and k ~= "data_seed" and hp[k] ~= def then
+      parts[#parts + 1] = string.format("--set %s=%s", k, tostring(hp[k]))
+    end
+  end
+  parts[#parts + 1] = "--seed " .. tostring(hp.seed)
+  if o.out then parts[#parts + 1] = "--out " .. o.out end
+  return table.concat(parts, " ")
+end
+
+
+--- The run directory when --out is not given: runs/<name>, or runs/<name>-2, -3, ...
+-- when that holds a run already (a new run never lands on an old one); with --resume,
+-- the newest of them.
+function M.default_out(name, resume)
+  local base = "runs/" .. tostring(name):gsub("[^%w%-_.]", "_")
+  local last, k = nil, 1
+  while true do
+    local d = k == 1 and base or string.format("%s-%d", base, k)
+    if not fs.exists(d) then return resume and (last or d) or d end
+    last, k = d, k + 1
+  end
+end
+
+return M

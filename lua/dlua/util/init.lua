@@ -1,0 +1,227 @@
+--- dlua.util: the bottom layer of the Lua library, the small helpers every other
+-- module uses instead of its own copy (DESIGN.md section 2: one mechanism per
+-- concern). Above dlua.core and below everything else: it requires nothing but
+-- dlua.core, so a data-pipeline worker state can load it too.
+--
+--   util.check_options(fn, opts, spec [, level])  the one strict option checker
+--   util.is_tensor(x), util.copy(t), util.deep_copy(t), util.sorted_keys(t)
+--   util.shell_quote(s), util.nearest(word, words), util.edit_distance(a, b)
+--   util.cores(), util.hostname(), util.getpid(), util.sleep(s), util.VERSION
+--
+-- It deliberately holds no policy of its own (no defaults, no files, no
+-- printing): the JSON codec and the file helpers live beside it in util/json.lua
+-- and util/fs.lua.
+local core = require "dlua.core"
+
+local M = {}
+
+M.VERSION = "0.1.0"
+
+--- Is x a tensor?
+-- @usage util.is_tensor(dl.zeros(2)) --> true
+function M.is_tensor(x) return getmetatable(x) == core.Tensor end
+
+--- A shallow copy of table t (nil gives an empty table).
+-- @usage local o = util.copy(opts); o.lr = 0.1
+function M.copy(t)
+  local o = {}
+  for k, v in pairs(t or {}) do o[k] = v end
+  return o
+end
+
+--- A deep copy of plain data t (tables copied recursively, metatables kept,
+-- a table reached twice copied once). Tensors and other userdata are shared.
+function M.deep_copy(t, seen)
+  if type(t) ~= "table" then return t end
+  seen = seen or {}
+  if seen[t] then return seen[t] end
+  local o = {}
+  seen[t] = o
+  for k, v in pairs(t) do o[M.deep_copy(k, seen)] = M.deep_copy(v, seen) end
+  return setmetatable(o, getmetatable(t))
+end
+
+--- The keys of t, sorted (numbers and strings compared as text, so mixed keys sort too).
+-- @usage util.sorted_keys{b = 1, a = 2} --> {"a", "b"}
+function M.sorted_keys(t)
+  local out = {}
+  for k in pairs(t or {}) do out[#out + 1] = k end
+  table.sort(out, function(a, b)
+    if type(a) == type(b) and type(a) ~= "table" and type(a) ~= "boolean" then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  return out
+end
+
+--- s as one POSIX shell word: unchanged when it holds only safe characters,
+-- else in single quotes (an embedded ' as '\'').
+-- @usage util.shell_quote("a b") --> "'a b'"
+function M.shell_quote(s)
+  s = tostring(s)
+  if s:match("^[%w%._%-=/:,+@]+$") then return s end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+--- The optimal-string-alignment distance of a and b: insertions, deletions,
+-- substitutions and swaps of two neighbours each cost 1 ("warmpu" is 1 from "warmup").
+function M.edit_distance(a, b)
+  local la, lb = #a, #b
+  local d = {}
+  for i = 0, la do d[i] = {[0] = i} end
+  for j = 0, lb do d[0][j] = j end
+  for i = 1, la do
+    for j = 1, lb do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
+    end
+  end
+  return d[la][lb]
+end
+
+--- The word of words nearest to word by edit distance, or nil when none is close
+-- (distance at most 2, or a third of the word's length for longer words, and
+-- less than the word's length). Ties go to the first in words.
+function M.nearest(word, words)
+  word = tostring(word)
+  local best, bd
+  local limit = math.max(2, #word // 3)
+  for _, w in ipairs(words) do
+    local d = M.edit_distance(word, tostring(w))
+    if d <= limit and d < #word and (not bd or d < bd) then best, bd = w, d end
+  end
+  return best
+end
+
+-------------------------------------------------------------- option tables
+
+local TYPES = {number = true, integer = true, string = true, boolean = true, table = true, ["function"] = true,
+               tensor = true, callable = true}
+
+local function type_ok(ty, v)
+  if ty == "integer" then return math.type(v) == "integer" end
+  if ty == "tensor" then return M.is_tensor(v) end
+  if ty == "callable" then
+    if type(v) == "function" then return true end
+    local mt = getmetatable(v)
+    return type(mt) == "table" and mt.__call ~= nil
+  end
+  return type(v) == ty
+end
+
+-- "number|string" -> ok?
+local function types_ok(spec_ty, v)
+  for ty in spec_ty:gmatch("[^|]+") do
+    if not TYPES[ty] then error("util.check_options: unknown type '" .. ty .. "' in a spec", 4) end
+    if type_ok(ty, v) then return true end
+  end
+  return false
+end
+
+local function describe(v)
+  if M.is_tensor(v) then return "tensor" end
+  local t = math.type(v)
+  return t and (t == "float" and "number" or "integer") or type(v)
+end
+
+local function check(fn, opts, spec, level, path)
+  spec = M.spec(spec)
+  local names = {}
+  for k in pairs(spec) do if type(k) == "string" then names[#names + 1] = k end end
+  table.sort(names)
+  for k, v in pairs(opts) do
+    local s = spec[k]
+    if s == nil then
+      local where = path and (" in " .. path) or ""
+      local hint = type(k) == "string" and M.nearest(k, names)
+      error(string.format("%s: unknown option '%s'%s (valid: %s)%s", fn, tostring(k), where,
+        #names > 0 and table.concat(names, ", ") or "none", hint and ("; did you mean '" .. hint .. "'?") or ""),
+        level + 1)
+    end
+    local key = path and (path .. "." .. tostring(k)) or tostring(k)
+    if type(s) == "string" then
+      if not types_ok(s, v) then
+        error(string.format("%s: option '%s' must be %s, got %s", fn, key, s:gsub("|", " or "), describe(v)),
+          level + 1)
+      end
+    elseif type(s) == "table" and type(v) == "table" and getmetatable(v) == nil then
+      check(fn, v, s, level + 1, key)
+    end
+  end
+end
+
+--- Checks an option table against spec; errors on the first unknown key or wrong type.
+-- spec maps each valid key to true (any value), a type ("number", "integer",
+-- "string", "boolean", "table", "function", "callable", "tensor", or several as
+-- "number|function"), or a nested spec (a table, checked the same way when the
+-- value is a plain table; any other value passes). A list of names is taken as
+-- {name = true, ...}. opts may be nil. The error names fn, the key (and where in
+-- nested tables), the valid keys and the nearest one:
+--   dl.train: unknown option 'evry' in eval (valid: batch_size, every, sets); did you mean 'every'?
+-- level is that of error() seen from the function calling check_options
+-- (default 2: the blame lands on that function's caller). Returns opts (or {}).
+-- @usage util.check_options("optim.schedule.cosine", opts, {warmup = "integer", min = "number"})
+function M.check_options(fn, opts, spec, level)
+  level = (level or 2) + 1
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    error(string.format("%s: expected an option table, got %s", fn, describe(opts)), level)
+  end
+  check(fn, opts, spec, level, nil)
+  return opts
+end
+
+--- spec as a map: a list of names {"a", "b"} becomes {a = true, b = true}
+-- (mixed tables keep their string keys too); returns a new table.
+function M.spec(spec)
+  local out = {}
+  for k, v in pairs(spec) do
+    if math.type(k) == "integer" and type(v) == "string" then out[v] = true else out[k] = v end
+  end
+  return out
+end
+
+------------------------------------------------------------------ machine
+
+--- The number of online CPUs (1 when /sys cannot be read).
+function M.cores()
+  local f = io.open("/sys/devices/system/cpu/online")
+  local s = f and f:read("l")
+  if f then f:close() end
+  local n = 0
+  for part in (s or ""):gmatch("[^,]+") do
+    local a, b = part:match("^(%d+)%-(%d+)$")
+    if a then n = n + tonumber(b) - tonumber(a) + 1 elseif part:match("^%d+$") then n = n + 1 end
+  end
+  return n > 0 and n or 1
+end
+
+--- This machine's host name (/proc, else the hostname command; "localhost" when neither answers).
+function M.hostname()
+  local f = io.open("/proc/sys/kernel/hostname")
+  local h = f and f:read("l")
+  if f then f:close() end
+  if not h or h == "" then
+    local p = io.popen("hostname 2>/dev/null")
+    h = p and p:read("l")
+    if p then p:close() end
+  end
+  return (h and h ~= "") and h or "localhost"
+end
+
+--- The process id of this dlua (Linux /proc), or nil.
+function M.getpid()
+  local f = io.open("/proc/self/stat")
+  if not f then return nil end
+  local s = f:read("l")
+  f:close()
+  return s and tonumber(s:match("^(%d+)"))
+end
+
+--- Sleeps s seconds (through the shell's sleep: Lua has no sleep of its own).
+function M.sleep(s) os.execute(string.format("sleep %.3f", s)) end
+
+return M

@@ -30,7 +30,7 @@ if not chromium then
   os.exit(1)
 end
 
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shq = dl.util.shell_quote
 
 local root = F.tmpdir("browser")
 local problems = {}

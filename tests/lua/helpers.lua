@@ -1,13 +1,12 @@
 -- tests/lua/helpers.lua -- small file helpers shared by the specs (loaded with
 -- dofile("tests/lua/helpers.lua"); busted runs from the repository root).
 local fs = require "dlua.util.fs"
+local util = require "dlua.util"
 
 local H = {}
 
---- Shell quoting for one argument.
-function H.shquote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+--- Shell quoting for one argument (util.shell_quote).
+H.shquote = util.shell_quote
 
 --- A fresh, empty directory under $TMPDIR (or /tmp) whose name carries tag.
 function H.tmpdir(tag)

@@ -129,7 +129,8 @@ describe("dlua command line", function()
     local named = tmp('local dl = require "dlua"\n\nlocal e = dl.experiment{name = "x", bulid = 1}\nreturn e\n')
     code, _, err = dlua({ named })
     assert.are.equal(1, code)
-    assert.truthy(has(err, "dlua: " .. named .. ":3: dl.experiment: unknown field 'bulid'"), err)
+    assert.truthy(has(err, "dlua: " .. named .. ":3: dl.experiment: unknown option 'bulid' (valid: build, " ..
+      "description, hparams, name); did you mean 'build'?"), err)
   end)
 
   it("reports a non-string error object through __tostring", function()

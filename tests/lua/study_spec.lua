@@ -512,7 +512,10 @@ describe("dl.study validation", function()
     assert.error_matches(function() study{fixed = {optimizer = 3}} end,
       "fixed optimizer = 3 is a number, but the experiment's default %(adam%) is a string")
     assert.error_matches(function() study{fixed = {lr = 0.1}} end, "lr is both fixed and nuisance")
-    assert.error_matches(function() study{trails = 3} end, "unknown field 'trails'")
+    assert.error_matches(function() study{trails = 3} end, "dl.study: unknown option 'trails' %(valid: algorithm, " ..
+      "allow_step_search, .*%); did you mean 'trials'%?")
+    assert.error_matches(function() study{objective = {metric = "valid/accuracy", mdoe = "max"}} end,
+      "dl.study: unknown option 'mdoe' in objective %(valid: metric, mode%); did you mean 'mode'%?")
     assert.error_matches(function() study{objective = false} end, "objective = {metric = ")
     assert.error_matches(function() study{algorithm = "tpe"} end, "unknown algorithm 'tpe'")
     assert.error_matches(function() study{trials = 0} end, "trials must be a positive integer")

@@ -36,24 +36,10 @@ local function check(level, ok, ...)
   return ...
 end
 
--- rejects keys not in `valid` (a list), naming them all
+-- rejects keys not in `valid` (a list or a util.check_options spec) at `level` above the caller
 local function options(fname, opts, valid, level)
-  level = (level or 2) + 1
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or is_tensor(opts) then
-    errorf(level, "%s: options must be a table, got %s", fname, type(opts))
-  end
-  local ok = {}
-  for _, k in ipairs(valid) do ok[k] = true end
-  for k in pairs(opts) do
-    if not ok[k] then
-      local keys = {}
-      for _, v in ipairs(valid) do keys[#keys + 1] = v end
-      table.sort(keys)
-      errorf(level, "%s: unknown option '%s' (valid: %s)", fname, tostring(k), table.concat(keys, ", "))
-    end
-  end
-  return opts
+  local checked = util.check_options(fname, opts, valid, (level or 2) + 1)
+  return checked                                   -- (not a tail call: the level counts this frame)
 end
 
 local function is_int(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v)) end
@@ -114,11 +100,9 @@ function Dataset:split(spec)
   if type(spec) ~= "table" or #spec == 0 then
     errorf(2, "split: expected a table of counts or fractions, got %s", type(spec))
   end
-  for k in pairs(spec) do
-    if not (math.type(k) == "integer" and k >= 1 and k <= #spec) and k ~= "seed" then
-      errorf(2, "split: unknown option '%s' (valid: seed)", tostring(k))
-    end
-  end
+  local valid = {seed = true}
+  for i = 1, #spec do valid[i] = true end               -- the parts, positional
+  util.check_options("split", spec, valid, 2)
   local n, counts = #self, {}
   local fractions, sum = true, 0
   for i, v in ipairs(spec) do
@@ -641,9 +625,7 @@ end
 function Pipeline:shard(opts)
   if type(opts) ~= "table" then errorf(2, "shard: expected {rank = r, world = w}") end
   local rank, world = opts.rank or opts[1], opts.world or opts[2]
-  for k in pairs(opts) do
-    if k ~= "rank" and k ~= "world" and k ~= 1 and k ~= 2 then errorf(2, "shard: unknown option '%s' (valid: rank, world)", tostring(k)) end
-  end
+  util.check_options("shard", opts, {rank = true, world = true, [1] = true, [2] = true}, 2)
   world = check_int("shard", "world", world, 1)
   rank = check_int("shard", "rank", rank, 0)
   if rank >= world then errorf(2, "shard: rank %d is not in 0..%d (world %d)", rank, world - 1, world) end

@@ -20,6 +20,7 @@ function M.Function(spec)
   if type(spec) ~= "table" or type(spec.forward) ~= "function" or type(spec.backward) ~= "function" then
     error("autograd.Function: expected {forward = function, backward = function}", 2)
   end
+  util.check_options("autograd.Function", spec, {forward = "function", backward = "function", name = "string"}, 2)
   local name = spec.name or "function"
   return setmetatable({}, {
     __call = function(_, ...)
@@ -52,7 +53,7 @@ end
 -- opts: eps (1e-6), atol (1e-5), rtol (1e-3)
 -- @usage assert(dl.autograd.gradcheck(function(x) return x:tanh() end, {dl.randn(3, 4)}))
 function M.gradcheck(fn, inputs, opts)
-  opts = opts or {}
+  opts = util.check_options("gradcheck", opts, {eps = "number", atol = "number", rtol = "number"}, 2)
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
   local xs = {}
   for i, x in ipairs(inputs) do

@@ -25,17 +25,12 @@ Optimizer.__index = Optimizer
 
 local function make(kind)
   local defaults = specs[kind]
+  local valid = {params = "table"}
+  for k in pairs(defaults) do valid[k] = true end
   return function(opts)
-    opts = opts or {}
-    if type(opts) ~= "table" then error(kind .. ": expected an option table", 2) end
+    opts = util.check_options(kind, opts, valid, 2)
     local o = {}
     for k, v in pairs(opts) do
-      if k ~= "params" and defaults[k] == nil then
-        local keys = {"params"}
-        for key in pairs(defaults) do keys[#keys + 1] = key end
-        table.sort(keys)
-        error(string.format("%s: unknown option '%s' (valid: %s)", kind, tostring(k), table.concat(keys, ", ")), 2)
-      end
       if k ~= "params" then o[k] = v end
     end
     for k, v in pairs(defaults) do
@@ -137,9 +132,21 @@ end
 local schedule = {}
 M.schedule = schedule
 
+-- the option keys of each schedule (every one also takes warmup and steps)
+local SCHEDULE_KEYS = {
+  constant = {}, linear = {"final"}, cosine = {"final"}, rsqrt = {}, piecewise = {"boundaries", "values"},
+}
+
+-- opts of schedule.<name>, checked (unknown keys are errors at the caller of schedule.<name>)
+local function schedule_options(name, opts)
+  local spec = {warmup = "number", steps = "number"}
+  for _, k in ipairs(SCHEDULE_KEYS[name]) do spec[k] = true end
+  local checked = util.check_options("optim.schedule." .. name, opts, spec, 3)
+  return checked                                   -- (not a tail call: the level counts this frame)
+end
+
 -- wraps f(step, steps) -> multiplier with linear warmup, printing, and `steps` filled in later
 local function sched(name, f, opts)
-  opts = opts or {}
   local warm = opts.warmup or 0
   local obj = {name = name, warmup = warm, steps = opts.steps, opts = opts}
   return setmetatable(obj, {
@@ -159,11 +166,13 @@ local function need_steps(name, steps)
 end
 
 --- constant{warmup}: 1 after warmup.
-function schedule.constant(opts) return sched("constant", function() return 1 end, opts) end
+function schedule.constant(opts)
+  return sched("constant", function() return 1 end, schedule_options("constant", opts))
+end
 
 --- linear{warmup, steps, final = 0}: linear decay from 1 at the end of warmup to final at steps.
 function schedule.linear(opts)
-  opts = opts or {}
+  opts = schedule_options("linear", opts)
   local final = opts.final or 0
   return sched("linear", function(step, steps, s)
     steps = need_steps("linear", steps)
@@ -174,7 +183,7 @@ end
 
 --- cosine{warmup, steps, final = 0}: half-cosine from 1 to final.
 function schedule.cosine(opts)
-  opts = opts or {}
+  opts = schedule_options("cosine", opts)
   local final = opts.final or 0
   return sched("cosine", function(step, steps, s)
     steps = need_steps("cosine", steps)
@@ -185,13 +194,13 @@ end
 
 --- rsqrt{warmup}: sqrt(warmup / step) after warmup (1 at the end of warmup).
 function schedule.rsqrt(opts)
-  opts = opts or {}
+  opts = schedule_options("rsqrt", opts)
   return sched("rsqrt", function(step, _, s) return math.sqrt(math.max(s.warmup, 1) / math.max(step, 1)) end, opts)
 end
 
 --- piecewise{boundaries = {b1, b2, ...}, values = {v0, v1, ...}, warmup}: v_i on [b_i, b_{i+1}).
 function schedule.piecewise(opts)
-  opts = opts or {}
+  opts = schedule_options("piecewise", opts)
   local b, v = opts.boundaries or {}, opts.values or {1}
   if #v ~= #b + 1 then error("schedule.piecewise: values must have one more entry than boundaries", 2) end
   return sched("piecewise", function(step)

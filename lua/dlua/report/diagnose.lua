@@ -30,6 +30,7 @@
 --                 the trials moved the median by at most 10% of its gain from 1 trial (or
 --                 by less than the eval noise of the group's best trial: its detrended late
 --                 std, or for an accuracy the binomial standard error on the eval set)
+local util = require "dlua.util"
 local A = require "dlua.report.analysis"
 local fmtn = require("dlua.report.svg").format_number
 
@@ -550,12 +551,8 @@ end
 -- of runs, runs the checklist and prints it (unless quiet).
 -- @usage local findings = dl.diagnose("runs/fashion-mnist-optimizer", {aggregate = "final"})
 function M.diagnose(dir, opts)
-  opts = opts or {}
-  for k in pairs(opts) do
-    if not ({metric = true, mode = true, aggregate = true, quiet = true})[k] then
-      error(string.format("dl.diagnose: unknown option '%s' (valid: aggregate, metric, mode, quiet)", tostring(k)), 2)
-    end
-  end
+  opts = util.check_options("dl.diagnose", opts, {metric = "string", mode = "string", aggregate = "string",
+    quiet = "boolean"}, 2)
   local ok, d = pcall(A.load, dir, opts)
   if not ok then error("dl.diagnose: " .. tostring(d), 2) end
   local findings = M.check(d)

@@ -553,13 +553,8 @@ end
 -- of run directories.
 -- @usage print(dl.report("runs/fashion-mnist-optimizer"))
 function M.report(dir, opts)
-  opts = opts or {}
-  for k in pairs(opts) do
-    if not ({metric = true, mode = true, aggregate = true, out = true, top = true, isolate = true, title = true})[k] then
-      error(string.format("dl.report: unknown option '%s' (valid: aggregate, isolate, metric, mode, out, title, top)",
-        tostring(k)), 2)
-    end
-  end
+  opts = util.check_options("dl.report", opts, {metric = "string", mode = "string", aggregate = "string",
+    out = "string", top = "integer", isolate = "table", title = "string"}, 2)
   local ok, d = pcall(A.load, dir, opts)
   if not ok then error("dl.report: " .. tostring(d), 2) end
   local findings = diagnose.check(d)
@@ -589,7 +584,7 @@ end
 --- Renders an HTML file in headless Chromium and saves a PNG screenshot:
 -- true, or nil and a message. opts: width (1280), height (2400).
 function M.screenshot(html, png, opts)
-  opts = opts or {}
+  opts = util.check_options("report.screenshot", opts, {width = "integer", height = "integer"}, 2)
   local exe = M.chromium()
   if not exe then return nil, "no chromium found (install Debian's chromium: scripts/setup.sh)" end
   local abs = html:sub(1, 1) == "/" and html or (lfs.currentdir() .. "/" .. html)

@@ -24,6 +24,7 @@
 -- digit). Point i is a pure function of (seed, i, d): it does not depend on how
 -- many points are drawn or in which order. This file does not run trials (see
 -- dlua.study) and holds no global state.
+local util = require "dlua.util"
 local gp = require "dlua.search.gp"
 
 local M = {}
@@ -222,10 +223,8 @@ function M.int(a, b, opts)
     error(string.format("dl.search.int: bounds must be integers, got %s, %s", fmt(a), fmt(b)), 2)
   end
   if a > b then error(string.format("dl.search.int: a (%d) must be <= b (%d)", a, b), 2) end
-  for k in pairs(opts or {}) do
-    if k ~= "log" then error(string.format("dl.search.int: unknown option '%s' (valid: log)", tostring(k)), 2) end
-  end
-  local log = opts and opts.log or false
+  opts = util.check_options("dl.search.int", opts, {log = "boolean"}, 2)
+  local log = opts.log or false
   if log and a < 1 then error(string.format("dl.search.int: log scale needs a >= 1, got a = %d", a), 2) end
   return new_param{kind = "int", lo = a, hi = b, log = log}
 end
@@ -689,7 +688,8 @@ end
 --- Point i (1-based) of a non-adaptive algorithm over space: a pure function
 -- of (space dimensions, seed, i). grid: the i-th grid point (nil past the end).
 function M.point(space, i, opts)
-  opts = opts or {}
+  opts = util.check_options("dl.search.point", opts, {algorithm = "string", seed = "integer",
+    grid_points = "integer", cache = "table"}, 2)
   local alg = opts.algorithm or "quasirandom"
   check_algorithm(alg)
   local seed = opts.seed or 0
@@ -723,8 +723,9 @@ end
 --- n hyperparameter tables from a non-adaptive algorithm (default quasirandom).
 -- opts: algorithm, seed, grid_points, context, warn (function(msg), default stderr).
 function M.sample(space, n, opts)
+  opts = util.check_options("dl.search.sample", opts, {algorithm = "string", seed = "integer",
+    grid_points = "integer", context = "table", warn = "function"}, 2)
   space = M.space(space)
-  opts = opts or {}
   local alg = opts.algorithm or "quasirandom"
   check_algorithm(alg)
   if alg == "bayes" then error("dl.search.sample: bayes is adaptive; use dl.search.suggester", 2) end
@@ -764,7 +765,8 @@ end
 --         out of the objective's GP; for comparisons)
 -- Returns the list of u and diagnostics {theta =, ei =}.
 function M.bayes_suggest(space, history, pending, n, opts)
-  opts = opts or {}
+  opts = util.check_options("dl.search.bayes_suggest", opts, {seed = "integer", step = "integer",
+    candidates = "integer", mode = "string", context = "table", theta = "table", feasibility = "boolean"}, 2)
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, Xall, feas = {}, {}, {}, {}
   local seen = {}
@@ -863,8 +865,9 @@ Suggester.__index = Suggester
 -- sequence; bayes gives the first `init` (default max(5, d + 1)) quasirandom
 -- points and chooses the rest by expected improvement.
 function M.suggester(space, opts)
+  opts = util.check_options("dl.search.suggester", opts, {algorithm = "string", seed = "integer", mode = "string",
+    init = "integer", context = "table", candidates = "integer", grid_points = "integer", feasibility = "boolean"}, 2)
   space = M.space(space)
-  opts = opts or {}
   local alg = opts.algorithm or "quasirandom"
   check_algorithm(alg)
   if opts.mode and opts.mode ~= "min" and opts.mode ~= "max" then

@@ -88,14 +88,11 @@ end
 local Study = {}
 Study.__index = Study
 
-local KNOWN = {"algorithm", "allow_step_search", "description", "experiment", "fixed", "goal", "grid_points",
-               "init", "jobs", "name", "nuisance", "objective", "parallel", "scientific", "seed", "seeds",
-               "steps", "trials"}
-
-local function known_key(k)
-  for _, n in ipairs(KNOWN) do if n == k then return true end end
-  return false
-end
+-- the spec's keys (util.check_options); objective may also be a metric name alone
+local SPEC = {algorithm = true, allow_step_search = true, description = true, experiment = true, fixed = true,
+              goal = true, grid_points = true, init = true, jobs = true, name = true, nuisance = true,
+              objective = {metric = true, mode = true}, parallel = true, scientific = true, seed = true,
+              seeds = true, steps = true, trials = true}
 
 local function check_type_against(exp, name, v, role)
   local def = exp.hparams[name]
@@ -149,11 +146,7 @@ end
 --- dl.study{...} --> a study (run by `dlua STUDYFILE` or study:run()); see the header.
 function M.study(spec)
   if type(spec) ~= "table" then error("dl.study: expected a table, got " .. type(spec), 2) end
-  for k in pairs(spec) do
-    if not known_key(k) then
-      error(string.format("dl.study: unknown field '%s' (valid: %s)", tostring(k), table.concat(KNOWN, ", ")), 2)
-    end
-  end
+  util.check_options("dl.study", spec, SPEC, 2)
   if type(spec.name) ~= "string" or not spec.name:match("^[%w_%.%-]+$") then
     error("dl.study: name must be a non-empty string of letters, digits, '_', '-' and '.', got " ..
       tostring(spec.name), 2)
@@ -989,7 +982,7 @@ end
 -- trials, done, infeasible, best, seeds}}, best, adoption}; each trial
 -- {id, group, status, value, step, hp, dir, command}.
 function M.results(dir, opts)
-  opts = opts or {}
+  opts = util.check_options("dl.study_results", opts, {metric = "string", mode = "string", aggregate = "string"}, 2)
   local rec = json.decode(fs.read(dir .. "/study.json") or "")
   if type(rec) ~= "table" then error("dl.study_results: " .. dir .. " holds no study.json", 2) end
   local study = M.from_record(rec)
@@ -1164,7 +1157,9 @@ end
 -- starts a trial, M.launch by default: dlua.study.ranks passes its pool's).
 -- Returns dl.study_results.
 function Study:run(opts)
-  opts = opts or {}
+  opts = util.check_options("study:run", opts, {out = "string", trials = "integer", parallel = "integer",
+    steps = "integer", quiet = "boolean", threads = "integer", exe = "string", lease = "number", count = "integer",
+    create = "boolean", poll = "number", launch = "function"}, 2)
   if opts.steps then
     if self.sci.steps or self.space.by_name.steps then
       error("dl.study: --steps conflicts with the study's searched steps", 0)

@@ -42,6 +42,7 @@ local VARIANT_KEYS = {
   eval_every = true, eval_sets = true, eval_examples = true, log_every = true, divergence = true, no_eval = true,
   checkpoint_every = true, description = true, clip = true,
 }
+VARIANT_KEYS.divergence = {factor = "number"}
 
 -- the hyperparameters a "no regularisation" switch zeroes (when the experiment has them)
 M.REGULARIZERS = {"weight_decay", "label_smoothing", "dropout"}
@@ -69,15 +70,7 @@ end
 --   checkpoint_every = n            checkpoint interval (default: dl.train's)
 --   clip = true                     clip_grad_norm = hp.clip when above 0 (hparam clip, default 0)
 function M.variant(base, spec)
-  spec = spec or {}
-  for k in pairs(spec) do
-    if not VARIANT_KEYS[k] then
-      local names = {}
-      for n in pairs(VARIANT_KEYS) do names[#names + 1] = n end
-      table.sort(names)
-      error(string.format("probe.variant: unknown key '%s' (valid: %s)", tostring(k), table.concat(names, ", ")), 2)
-    end
-  end
+  spec = util.check_options("probe.variant", spec, VARIANT_KEYS, 2)
   local exp = experiment.load(base)
   local hparams = copy(exp.hparams)
   for k, v in pairs(spec.hparams or {}) do if hparams[k] == nil then hparams[k] = v end end
@@ -235,14 +228,7 @@ local SWEEP_KEYS = {experiment = true, start = true, max = true, steps = true, s
 -- @usage local r = dl.batch_size_sweep{experiment = "examples/fashion_mnist.lua", memory = 2^30}
 function M.batch_size_sweep(spec)
   if type(spec) ~= "table" then error("dl.batch_size_sweep: expected a table, got " .. type(spec), 2) end
-  for k in pairs(spec) do
-    if not SWEEP_KEYS[k] then
-      local names = {}
-      for n in pairs(SWEEP_KEYS) do names[#names + 1] = n end
-      table.sort(names)
-      error(string.format("dl.batch_size_sweep: unknown key '%s' (valid: %s)", tostring(k), table.concat(names, ", ")), 2)
-    end
-  end
+  util.check_options("dl.batch_size_sweep", spec, SWEEP_KEYS, 2)
   if not spec.experiment then error("dl.batch_size_sweep: experiment is required", 2) end
   local start, max = spec.start or 16, spec.max or 65536
   local steps, skip = spec.steps or 20, spec.skip or 5

@@ -44,11 +44,8 @@ end
 --- dl.experiment{name =, hparams = {...}, build = function(hp) ... end [, description =]}
 function M.experiment(spec)
   if type(spec) ~= "table" then spec_error("dl.experiment: expected a table, got " .. type(spec)) end
-  for k in pairs(spec) do
-    if k ~= "name" and k ~= "hparams" and k ~= "build" and k ~= "description" then
-      spec_error(string.format("dl.experiment: unknown field '%s' (valid: build, description, hparams, name)", tostring(k)))
-    end
-  end
+  local bad = util.option_problem("dl.experiment", spec, {"name", "hparams", "build", "description"})
+  if bad then spec_error(bad) end
   if type(spec.name) ~= "string" or spec.name == "" then spec_error("dl.experiment: name must be a non-empty string") end
   if type(spec.build) ~= "function" then spec_error("dl.experiment: build must be a function(hp) returning a dl.train config") end
   if spec.hparams ~= nil and type(spec.hparams) ~= "table" then spec_error("dl.experiment: hparams must be a table") end
@@ -110,7 +107,8 @@ end
 
 --- Trains with hp overrides; opts: dir, resume, quiet, steps, tracking, command.
 function Experiment:run(overrides, opts)
-  opts = opts or {}
+  opts = util.check_options("experiment:run", opts, {dir = "string", resume = "boolean", quiet = "boolean",
+    steps = "integer", tracking = "boolean", command = "string"}, 2)
   local hp = self:resolve(overrides)
   if opts.steps then hp.steps = opts.steps end
   local cfg = self:config(hp)
@@ -134,6 +132,8 @@ function M.evaluate(o)
   if type(o) ~= "table" or not o.experiment or not o.checkpoint then
     error("dl.evaluate: expected {experiment = ..., checkpoint = path [, sets = {...}]}", 2)
   end
+  util.check_options("dl.evaluate", o, {experiment = true, checkpoint = "string", sets = "table", metrics = "table",
+    batch_size = "integer"}, 2)
   local exp = M.load(o.experiment)
   local tensors, meta = checkpoint.load(o.checkpoint)
   if not tensors then error("dl.evaluate: " .. tostring(meta), 2) end

@@ -29,23 +29,22 @@ local util = require "dlua.util"
 
 local M = {}
 
-local KNOWN = {
-  model = true, loss = true, optimizer = true, schedule = true, data = true, steps = true, eval = true,
-  checkpoint = true, clip_grad_norm = true, log_every = true, dir = true, resume = true, ema = true,
-  hparams = true, name = true, quiet = true, divergence = true, fields = true, tracking = true,
+-- the config's keys, with the nested tables' own (util.check_options)
+local CONFIG = {
+  model = true, loss = true, optimizer = true, schedule = true, data = true, steps = true,
+  eval = {every = true, sets = "table", metrics = true, batch_size = true, sample = true,
+          predictions = {indices = "table", set = "string"}},
+  checkpoint = {every = true, keep_latest = true, keep_best = true, keep_every = true, metric = "string",
+                mode = "string"},
+  clip_grad_norm = true, log_every = true, dir = true, resume = true, ema = {decay = "number"},
+  hparams = true, name = true, quiet = true, divergence = {factor = "number"},
+  fields = {input = true, target = true, weight = true}, tracking = true,
   description = true, command = true, config_path = true, forward = true, threads = true, trace = true,
 }
 
 local function check_config(c)
   if type(c) ~= "table" then error("dl.train: expected a config table, got " .. type(c), 3) end
-  for k in pairs(c) do
-    if not KNOWN[k] then
-      local names = {}
-      for n in pairs(KNOWN) do names[#names + 1] = n end
-      table.sort(names)
-      error(string.format("dl.train: unknown config key '%s' (valid: %s)", tostring(k), table.concat(names, ", ")), 3)
-    end
-  end
+  util.check_options("dl.train", c, CONFIG, 3)
   for _, k in ipairs({"model", "loss", "optimizer", "data", "steps"}) do
     if c[k] == nil then error("dl.train: config." .. k .. " is required", 3) end
   end

@@ -134,7 +134,16 @@ Evaluator.__index = Evaluator
 
 --- metrics.evaluator{model, loss, metrics = {"loss", "accuracy", ...}, batch_size = 256,
 --  sample = n, fields = {input =, target =, weight =}, forward = fn, predictions = {indices =}, dir =}
+local EVALUATOR = {
+  model = true, loss = true, metrics = "table", batch_size = true, sample = true,
+  fields = {input = true, target = true, weight = true}, forward = "callable",
+  predictions = {indices = "table", set = "string"}, dir = "string", shard = "table",
+}
+M.EVALUATOR_OPTIONS = EVALUATOR
+
 function M.evaluator(o)
+  util.check_options("metrics.evaluator", o, EVALUATOR, 2)
+  o = o or {}
   local self = setmetatable({}, Evaluator)
   self.model, self.loss = o.model, o.loss
   self.batch_size = o.batch_size or 256

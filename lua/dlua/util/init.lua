@@ -115,7 +115,7 @@ end
 -- "number|string" -> ok?
 local function types_ok(spec_ty, v)
   for ty in spec_ty:gmatch("[^|]+") do
-    if not TYPES[ty] then error("util.check_options: unknown type '" .. ty .. "' in a spec", 4) end
+    if not TYPES[ty] then error("util.check_options: unknown type '" .. ty .. "' in a spec", 0) end
     if type_ok(ty, v) then return true end
   end
   return false
@@ -127,30 +127,41 @@ local function describe(v)
   return t and (t == "float" and "number" or "integer") or type(v)
 end
 
-local function check(fn, opts, spec, level, path)
+-- the first problem of opts against spec, as a message, or nil
+local function problem(fn, opts, spec, path)
   spec = M.spec(spec)
   local names = {}
   for k in pairs(spec) do if type(k) == "string" then names[#names + 1] = k end end
   table.sort(names)
-  for k, v in pairs(opts) do
-    local s = spec[k]
+  local keys = {}                                  -- a fixed order: the first problem is always the same one
+  for k in pairs(opts) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local v, s = opts[k], spec[k]
     if s == nil then
       local where = path and (" in " .. path) or ""
       local hint = type(k) == "string" and M.nearest(k, names)
-      error(string.format("%s: unknown option '%s'%s (valid: %s)%s", fn, tostring(k), where,
-        #names > 0 and table.concat(names, ", ") or "none", hint and ("; did you mean '" .. hint .. "'?") or ""),
-        level + 1)
+      return string.format("%s: unknown option '%s'%s (valid: %s)%s", fn, tostring(k), where,
+        #names > 0 and table.concat(names, ", ") or "none", hint and ("; did you mean '" .. hint .. "'?") or "")
     end
     local key = path and (path .. "." .. tostring(k)) or tostring(k)
     if type(s) == "string" then
       if not types_ok(s, v) then
-        error(string.format("%s: option '%s' must be %s, got %s", fn, key, s:gsub("|", " or "), describe(v)),
-          level + 1)
+        return string.format("%s: option '%s' must be %s, got %s", fn, key, (s:gsub("|", " or ")), describe(v))
       end
     elseif type(s) == "table" and type(v) == "table" and getmetatable(v) == nil then
-      check(fn, v, s, level + 1, key)
+      local p = problem(fn, v, s, key)
+      if p then return p end
     end
   end
+end
+
+--- option_problem(fn, opts, spec) -> the message check_options would raise, or nil
+-- (for callers that raise it their own way).
+function M.option_problem(fn, opts, spec)
+  if opts == nil then return nil end
+  if type(opts) ~= "table" then return string.format("%s: expected an option table, got %s", fn, describe(opts)) end
+  return problem(fn, opts, spec, nil)
 end
 
 --- Checks an option table against spec; errors on the first unknown key or wrong type.
@@ -162,16 +173,13 @@ end
 -- nested tables), the valid keys and the nearest one:
 --   dl.train: unknown option 'evry' in eval (valid: batch_size, every, sets); did you mean 'every'?
 -- level is that of error() seen from the function calling check_options
--- (default 2: the blame lands on that function's caller). Returns opts (or {}).
+-- (default 2: the blame lands on that function's caller; do not call it as a tail
+-- call, `return util.check_options(...)`, which removes that frame). Returns opts (or {}).
 -- @usage util.check_options("optim.schedule.cosine", opts, {warmup = "integer", min = "number"})
 function M.check_options(fn, opts, spec, level)
-  level = (level or 2) + 1
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then
-    error(string.format("%s: expected an option table, got %s", fn, describe(opts)), level)
-  end
-  check(fn, opts, spec, level, nil)
-  return opts
+  local msg = M.option_problem(fn, opts, spec)
+  if msg then error(msg, (level or 2) + 1) end
+  return opts or {}
 end
 
 --- spec as a map: a list of names {"a", "b"} becomes {a = true, b = true}

@@ -1,0 +1,104 @@
+-- dlua.util: the bottom layer's helpers, against values worked out by hand.
+local dl = require "dlua"
+local util = require "dlua.util"
+
+describe("dlua.util", function()
+  it("tells tensors from everything else", function()
+    assert.is_true(util.is_tensor(dl.zeros(2)))
+    assert.is_false(util.is_tensor({}))
+    assert.is_false(util.is_tensor(nil))
+    assert.is_false(util.is_tensor(setmetatable({}, {})))
+    assert.are.equal(util.is_tensor, dl.is_tensor)
+  end)
+
+  it("copies shallowly and deeply", function()
+    local inner = {1, 2}
+    local t = {a = inner, b = "x"}
+    local c = util.copy(t)
+    assert.are_not.equal(t, c)
+    assert.are.equal(inner, c.a)                       -- shared
+    assert.are.same({}, util.copy(nil))
+    local mt = {__index = function() return 7 end}
+    local cyc = setmetatable({a = inner}, mt)
+    cyc.self = cyc
+    local d = util.deep_copy(cyc)
+    assert.are_not.equal(inner, d.a)
+    assert.are.same(inner, d.a)
+    assert.are.equal(d, d.self)                        -- the cycle copied once
+    assert.are.equal(mt, getmetatable(d))
+    assert.are.equal(7, d.missing)
+    local x = dl.ones(2)
+    assert.are.equal(x, util.deep_copy({x = x}).x)      -- tensors are shared
+  end)
+
+  it("sorts keys of mixed types", function()
+    assert.are.same({"a", "b", "c"}, util.sorted_keys{c = 1, a = 2, b = 3})
+    assert.are.same({1, 2, 10}, util.sorted_keys{[10] = 1, [2] = 1, [1] = 1})
+    assert.are.same({1, "x"}, util.sorted_keys{x = 1, [1] = 2})
+    assert.are.same({}, util.sorted_keys(nil))
+  end)
+
+  it("quotes for the shell only when needed, and the shell reads it back", function()
+    assert.are.equal("runs/a-b_c.1", util.shell_quote("runs/a-b_c.1"))
+    assert.are.equal("'a b'", util.shell_quote("a b"))
+    assert.are.equal("'it'\\''s'", util.shell_quote("it's"))
+    assert.are.equal("''", util.shell_quote(""))
+    for _, s in ipairs({"a b", "it's", "$HOME `x` \"y\"", "semi;colon", "*"}) do
+      local p = io.popen("printf '%s' " .. util.shell_quote(s))
+      local back = p:read("a")
+      p:close()
+      assert.are.equal(s, back)
+    end
+  end)
+
+  it("measures edit distance with swaps of neighbours as one edit", function()
+    assert.are.equal(0, util.edit_distance("warmup", "warmup"))
+    assert.are.equal(1, util.edit_distance("warmpu", "warmup"))
+    assert.are.equal(3, util.edit_distance("kitten", "sitting"))
+    assert.are.equal(3, util.edit_distance("", "abc"))
+    assert.are.equal(1, util.edit_distance("evry", "every"))
+    assert.are.equal("warmup", util.nearest("warmpu", {"steps", "warmup", "final"}))
+    assert.are.equal(nil, util.nearest("zzz", {"steps", "warmup"}))
+    assert.are.equal(nil, util.nearest("x", {"y"}))    -- as far as the word is long: no hint
+  end)
+
+  it("checks option tables: unknown keys, nested tables, types, the caller's line", function()
+    local spec = {every = "integer", sets = "table", fields = {input = true, target = true}}
+    assert.are.same({}, util.check_options("f", nil, spec))
+    local o = {every = 5}
+    assert.are.equal(o, util.check_options("f", o, spec))
+    local function f(opts)
+      local checked = util.check_options("f", opts, spec)  -- (a tail call would drop f's frame from the count)
+      return checked
+    end
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() f{evry = 5} end)
+    assert.is_false(ok)
+    assert.are.equal("util_spec.lua:" .. line .. ": f: unknown option 'evry' (valid: every, fields, sets); " ..
+      "did you mean 'every'?", err:match("[^/]*$"))
+    assert.error_matches(function() f{fields = {inptu = "x"}} end,
+      "^f: unknown option 'inptu' in fields %(valid: input, target%); did you mean 'input'%?$")
+    assert.error_matches(function() f{every = 2.5} end, "f: option 'every' must be integer, got number")
+    assert.error_matches(function() f{sets = dl.zeros(1)} end, "f: option 'sets' must be table, got tensor")
+    assert.error_matches(function() f(3) end, "f: expected an option table, got integer")
+    assert.error_matches(function() f{[1] = true} end, "f: unknown option '1' %(valid: every, fields, sets%)$")
+    -- a list of names; alternatives of types; positional keys
+    assert.error_matches(function() util.check_options("g", {c = 1}, {"a", "b"}) end,
+      "g: unknown option 'c' %(valid: a, b%)$")
+    assert.truthy(util.check_options("g", {a = print}, {a = "number|function"}))
+    assert.error_matches(function() util.check_options("g", {a = "s"}, {a = "number|function"}) end,
+      "g: option 'a' must be number or function, got string")
+    assert.truthy(util.check_options("g", {4, 2, seed = 1}, {[1] = true, [2] = true, seed = true}))
+    assert.are.equal(nil, util.option_problem("g", {a = 1}, {"a"}))
+    assert.are.equal("g: unknown option 'b' (valid: a)", util.option_problem("g", {b = 1}, {"a"}))
+  end)
+
+  it("knows the machine", function()
+    assert.is_true(math.type(util.cores()) == "integer" and util.cores() >= 1)
+    assert.is_true(#util.hostname() > 0)
+    local f = assert(io.open("/proc/self/stat"))
+    f:close()
+    assert.is_true(math.type(util.getpid()) == "integer" and util.getpid() > 1)
+    assert.are.equal(dl.version, util.VERSION)
+  end)
+end)

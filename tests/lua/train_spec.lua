@@ -249,7 +249,7 @@ describe("dl.train", function()
 
   it("rejects bad configs with messages naming the key", function()
     assert.error_matches(function() dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 10, stepz = 3} end,
-      "dl.train: unknown config key 'stepz'")
+      "dl.train: unknown option 'stepz' %(valid: checkpoint, .*%); did you mean 'steps'%?")
     assert.error_matches(function() dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 0} end,
       "steps must be a positive integer")
     assert.error_matches(function()

@@ -58,8 +58,8 @@ describe("dlua.util", function()
     assert.are.equal(3, util.edit_distance("", "abc"))
     assert.are.equal(1, util.edit_distance("evry", "every"))
     assert.are.equal("warmup", util.nearest("warmpu", {"steps", "warmup", "final"}))
-    assert.are.equal(nil, util.nearest("zzz", {"steps", "warmup"}))
-    assert.are.equal(nil, util.nearest("x", {"y"}))    -- as far as the word is long: no hint
+    assert.is_nil((util.nearest("zzz", {"steps", "warmup"})))
+    assert.is_nil((util.nearest("x", {"y"})))    -- as far as the word is long: no hint
   end)
 
   it("checks option tables: unknown keys, nested tables, types, the caller's line", function()
@@ -89,7 +89,7 @@ describe("dlua.util", function()
     assert.error_matches(function() util.check_options("g", {a = "s"}, {a = "number|function"}) end,
       "g: option 'a' must be number or function, got string")
     assert.truthy(util.check_options("g", {4, 2, seed = 1}, {[1] = true, [2] = true, seed = true}))
-    assert.are.equal(nil, util.option_problem("g", {a = 1}, {"a"}))
+    assert.is_nil((util.option_problem("g", {a = 1}, {"a"})))
     assert.are.equal("g: unknown option 'b' (valid: a)", util.option_problem("g", {b = 1}, {"a"}))
   end)
 

@@ -192,7 +192,7 @@ static int handle_script (lua_State *L, char **argv) {
     fname = NULL;  /* stdin */
   status = luaL_loadfile(L, fname);
   if (status == LUA_ERRFILE && fname != NULL && is_command(fname)) {
-    /* 'dlua agent DIR ...': a bare word that is no file names a command of dlua.commands */
+    /* 'dlua agent DIR ...': a bare word that is no file names a command of dlua.cli.commands */
     lua_pop(L, 1);
     status = luaL_loadstring(L, "return require('dlua.cli.commands').main(arg[0], ...)");
   }

@@ -27,6 +27,7 @@
 static atomic_long writes;                 /* data writes so far */
 static atomic_long fail_from;              /* 0: off; else the first failing write */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static const char *trace_path;             /* DLUA_FILEIO_TRACE: "<n>\t<path>" per write */
 
 static void read_env(void) {
   const char *s = getenv("DLUA_FILEIO_FAIL");
@@ -35,12 +36,21 @@ static void read_env(void) {
     long n = strtol(s, &end, 10);
     if (*end == 0 && n > 0) atomic_store(&fail_from, n);
   }
+  s = getenv("DLUA_FILEIO_TRACE");
+  if (s && *s) trace_path = s;
 }
 
-/* counts one data write; 1 when the hook says it must fail */
-static int hook_fails(void) {
+/* counts one data write to path; 1 when the hook says it must fail */
+static int hook_fails(const char *path) {
   pthread_once(&env_once, read_env);
   long k = atomic_fetch_add(&writes, 1) + 1;
+  if (trace_path) {                        /* test aid: which write went to which file */
+    FILE *t = fopen(trace_path, "a");
+    if (t) {
+      fprintf(t, "%ld\t%s\n", k, path);
+      fclose(t);
+    }
+  }
   long f = atomic_load(&fail_from);
   return f > 0 && k >= f;
 }
@@ -68,9 +78,10 @@ uint32_t dl_crc32(uint32_t crc, const void *data, size_t n) {
 
 /* ------------------------------------------------------------ helpers */
 
-/* writes all n bytes (retrying EINTR and short writes); 0 or -1 with errno */
-static int write_all(int fd, const void *p, size_t n) {
-  if (hook_fails()) {
+/* writes all n bytes to fd, the temporary file of path (retrying EINTR and
+ * short writes); 0 or -1 with errno */
+static int write_all(int fd, const char *path, const void *p, size_t n) {
+  if (hook_fails(path)) {
     errno = ENOSPC;
     return -1;
   }
@@ -154,7 +165,7 @@ int dl_fileio_open_atomic(dl_ctx *ctx, dl_fileio_atomic *f, const char *path) {
 int dl_fileio_write(dl_fileio_atomic *f, const void *p, size_t n) {
   if (f->failed || f->fd < 0) return -1;
   if (n == 0) return 0;
-  if (write_all(f->fd, p, n) < 0) return stage_fail(f, "writing the temporary file", errno);
+  if (write_all(f->fd, f->path, p, n) < 0) return stage_fail(f, "writing the temporary file", errno);
   return 0;
 }
 
@@ -213,7 +224,7 @@ int dl_fileio_append(dl_ctx *ctx, const char *path, const void *p, size_t n, int
   int rc = 0;
   if (n > 0) {
     ssize_t w;
-    if (hook_fails()) {
+    if (hook_fails(path)) {
       w = -1;
       errno = ENOSPC;
     } else {

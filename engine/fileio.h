@@ -28,6 +28,8 @@
  * the process (counting every dl_fileio_write and dl_fileio_append call from
  * 1) and every later one fail with ENOSPC, as a disk that fills up does.
  * This makes disk-full behaviour testable deterministically without root.
+ * DLUA_FILEIO_TRACE=<file> appends "<n>\t<path>" to <file> for every data
+ * write, so a test can tell which file the n-th write went to.
  */
 /* See LICENSE */
 #ifndef DL_FILEIO_H

@@ -52,14 +52,10 @@ M.dirname = dirname
 --- Replaces path's contents with s atomically (see the header); raises
 -- "cannot write '<path>': <reason> (<stage>)" when it cannot.
 -- @usage fs.write_atomic(dir .. "/result.json", json.encode(r) .. "\n")
-function M.write_atomic(path, s)
-  return core._fileio_replace(path, s)
-end
+M.write_atomic = core._fileio_replace
 
 --- Flushes a file or directory to disk; raises "cannot sync '<path>': <reason>".
-function M.fsync(path)
-  return core._fileio_fsync(path)
-end
+M.fsync = core._fileio_fsync
 
 --- The path of rel, a relative path read from a file (a ledger entry, a
 -- journal's trial id), inside dir; or nil and why it is refused: not a
@@ -125,8 +121,11 @@ function M.remove_matching(path) os.remove(path) end
 -- (POSIX O_APPEND). sync = true fsyncs the file after. Raises "cannot append
 -- to '<path>': <reason>" on any failure (a full disk, a short write).
 -- @usage fs.append_line(dir .. "/metrics.jsonl", json.encode(e))
-function M.append_line(path, line, sync)
-  return core._fileio_append(path, line .. "\n", sync)
+function M.append_line(path, line, ...)
+  if type(line) ~= "string" then
+    error("bad argument #2 to 'append_line' (string expected, got " .. type(line) .. ")", 2)
+  end
+  return core._fileio_append(path, line .. "\n", ...)
 end
 
 --- Test hook of the file I/O module: the n-th data write from now and every
@@ -136,8 +135,9 @@ function M._fail_writes_from(n) core._fileio_fail_from(n) end
 function M._write_count() return core._fileio_write_count() end
 
 --- Removes a directory tree (used by tests and --check-determinism's scratch runs).
+-- A symbolic link is removed itself, never followed: what it points to stays.
 function M.rm_rf(path)
-  local mode = lfs.attributes(path, "mode")
+  local mode = lfs.symlinkattributes(path, "mode")
   if mode == "directory" then
     for name in lfs.dir(path) do
       if name ~= "." and name ~= ".." then M.rm_rf(path .. "/" .. name) end

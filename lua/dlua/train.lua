@@ -148,7 +148,11 @@ local function check_ledger(self, d)
   local function check_ck(c, name)
     if type(c) ~= "table" then ledger_corrupt(path, "%s is a %s, expected an object", name, type(c)) end
     if not is_step(c.step) then ledger_corrupt(path, "%s.step is %s, expected an integer", name, json.encode(c.step)) end
-    fs.checked_path(self.dir, c.path, path, name .. ".path")
+    local ok, why = fs.inside(self.dir, c.path)
+    if not ok then
+      ledger_corrupt(path, "%s.path %s%s (it must stay inside %s)", name,
+        type(c.path) == "string" and "'" .. c.path .. "' " or "", why, self.dir)
+    end
     if c.metrics ~= nil and type(c.metrics) ~= "table" then ledger_corrupt(path, "%s.metrics is not an object", name) end
   end
   for i, c in ipairs(d.checkpoints or {}) do check_ck(c, string.format("checkpoints[%d]", i)) end

@@ -2,7 +2,9 @@
  * check value, atomic replacement (content, no temporary file left, the old
  * file intact after every kind of failure, exact messages), appends (one line
  * per call, /dev/full and the write-failure hook raise), fsync errors, and
- * an allocation-failure sweep over replace that must fail cleanly. */
+ * an allocation-failure sweep over replace that must fail cleanly; and the
+ * two writers built on it (checkpoint, pipeline cache) failing at every one
+ * of their writes with the old file intact. */
 /* See LICENSE */
 #include <dirent.h>
 #include <errno.h>
@@ -12,8 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "dl_test.h"
 #include "fileio.h"
+#include "pipeline.h"
 
 static char dir[64];
 
@@ -158,6 +162,65 @@ static void test_append(void) {
   dl_ctx_free(ctx);
 }
 
+/* the checkpoint and cache writers, failing at their k-th write for every k:
+ * the message names the file, the previous file survives, no temp is left */
+static void test_writers(void) {
+  dl_ctx *ctx = dl_ctx_new();
+  char p[128], q[128], want[256];
+  path_in(p, sizeof p, "ck.safetensors");
+  path_in(q, sizeof q, "ds.cache");
+  int64_t s[2] = {3, 4};
+  dl_tensor *a = dl_tensor_new_empty(ctx, DL_F32, 2, s), *b = dl_tensor_new_empty(ctx, DL_I64, 1, s);
+  memset(a->st->data, 0, a->st->nbytes);
+  memset(b->st->data, 0, b->st->nbytes);
+  dl_checkpoint_item items[2] = {{"a", 1, a}, {"b", 1, b}};
+  DL_CHECK(dl_checkpoint_save(ctx, p, items, 2, NULL, 0) == 0);
+  const char *names[2] = {"x", "y"};
+  dl_tensor *fields[2] = {a, b};
+  dl_dataset *ds = dl_dataset_new(ctx, 2, names, fields, NULL);
+  DL_CHECK(ds != NULL);
+  DL_CHECK(dl_cache_write(ctx, q, ds, "fp-1") == 0);
+  long ck_writes, cache_writes;
+  dl_fileio_fail_from(0);
+  DL_CHECK(dl_checkpoint_save(ctx, p, items, 2, NULL, 0) == 0);
+  ck_writes = dl_fileio_write_count();
+  dl_fileio_fail_from(0);
+  DL_CHECK(dl_cache_write(ctx, q, ds, "fp-1") == 0);
+  cache_writes = dl_fileio_write_count();
+  DL_CHECK(ck_writes == 4);                       /* length, header, two tensors */
+  DL_CHECK(cache_writes >= 5);
+  ((float *)a->st->data)[0] = 1.0f;               /* what a failed save would have written */
+  for (long k = 1; k <= ck_writes; k++) {
+    dl_fileio_fail_from(k);
+    DL_CHECK(dl_checkpoint_save(ctx, p, items, 2, NULL, 0) == DL_CHECKPOINT_EIO);
+    snprintf(want, sizeof want, "checkpoint: cannot write '%s': No space left on device (writing the temporary file)", p);
+    DL_CHECK(strcmp(ctx->err, want) == 0);
+    dl_fileio_fail_from(0);
+    dl_checkpoint *ck = dl_checkpoint_read_new(ctx, p, DL_CHECKPOINT_DATA);
+    DL_CHECK(ck && ck->ntensors == 2 && ((float *)ck->tensors[0].t->st->data)[0] == 0.0f);
+    dl_checkpoint_release(ck);
+    DL_CHECK(!has_temp());
+  }
+  for (long k = 1; k <= cache_writes; k++) {
+    dl_fileio_fail_from(k);
+    DL_CHECK(dl_cache_write(ctx, q, ds, "fp-2") == -1);
+    snprintf(want, sizeof want, "cache: cannot write '%s': No space left on device (writing the temporary file)", q);
+    DL_CHECK(strcmp(ctx->err, want) == 0);
+    dl_fileio_fail_from(0);
+    dl_cache_status st;
+    dl_dataset *back = dl_cache_read_new(ctx, q, "fp-1", &st);  /* the old cache, still valid */
+    DL_CHECK(back && st == DL_CACHE_OK);
+    dl_dataset_release(back);
+    DL_CHECK(!has_temp());
+  }
+  dl_dataset_release(ds);
+  dl_tensor_release(a);
+  dl_tensor_release(b);
+  unlink(p);
+  unlink(q);
+  dl_ctx_free(ctx);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/dl_fileio_XXXXXX");
   if (!mkdtemp(dir)) {
@@ -167,6 +230,7 @@ int main(void) {
   test_crc();
   test_replace();
   test_append();
+  test_writers();
   rmdir(dir);
   DL_TEST_END();
 }

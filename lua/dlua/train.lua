@@ -129,35 +129,29 @@ local function ledger_corrupt(path, fmt, ...)
   error(string.format("dl.train: corrupt checkpoint ledger %s: " .. fmt, path, ...), 0)
 end
 
-local function is_step(v) return math.type(v) == "integer" and v >= 0 end
-
 -- checks what ledger_open read: steps are integers, paths stay inside the checkpoint directory
 local function check_ledger(self, d)
   local path = self.path
+  local function entry(c, name, with_path)
+    if type(c) ~= "table" then ledger_corrupt(path, "%s is a %s, expected an object", name, type(c)) end
+    if math.type(c.step) ~= "integer" or c.step < 0 then
+      ledger_corrupt(path, "%s.step is %s, expected an integer", name, json.encode(c.step))
+    end
+    if c.metrics ~= nil and type(c.metrics) ~= "table" then ledger_corrupt(path, "%s.metrics is not an object", name) end
+    local ok, why = fs.inside(self.dir, c.path)
+    if with_path and not ok then
+      ledger_corrupt(path, "%s.path %s%s (it must stay inside %s)", name,
+        type(c.path) == "string" and "'" .. c.path .. "' " or "", why, self.dir)
+    end
+  end
   if type(d) ~= "table" then ledger_corrupt(path, "expected a JSON object") end
   for _, list in ipairs({"evals", "checkpoints"}) do
     if d[list] ~= nil and type(d[list]) ~= "table" then
       ledger_corrupt(path, "%s is a %s, expected an array", list, type(d[list]))
     end
+    for i, c in ipairs(d[list] or {}) do entry(c, string.format("%s[%d]", list, i), list == "checkpoints") end
   end
-  for i, e in ipairs(d.evals or {}) do
-    if type(e) ~= "table" then ledger_corrupt(path, "evals[%d] is a %s, expected an object", i, type(e)) end
-    if not is_step(e.step) then ledger_corrupt(path, "evals[%d].step is %s, expected an integer", i, json.encode(e.step)) end
-    if e.metrics ~= nil and type(e.metrics) ~= "table" then ledger_corrupt(path, "evals[%d].metrics is not an object", i) end
-  end
-  local function check_ck(c, name)
-    if type(c) ~= "table" then ledger_corrupt(path, "%s is a %s, expected an object", name, type(c)) end
-    if not is_step(c.step) then ledger_corrupt(path, "%s.step is %s, expected an integer", name, json.encode(c.step)) end
-    local ok, why = fs.inside(self.dir, c.path)
-    if not ok then
-      ledger_corrupt(path, "%s.path %s%s (it must stay inside %s)", name,
-        type(c.path) == "string" and "'" .. c.path .. "' " or "", why, self.dir)
-    end
-    if c.metrics ~= nil and type(c.metrics) ~= "table" then ledger_corrupt(path, "%s.metrics is not an object", name) end
-  end
-  for i, c in ipairs(d.checkpoints or {}) do check_ck(c, string.format("checkpoints[%d]", i)) end
-  if d.best ~= nil then check_ck(d.best, "best") end
-  if d.latest ~= nil then check_ck(d.latest, "latest") end
+  for _, k in ipairs({"best", "latest"}) do if d[k] ~= nil then entry(d[k], k, true) end end
 end
 
 -- the index file: every eval, every kept checkpoint with its retention classes,

@@ -299,8 +299,8 @@ int lt_checkdim(lua_State *L, int arg, int ndim, int extra) {
   return lt_dim(L, arg, lt_checkinteger(L, arg, "dimension"), ndim, extra);
 }
 
-static int64_t check_size(lua_State *L, int arg, int64_t v, int k, int infer) {
-  if (v < 0 && (v != -1 || !infer)) lt_argerror(L, arg, "size %d is negative (%I)", k, (lua_Integer)v);
+static int64_t check_size(lua_State *L, int arg, int64_t v, int infer) {
+  if (v < 0 && (v != -1 || !infer)) lt_argerror(L, arg, "size %I is negative", (lua_Integer)v);
   return v;
 }
 
@@ -316,7 +316,7 @@ int lt_checkshape(lua_State *L, int arg, int64_t *shape, int *next, int infer) {
       if (!ok || lua_type(L, -1) != LUA_TNUMBER)
         lt_argerror(L, arg, "size %d is a %s, expected an integer", k,
                     lua_type(L, -1) == LUA_TNUMBER ? "non-integer number" : lt_typename(L, -1));
-      shape[nd++] = check_size(L, arg, v, k, infer);
+      shape[nd++] = check_size(L, arg, v, infer);
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
@@ -326,7 +326,7 @@ int lt_checkshape(lua_State *L, int arg, int64_t *shape, int *next, int infer) {
   int k = arg;
   for (; k <= top && lua_type(L, k) == LUA_TNUMBER; k++) {
     if (nd >= DL_MAXDIM) lt_argerror(L, k, "more than %d dimensions", DL_MAXDIM);
-    shape[nd] = check_size(L, k, lt_checkinteger(L, k, "size"), nd + 1, infer);
+    shape[nd] = check_size(L, k, lt_checkinteger(L, k, "size"), infer);
     nd++;
   }
   *next = k;
@@ -337,7 +337,7 @@ dl_dtype lt_checkdtype(lua_State *L, int arg) {
   if (lua_type(L, arg) != LUA_TSTRING) luaL_typeerror(L, arg, "string");
   const char *s = lua_tostring(L, arg);
   int d = dl_dtype_from_name(s);
-  if (d < 0) lt_argerror(L, arg, "unknown dtype '%s' (valid: float32, float64, int32, int64, uint8)", s);
+  if (d < 0) lt_argerror(L, arg, "unknown dtype '%s'; expected one of: float32, float64, int32, int64, uint8", s);
   return (dl_dtype)d;
 }
 

@@ -443,6 +443,7 @@ static int pipeline_pipe_new(lua_State *L) {
   dl_dataset *ds = lt_check_dataset(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   lt_checkargs(L, 2);
+  luaL_checkstack(L, 40, "reading a pipeline spec");
   lt_opts so;
   lt_options(L, 2, spec_keys, &so);
   ctx_box *cb = lt_cbox(L);

@@ -109,19 +109,36 @@ static int l_record_function(lua_State *L) {
     f->ndims[i] = in[i]->ndim;
     memcpy(f->shapes[i], in[i]->shape, sizeof(int64_t) * (size_t)in[i]->ndim);
   }
-  dl_node *nd = dl_node_new(ctx, "function", bw_lua, (int)n, in);
-  if (!nd) { free(f); return lt_raise(L); }
+  snprintf(f->name, sizeof f->name, "%s", luaL_optstring(L, 4, "function"));
+  tensor_box *box = lua_touserdata(L, -1);
+  dl_node *nd = dl_tape_record(ctx, DL_OP_FUNCTION, &box->t, (int)n, in);
+  if (!nd) { free(f); return lt_raise(L); }  /* (inputs need grad: NULL is a failure, box->t is NULL) */
   lua_pushvalue(L, 3);
   f->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  snprintf(f->name, sizeof f->name, "%s", luaL_optstring(L, 4, "function"));
   nd->name = f->name;         /* lives as long as the node: freed with it in fn_free */
   nd->user = f;
+  nd->user_backward = bw_lua;
   nd->user_free = fn_free;
-  dl_record(ctx, r, nd);
+  return 1;
+}
+
+/* _ops() -> {{name =, forward =, backward =, lua =}, ...}: the core's op table (ops.h), in order */
+static int l_ops(lua_State *L) {
+  lua_createtable(L, DL_NOPS, 0);
+  for (int i = 0; i < DL_NOPS; i++) {
+    const dl_op_info *o = dl_op_get((dl_op)i);
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, o->name); lua_setfield(L, -2, "name");
+    lua_pushstring(L, o->forward); lua_setfield(L, -2, "forward");
+    lua_pushstring(L, o->backward); lua_setfield(L, -2, "backward");
+    lua_pushstring(L, o->lua); lua_setfield(L, -2, "lua");
+    lua_rawseti(L, -2, i + 1);
+  }
   return 1;
 }
 
 static const luaL_Reg ag_funcs[] = {
+  {"_ops", l_ops},
   {"record_function", l_record_function},
   {NULL, NULL}
 };

@@ -283,7 +283,7 @@ dl_dtype lt_optdtype(lua_State *L, int i, const char *fn, dl_dtype def) {
 static void apply_requires_grad(lua_State *L, int opts, dl_tensor *t) {
   if (!is_opts(L, opts)) return;
   lua_getfield(L, opts, "requires_grad");
-  if (lua_toboolean(L, -1)) t->requires_grad = 1;
+  if (lua_toboolean(L, -1) && dl_set_requires_grad(lt_ctx(L), t, 1) < 0) lt_raise(L);  /* t is in its box */
   lua_pop(L, 1);
 }
 
@@ -549,12 +549,7 @@ static int l_release(lua_State *L) {
 static int l_requires_grad(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   if (lua_isnone(L, 2)) { lua_pushboolean(L, t->requires_grad); return 1; }
-  int flag = lua_toboolean(L, 2);
-  if (flag && !dl_dtype_is_float(t->dtype))
-    return luaL_error(L, "requires_grad: only float tensors can require grad, got %s", dl_dtype_name(t->dtype));
-  if (t->grad_fn && !flag)
-    return luaL_error(L, "requires_grad: cannot clear the flag of a non-leaf tensor (use detach)");
-  t->requires_grad = flag;
+  if (dl_set_requires_grad(lt_ctx(L), t, lua_toboolean(L, 2)) < 0) return lt_raise(L);
   lua_settop(L, 1);
   return 1;
 }

@@ -269,7 +269,7 @@ static int l_read_idx(lua_State *L) {
   return lt_finish(L, t);
 }
 
-/* _read_csv(path, {delimiter =, header =, missing =}) -> names, integral, values */
+/* _read_csv(path, {delimiter =, header =, missing =}) -> names, integral, values, problems */
 static int l_read_csv(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   dl_csv_opts o = dl_csv_defaults();
@@ -299,9 +299,26 @@ static int l_read_csv(lua_State *L) {
     lua_pushboolean(L, c.integral[i]);
     lua_rawseti(L, -2, i + 1);
   }
-  dl_csv_free(&c);
   lua_pushvalue(L, vals);
-  return 3;
+  /* problems[column][dtype]: why an integer dtype cannot hold the column (only where it cannot) */
+  static const dl_dtype ints[] = {DL_I32, DL_I64, DL_U8};
+  lua_createtable(L, 0, 0);
+  for (int i = 0; i < c.ncols; i++)
+    for (int k = 0; k < 3; k++) {
+      char m[600];
+      if (!dl_csv_dtype_problem(&c, path, i, ints[k], m, sizeof m)) continue;
+      if (lua_rawgeti(L, -1, i + 1) == LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 3);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, -3, i + 1);
+      }
+      lua_pushstring(L, m);
+      lua_setfield(L, -2, dl_dtype_name(ints[k]));
+      lua_pop(L, 1);
+    }
+  dl_csv_free(&c);
+  return 4;
 }
 
 /* ------------------------------------------------------------ plain values between states */

@@ -405,9 +405,9 @@ static int l_narrow(lua_State *L) {
   int64_t start = lt_checkint(L, 3, "narrow", "start");
   int64_t len = lt_checkint(L, 4, "narrow", "length");
   int64_t s0 = start < 0 ? a->shape[d] + start : start - 1;
-  if (start == 0 || s0 < 0 || len < 0 || s0 + len > a->shape[d])
-    return luaL_error(L, "narrow: start %d and length %d out of range for dimension %d of size %d", (int)start,
-                      (int)len, d + 1, (int)a->shape[d]);
+  if (start == 0 || s0 < 0 || len < 0 || s0 > a->shape[d] || len > a->shape[d] - s0)
+    return luaL_error(L, "narrow: start %I and length %I out of range for dimension %d of size %I",
+                      (lua_Integer)start, (lua_Integer)len, d + 1, (lua_Integer)a->shape[d]);
   lt_newbox(L);
   return lt_finish(L, dl_narrow(lt_ctx(L), a, d, s0, len));
 }

@@ -169,7 +169,7 @@ static size_t idx_bytes(unsigned char *buf, int nd, const uint32_t *dims, const 
     buf[k++] = (unsigned char)(dims[i] >> 24); buf[k++] = (unsigned char)(dims[i] >> 16);
     buf[k++] = (unsigned char)(dims[i] >> 8); buf[k++] = (unsigned char)dims[i];
   }
-  memcpy(buf + k, data, n);
+  if (n) memcpy(buf + k, data, n);
   return k + n;
 }
 

@@ -603,7 +603,7 @@ void dl_gp_train_mean(const dl_gp *g, double *mean) {
   for (int i = 0; i < g->n; i++) mean[i] = g->mean + g->sd * (g->y[i] - g->noise[i] * g->alpha[i]);
 }
 
-int dl_gp_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, double *ei) {
+int dl_gp_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, double noise, double *ei) {
   double *var = dl_alloc(ctx, (size_t)(m > 0 ? m : 1) * sizeof(double));
   if (!var) return -1;
   if (dl_gp_predict(ctx, g, Xs, m, ei, var) != 0) {
@@ -618,6 +618,7 @@ int dl_gp_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, 
     }
     double z = imp / sd;
     ei[s] = imp * normal_cdf(z) + sd * normal_pdf(z);
+    if (noise > 0) ei[s] *= 1 - sqrt(noise / (var[s] + noise));
   }
   dl_free(ctx, var, (size_t)(m > 0 ? m : 1) * sizeof(double));
   return 0;

@@ -69,8 +69,12 @@ int dl_gp_predict(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double *
 void dl_gp_train_mean(const dl_gp *g, double *mean);
 
 /* Expected improvement below `best` (minimisation), in y's units, of the
- * latent function at m points Xs [m, dim]. -1 on out of memory. */
-int dl_gp_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, double *ei);
+ * latent function at m points Xs [m, dim]. With noise > 0 (a noise variance in
+ * y's units squared) it is the augmented EI of Huang et al. (2006): EI times
+ * 1 - sqrt(noise / (var + noise)), which discounts points whose posterior
+ * variance is already below the noise (another sample there teaches little).
+ * -1 on out of memory. */
+int dl_gp_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, double noise, double *ei);
 
 /* Adds the observation (x [dim], y) with noise variance `noise` (y's units
  * squared; the fitted noise for a real observation, 0 for a belief) at the

@@ -4,7 +4,7 @@
  * documentation; feature vectors are Lua lists of numbers:
  *   _gp_fit(X, y, {theta =, fit =, iters =, starts =, max_points =, classify =, dim =}) -> gp
  *   _gp_objective(X, y, theta [, classify]) -> value, {gradient}
- *   gp:predict(Xs) -> {mean}, {var}        gp:ei(Xs, best) -> {ei}
+ *   gp:predict(Xs [, want_var]) -> {mean}, {var}    gp:ei(Xs, best [, noise]) -> {ei}
  *   gp:train_mean() -> {mean}              gp:add(x, y, noise)
  *   gp:clone() -> gp    gp:theta() -> {theta}    gp:lml()  gp:noise()  gp:points()  gp:dim()
  *   gp:release()  (also __gc and __close)
@@ -174,24 +174,26 @@ static int gp_objective(lua_State *L) {
 
 static int gp_predict(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
-  lua_settop(L, 2);
+  lua_settop(L, 3);
+  int want_var = lua_isnil(L, 3) || lua_toboolean(L, 3);
   int m = 0, dim = dl_gp_dim(g);
   double *Xs = read_matrix(L, 2, "predict", "Xs", &m, &dim);
-  double *mean = scratch(L, (size_t)m), *var = scratch(L, (size_t)m);
+  double *mean = scratch(L, (size_t)m), *var = want_var ? scratch(L, (size_t)m) : NULL;
   if (dl_gp_predict(lt_ctx(L), g, Xs, m, mean, var) != 0) return lt_raise(L);
   push_list(L, mean, m);
+  if (!want_var) return 1;
   push_list(L, var, m);
   return 2;
 }
 
 static int gp_ei(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
-  lua_settop(L, 3);
+  lua_settop(L, 4);
   int m = 0, dim = dl_gp_dim(g);
   double *Xs = read_matrix(L, 2, "ei", "Xs", &m, &dim);
-  double best = luaL_checknumber(L, 3);
+  double best = luaL_checknumber(L, 3), noise = luaL_optnumber(L, 4, 0);
   double *ei = scratch(L, (size_t)m);
-  if (dl_gp_ei(lt_ctx(L), g, Xs, m, best, ei) != 0) return lt_raise(L);
+  if (dl_gp_ei(lt_ctx(L), g, Xs, m, best, noise, ei) != 0) return lt_raise(L);
   push_list(L, ei, m);
   return 1;
 }

@@ -7,6 +7,7 @@
  *   gp:predict(Xs [, want_var]) -> {mean}, {var}    gp:ei(Xs, best [, noise]) -> {ei}
  *   gp:train_mean() -> {mean}              gp:add(x, y, noise)
  *   gp:clone() -> gp    gp:theta() -> {theta}    gp:lml()  gp:noise()  gp:points()  gp:dim()
+ *   gp:mean()  gp:sd()   (the standardisation y = mean + sd * z)
  *   gp:release()  (also __gc and __close)
  * Arrays read from Lua live in userdata scratch buffers, so a raise while
  * reading them leaks nothing; a fitted GP lives in a "dlua.GP" box pushed
@@ -238,6 +239,8 @@ static int gp_theta(lua_State *L) {
 
 static int gp_lml(lua_State *L) { lua_pushnumber(L, dl_gp_lml(check_gp(L, 1))); return 1; }
 static int gp_noise(lua_State *L) { lua_pushnumber(L, dl_gp_noise(check_gp(L, 1))); return 1; }
+static int gp_mean(lua_State *L) { lua_pushnumber(L, dl_gp_mean(check_gp(L, 1))); return 1; }
+static int gp_sd(lua_State *L) { lua_pushnumber(L, dl_gp_sd(check_gp(L, 1))); return 1; }
 static int gp_points(lua_State *L) { lua_pushinteger(L, dl_gp_points(check_gp(L, 1))); return 1; }
 static int gp_dim(lua_State *L) { lua_pushinteger(L, dl_gp_dim(check_gp(L, 1))); return 1; }
 
@@ -247,10 +250,12 @@ static const luaL_Reg gp_methods[] = {
   {"dim", gp_dim},
   {"ei", gp_ei},
   {"lml", gp_lml},
+  {"mean", gp_mean},
   {"noise", gp_noise},
   {"points", gp_points},
   {"predict", gp_predict},
   {"release", gp_release},
+  {"sd", gp_sd},
   {"theta", gp_theta},
   {"train_mean", gp_train_mean},
   {NULL, NULL}

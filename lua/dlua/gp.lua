@@ -50,7 +50,8 @@ local FIT_KEYS = {classify = true, dim = true, iters = true, max_points = true, 
 -- X: the observed feature vectors the model was fitted to (all of them, also
 -- when the fit used a subset)
 local function wrap(c, X)
-  return setmetatable({c = c, D = c:dim(), X = X, theta = c:theta(), lml = c:lml(), noise = c:noise()}, Model)
+  return setmetatable({c = c, D = c:dim(), X = X, theta = c:theta(), lml = c:lml(), noise = c:noise(),
+    mean = c:mean(), sd = c:sd()}, Model)
 end
 
 --- fit(X, y [, opts]) --> model. opts: theta (warm start, D + 2 numbers),
@@ -68,7 +69,7 @@ function M.fit(X, y, opts)
   local theta = opts.theta
   if theta and #theta ~= (D or 0) + 2 then theta = nil end   -- a warm start from another space: ignore
   local c = core._gp_fit(X, y, {theta = theta, classify = opts.classify or false, dim = opts.dim,
-    iters = opts.iters, starts = opts.starts or tonumber(os.getenv("DLUA_GP_STARTS") or "") , max_points = opts.max_points})
+    iters = opts.iters, starts = opts.starts, max_points = opts.max_points})
   local m = wrap(c, X)
   m.full = c:points() == #X                       -- false: fitted to a subset
   return m

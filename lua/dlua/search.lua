@@ -771,9 +771,6 @@ local function observations(space, history, sign, context)
   return X, y, used, Xall, labels, seen
 end
 
-local AEI = os.getenv("DLUA_AEI") == "1"
-local LCB = tonumber(os.getenv("DLUA_LCB") or "")
-local INC_SD = tonumber(os.getenv("DLUA_INC_SD") or "0")
 local BAYES_KEYS = {candidates = true, context = true, feasibility = true, max_points = true, mode = true, seed = true,
                     step = true, theta = true}
 
@@ -811,26 +808,9 @@ function M.bayes_suggest(space, history, pending, n, opts)
   local any_infeasible = false
   for _, f in ipairs(labels) do if f < 0 then any_infeasible = true end end
   if any_infeasible and opts.feasibility ~= false then fmodel = gp.fit(Xall, labels, {classify = true}) end
-  local FB = tonumber(os.getenv("DLUA_FB") or "")
-  if FB and #X > 0 then
-    local th = fitted.theta
-    local sf2, sn2 = math.exp(th[#th - 1]), math.exp(th[#th])
-    if sn2 / (sf2 + sn2) > FB then
-      local out = {}
-      for i = 1, n do out[i] = M.point(space, (opts.step or #history) + i - 1, {seed = opts.seed}) end
-      return out, {theta = fitted.theta, ei = {}, noise = fitted.noise, model = fitted}
-    end
-  end
   local obs_mean = fitted:observed_mean()
   local best = math.huge
-  if INC_SD > 0 and #X > 0 then
-    local m, v = fitted:predict_many(X)
-    local bi
-    for i = 1, #m do if not bi or m[i] + INC_SD * math.sqrt(v[i]) < m[bi] + INC_SD * math.sqrt(v[bi]) then bi = i end end
-    best = m[bi]
-  else
   for i = 1, #obs_mean do best = math.min(best, obs_mean[i]) end
-  end
   if best == math.huge then best = 0 end                -- no feasible observation: the prior mean
   local function believe(x)
     best = math.min(best, (model:predict(x)))
@@ -868,14 +848,7 @@ function M.bayes_suggest(space, history, pending, n, opts)
   local function acq(us)
     local xs = {}
     for i, u in ipairs(us) do xs[i] = space:encode(u, opts.context) end
-    local a
-    if LCB then
-      local m, v = model:predict_many(xs)
-      a = {}
-      for i = 1, #m do a[i] = -(m[i] - LCB * math.sqrt(v[i])) + 1e6 end
-    else
-      a = model:ei_many(xs, best, AEI and fitted.noise or 0)
-    end
+    local a = model:ei_many(xs, best)
     local pf = fmodel and fmodel:prob_feasible_many(xs)
     for i, x in ipairs(xs) do
       if seen[feature_key(x)] then a[i] = -2
@@ -937,7 +910,7 @@ end
 --   s:best() --> {index =, u =, hp =, value =, estimate =} or nil
 --   s:state() --> plain data; state.theta is the warm start of opts.theta
 -- opts: algorithm ("quasirandom" | "random" | "grid" | "bayes"), seed (0), mode
--- ("min" | "max"), init (bayes: quasirandom points first, max(5, d + 1)),
+-- ("min" | "max"), init (bayes: quasirandom points first, max(5, 2 (d + 1))),
 -- context, candidates (bayes: 1000), feasibility (bayes: model infeasible
 -- regions, true), max_points (bayes: GP subset size, 800), theta (bayes: warm
 -- start), grid_points (grid: 5). Non-adaptive algorithms give point `index` of
@@ -980,7 +953,7 @@ function M.suggester(space, opts)
     end
   end
   return setmetatable({space = space, alg = alg, seed = opts.seed or 0, mode = opts.mode or "min",
-    init = opts.init or math.max(5, space.d + 1), context = opts.context, history = {}, pending = {},
+    init = opts.init or math.max(5, 2 * (space.d + 1)), context = opts.context, history = {}, pending = {},
     next_index = 1, cache = {}, candidates = opts.candidates, grid_points = opts.grid_points,
     feasibility = opts.feasibility, max_points = opts.max_points, theta = theta}, Suggester)
 end

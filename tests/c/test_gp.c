@@ -104,6 +104,10 @@ static void test_posterior_matches_naive(dl_ctx *ctx) {
     double want = (best - mean[s]) * 0.5 * erfc(-z / sqrt(2.0)) + sdv * exp(-0.5 * z * z) / sqrt(2 * 3.141592653589793);
     DL_CHECK_CLOSE(ei[s], want, 1e-12);
   }
+  /* augmented EI: the same times 1 - sqrt(noise / (var + noise)) */
+  double aei[3];
+  DL_CHECK(dl_gp_ei(ctx, g, Xs, 3, best, 0.04, aei) == 0);
+  for (int s = 0; s < 3; s++) DL_CHECK_CLOSE(aei[s], ei[s] * (1 - sqrt(0.04 / (var[s] + 0.04))), 1e-12);
   /* the posterior mean at the training points, cheaply, equals predict there */
   double tm[N], pm[N];
   dl_gp_train_mean(g, tm);

@@ -559,3 +559,59 @@ describe("dl.search.suggester", function()
       "dl.search.suggester: observe: value must be a number or nil %(infeasible%), got string")
   end)
 end)
+
+describe("dl.search.importance", function()
+  local space5 = S.space{x1 = S.uniform(0, 1), x2 = S.uniform(0, 1), x3 = S.uniform(0, 1), x4 = S.uniform(0, 1),
+                         x5 = S.uniform(0, 1)}
+
+  it("recovers the one relevant dimension of sin(5 x1) + noise (x2..x5 irrelevant), by both estimates", function()
+    for seed = 1, 3 do
+      local r = S.rng("importance-spec", seed)
+      local seq = S.halton_sequence(5, seed)
+      local hist = {}
+      for i = 1, 60 do
+        local u = seq:point(i)
+        hist[i] = {u = u, value = math.sin(5 * space5:point(u).x1) + 0.1 * r:normal()}
+      end
+      local imp = S.importance(space5, hist)
+      assert.are.equal(5, #imp.params)
+      assert.are.equal("x1", imp.params[1].name)
+      local sum = 0
+      for _, p in ipairs(imp.params) do sum = sum + p.gp end
+      assert.is_near(1, sum, 1e-12)
+      assert.is_true(imp.params[1].gp > 0.5, "gp importance of x1: " .. imp.params[1].gp)
+      assert.is_true(imp.params[1].fanova > 0.8, "fanova importance of x1: " .. imp.params[1].fanova)
+      for k = 2, 5 do
+        assert.is_true(imp.params[k].gp < imp.params[1].gp / 2, imp.params[k].name .. " gp " .. imp.params[k].gp)
+        assert.is_true(imp.params[k].fanova < 0.1, imp.params[k].name .. " fanova " .. imp.params[k].fanova)
+      end
+      assert.are.equal(7, #imp.theta)
+    end
+  end)
+
+  it("computes the fANOVA share as omega^2 of the bin means by hand, one bin per value", function()
+    -- values of "a": 0, 2; of "b": 4, 6. mean 3, SS_total 20, SS_between 2 (1 - 3)^2 + 2 (5 - 3)^2 = 16,
+    -- MS_within (20 - 16) / (4 - 2) = 2: omega^2 = (16 - 1 * 2) / (20 + 2) = 14 / 22
+    local space = S.space{c = S.discrete{"a", "b"}, x = S.uniform(0, 1)}
+    local hist = {{u = {0.25, 0.1}, value = 0}, {u = {0.25, 0.9}, value = 2},
+                  {u = {0.75, 0.1}, value = 4}, {u = {0.75, 0.9}, value = 6}}
+    local imp = S.importance(space, hist, {bins = 2})
+    assert.are.equal("c", imp.params[1].name)
+    assert.is_near(14 / 22, imp.params[1].fanova, 1e-12)
+    -- x: bins u < 0.5 (0, 4) and u >= 0.5 (2, 6): means 2 and 4, SS_between 4, MS_within 16 / 2 = 8:
+    -- (4 - 8) / 28 < 0, clamped to 0
+    assert.are.equal(0, imp.params[2].fanova)
+  end)
+
+  it("rejects a non-space, short histories and unknown options", function()
+    assert.error_matches(function() S.importance({}, {}) end,
+      "dl.search.importance: argument 1 must be a space %(dl.search.space%), got table")
+    assert.error_matches(function() S.importance(space5, {{u = {0.5, 0.5, 0.5, 0.5, 0.5}, value = 1}}) end,
+      "dl.search.importance: needs at least 3 feasible observations, got 1")
+    assert.error_matches(function() S.importance(space5, {{u = {0.5}, value = 1}}) end,
+      "dl.search.importance: history%[1%] must be {u = 5 coordinates, value =}")
+    assert.error_matches(function() S.importance(space5, {}, {bin = 3}) end, "dl.search.importance: unknown option 'bin'")
+    assert.error_matches(function() S.importance(space5, {}, {bins = 1}) end,
+      "dl.search.importance: option 'bins' must be >= 2, got 1")
+  end)
+end)

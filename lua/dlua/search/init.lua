@@ -38,9 +38,10 @@ local space = require "dlua.search.space"
 local sample = require "dlua.search.sample"
 local bayes = require "dlua.search.bayes"
 local suggester = require "dlua.search.suggester"
+local importance = require "dlua.search.importance"
 
 local M = {}
-for _, mod in ipairs({rng, halton, space, sample, bayes, suggester}) do
+for _, mod in ipairs({rng, halton, space, sample, bayes, suggester, importance}) do
   for k, v in pairs(mod) do
     if type(k) == "string" and k:sub(1, 1) ~= "_" then M[k] = v end
   end

@@ -2,7 +2,9 @@
 -- by every agent of the study. Events (one JSON object a line): claim, renew,
 -- release, suggest, seeds, finish, complete. Writers hold an fcntl lock on
 -- journal.lock (released by the kernel if the process dies); a torn last line
--- is skipped by readers and terminated by the next writer.
+-- is skipped by readers and terminated by the next writer. A trial id names a
+-- directory, so an event whose trial would leave the study directory is an error
+-- (util.fs.checked_path).
 local lfs = require "lfs"
 local core = require "dlua.core"
 local util = require "dlua.util"
@@ -27,16 +29,24 @@ local function read_events(path)
   local text = fs.read(path)
   local events = {}
   if not text then return events end
+  local n = 0
   for line in text:gmatch("[^\n]+") do
+    n = n + 1
     local e = json.decode(line)
-    if type(e) == "table" and e.event then events[#events + 1] = e end
+    if type(e) == "table" and e.event then
+      if e.trial ~= nil then                    -- a trial id names a directory: it must stay inside
+        fs.checked_path(fs.dirname(path), e.trial, path, string.format("line %d: trial", n))
+      end
+      events[#events + 1] = e
+    end
   end
   return events, text
 end
 
 --- j:locked(fn) -> fn's results: runs fn(events, append) holding the journal's
--- lock; append(e) writes one event line (stamped with the time). The file is
--- fsynced when fn appended. Errors when the lock cannot be had for 120 s.
+-- lock; append(e) writes one event line (stamped with the time; one O_APPEND
+-- write, a failure raises). The file is fsynced when fn appended. Errors when
+-- the lock cannot be had for 120 s.
 function Journal:locked(fn)
   fs.mkdir_p(self.dir)
   local lf = assert(io.open(self.lock_path, "a"))
@@ -52,19 +62,16 @@ function Journal:locked(fn)
   end
   local res = table.pack(pcall(function()
     local events, text = read_events(self.path)
-    local f = assert(io.open(self.path, "ab"))
-    if text and #text > 0 and text:sub(-1) ~= "\n" then f:write("\n") end
+    if text and #text > 0 and text:sub(-1) ~= "\n" then fs.append_line(self.path, "") end  -- end a torn line
     local wrote = false
-    local function append(e)
+    local function append(e)                    -- one O_APPEND write per event; a failure raises
       e.time = e.time or os.time()
-      f:write(json.encode(e), "\n")
+      fs.append_line(self.path, json.encode(e))
       events[#events + 1] = e
       wrote = true
     end
     local r = table.pack(fn(events, append))
-    f:flush()
-    f:close()
-    if wrote then core.fsync(self.path) end
+    if wrote then fs.fsync(self.path) end
     return table.unpack(r, 1, r.n)
   end))
   lfs.unlock(lf)

@@ -25,7 +25,8 @@
 -- The package, by concern: spec (dl.study{...} and its checks), plan (the trials
 -- and their command lines), journal (the shared event log), launch (a trial as a
 -- process), agent (claiming and running trials), results (what trials measured),
--- run (study:run, `dlua STUDYFILE`, `dlua agent`); common holds their helpers.
+-- run (study:run, `dlua STUDYFILE`, `dlua agent`), dryrun (the check before the
+-- first trial), site (the study file and line errors name); common holds helpers.
 -- Trials are started by launch.launch unless study:run / study:main get another
 -- launch function (dlua.study.ranks passes its pool's).
 local util = require "dlua.util"
@@ -33,6 +34,7 @@ local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
 local launch = require "dlua.study.launch"
 local spec = require "dlua.study.spec"
+local site = require "dlua.study.site"
 local results = require "dlua.study.results"
 local run = require "dlua.study.run"
 
@@ -43,6 +45,8 @@ local Study = spec.Study
 Study.run, Study.main, Study.help, Study.prepare = run.run, run.main, run.help, run.prepare
 
 M.study, M.is_study, M.from_record = spec.study, spec.is_study, spec.from_record
+--- load_file(path) -> what a study file returns, the file known to its dl.study call (site.load_file).
+M.load_file = site.load_file
 M.launch = launch.launch
 M.run_metric, M.results, M.format_results, M.complete = results.run_metric, results.results,
   results.format_results, results.complete

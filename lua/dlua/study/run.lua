@@ -1,6 +1,7 @@
 --- dlua.study.run: running a study: study:run{...} (the study directory, then an
 -- agent until every trial settled), `dlua STUDYFILE [flags]` (study:main) and
 -- `dlua agent STUDY_DIR [flags]` (agent_main), with their flags and help.
+local core = require "dlua.core"
 local util = require "dlua.util"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
@@ -10,6 +11,7 @@ local launch = require "dlua.study.launch"
 local spec = require "dlua.study.spec"
 local results = require "dlua.study.results"
 local agent_mod = require "dlua.study.agent"
+local dryrun = require "dlua.study.dryrun"
 
 local M = {}
 
@@ -33,14 +35,24 @@ function M.prepare(self, dir, n)
   return rec
 end
 
+-- has a trial of the study in dir measured the objective (then the dry run is moot)?
+local function measured(dir)
+  for _, e in ipairs(journal.open(dir):events()) do
+    if e.event == "finish" and e.status == "done" then return true end
+  end
+  return false
+end
+
 --- Runs the study: opts.out (runs root, default "runs"), trials, parallel,
 -- steps, quiet, threads, exe, lease, count, create, launch (the function that
--- starts a trial, M.launch by default: dlua.study.ranks passes its pool's).
--- Returns dl.study_results.
+-- starts a trial, M.launch by default: dlua.study.ranks passes its pool's),
+-- check (default true: before anything is written, a one-step dry run of the
+-- first trial checks that the experiment reports the objective, unless a trial
+-- of the study already did; see dlua.study.dryrun). Returns dl.study_results.
 function M.run(self, opts)
   opts = util.check_options("study:run", opts, {out = "string", trials = "integer", parallel = "integer",
     steps = "integer", quiet = "boolean", threads = "integer", exe = "string", lease = "number", count = "integer",
-    create = "boolean", poll = "number", launch = "function"}, 2)
+    create = "boolean", poll = "number", launch = "function", check = "boolean"}, 2)
   if opts.steps then
     if self.sci.steps or self.space.by_name.steps then
       error("dl.study: --steps conflicts with the study's searched steps", 0)
@@ -50,6 +62,15 @@ function M.run(self, opts)
   local root = opts.out or "runs"
   local dir = root .. "/" .. self.name
   for _, w in ipairs(self.warnings) do common.warn(w) end
+  if opts.check ~= false and not measured(dir) then
+    local t0 = core.clock()
+    local r = dryrun.check(self, launch.exe_path(opts), util.cores())
+    if r.warning then common.warn(r.warning)
+    elseif not opts.quiet then
+      print(string.format("[%s] objective %s checked: a one-step dry run reports it (%.1f s)", self.name,
+        self.objective.metric, core.clock() - t0))
+    end
+  end
   M.prepare(self, dir, opts.trials)
   if opts.create then return {dir = dir} end
   local agent = agent_mod.new(self, dir, {jobs = opts.parallel or self.parallel, trials = opts.trials, quiet = opts.quiet,
@@ -75,6 +96,7 @@ local STUDY_FLAGS = {
   {"--count", "N", "run at most N trials, then report"},
   {"--lease", "S", "seconds a claimed trial stays reserved without renewal (default 60)"},
   {"--create", nil, "write the study directory and exit (then run it with dlua agent DIR)"},
+  {"--no-check", nil, "skip the one-step dry run that checks the objective before the first trial"},
   {"--resume", nil, "accepted for symmetry: a study always skips finished trials and resumes unfinished ones"},
   {"--quiet", nil, "no progress lines"},
   {"--help", nil, "describe the study and the flags"},
@@ -155,16 +177,37 @@ function M.main(self, args, script, hooks)
   local o = parse_flags(args, STUDY_FLAGS, "see --help")
   if o.help then print(M.help(self, script)); return end
   if #o.positional > 0 then error(string.format("unexpected argument '%s' (see --help)", o.positional[1]), 0) end
-  if script and not self.script then self.script = script end
+  if script and not self.script then
+    self.script = script
+    self._site = self._site or {}
+    self._site.script = self._site.script or script
+  end
   local res = M.run(self, {out = o.out, trials = o.trials, parallel = o.parallel or o.jobs, steps = o.steps,
                        quiet = o.quiet, threads = o.threads, count = o.count, lease = o.lease, create = o.create,
-                       launch = hooks.launch})
+                       launch = hooks.launch, check = not o.no_check})
   if o.create then
     print(string.format("study directory %s; run trials with: dlua agent %s --count N", res.dir, res.dir))
     return res
   end
   print(results.format_results(res))
+  if res.best == nil and #res.trials > 0 then error(M.failure_summary(res), 0) end
   return res
+end
+
+--- failure_summary(res) -> the message for a study none of whose trials
+-- measured the objective (dl.study_results): the counts by status, the first
+-- failure's message and where the trials' logs are.
+function M.failure_summary(res)
+  local counts, first = {}, nil
+  for _, t in ipairs(res.trials) do
+    counts[t.status] = (counts[t.status] or 0) + 1
+    if not first or (first.status ~= "failed" and t.status == "failed") then first = t end
+  end
+  local parts = {}
+  for _, k in ipairs(sorted_keys(counts)) do parts[#parts + 1] = string.format("%d %s", counts[k], k) end
+  return string.format("study %s: no trial measured %s (%d trial(s): %s); %s %s: %s; logs: %s/<trial>/trial.log",
+    res.name, res.metric, #res.trials, table.concat(parts, ", "), first.status == "failed" and "first failure" or
+    "first", first.id, tostring(first.message or first.status), res.dir or fs.dirname(first.dir))
 end
 
 local AGENT_FLAGS = {

@@ -11,6 +11,7 @@ local experiment = require "dlua.train.experiment"
 local search = require "dlua.search"
 local common = require "dlua.study.common"
 local plan = require "dlua.study.plan"
+local site = require "dlua.study.site"
 
 local M = {}
 
@@ -30,20 +31,240 @@ local SPEC = {algorithm = true, allow_step_search = true, description = true, ex
               objective = {metric = true, mode = true}, parallel = true, scientific = true, seed = true,
               seeds = true, steps = true, trials = true}
 
-local function check_type_against(exp, name, v, role)
-  local def = exp.hparams[name]
-  if def == nil then return end                          -- seed and friends
-  local td, tv = type(def), type(v)
-  if td ~= tv then
-    error(string.format("dl.study: %s %s = %s is a %s, but the experiment's default (%s) is a %s", role, name,
-      tostring(v), tv, tostring(def), td), 4)
-  end
-  if math.type(def) == "integer" and math.type(v) ~= "integer" and not (v == math.floor(v)) then
-    error(string.format("dl.study: %s %s = %s is not an integer, but the experiment's default (%d) is one " ..
-      "(use dl.search.int or integer values)", role, name, tostring(v), def), 4)
+-- the first key of t that spec (a SPEC table) does not know, as a site needle
+local function unknown_key(t, spec)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    if spec[k] == nil then return {key = tostring(k)} end
+    if type(spec[k]) == "table" and type(t[k]) == "table" then
+      local inner = unknown_key(t[k], spec[k])
+      if inner then return inner end
+    end
   end
 end
 
+-- the checks of one dl.study call: cx.fail(needle, msg) raises msg at the study
+-- file's line of needle; cx.exp is the experiment, cx.warn(msg) keeps a warning
+local function check_type_against(cx, name, v, role)
+  local def = cx.exp.hparams[name]
+  if def == nil then return end                          -- seed and friends
+  local td, tv = type(def), type(v)
+  if td ~= tv then
+    cx.fail({key = name}, string.format("dl.study: %s %s = %s is a %s, but the experiment's default (%s) is a %s",
+      role, name, tostring(v), tv, tostring(def), td))
+  end
+  if math.type(def) == "integer" and math.type(v) ~= "integer" and not (v == math.floor(v)) then
+    cx.fail({key = name}, string.format("dl.study: %s %s = %s is not an integer, but the experiment's default (%d) " ..
+      "is one (use dl.search.int or integer values)", role, name, tostring(v), def))
+  end
+end
+
+-- a hyperparameter name against the experiment's (seed is always one)
+local function check_name(cx, name, role)
+  local hp = cx.exp.hparams
+  if hp[name] ~= nil or name == "seed" then return end
+  local valid = sorted_keys(hp)
+  local near = type(name) == "string" and util.nearest(name, valid)
+  cx.fail({key = tostring(name)}, string.format("dl.study: %s hyperparameter '%s' is not a hyperparameter of %s " ..
+    "(valid: %s)%s", role, tostring(name), cx.exp_path, table.concat(valid, ", "),
+    near and ("; did you mean '" .. near .. "'?") or ""))
+end
+
+-- the experiment file: next to the study file when it is there, else as given (from the current directory)
+local function load_experiment(cx, spec, script)
+  local path = spec.experiment
+  if type(path) == "table" and path.path then path = path.path end
+  if type(path) ~= "string" then
+    cx.fail({key = "experiment"}, "dl.study: experiment must be the path of an experiment file (a script " ..
+      "returning dl.experiment{...})")
+  end
+  local dir = script and fs.dirname(script)
+  if dir and dir ~= "." and path:sub(1, 1) ~= "/" and fs.exists(dir .. "/" .. path) then path = dir .. "/" .. path end
+  local ok, exp = pcall(experiment.load, path)
+  if not ok then cx.fail({key = "experiment"}, "dl.study: " .. tostring(exp)) end
+  cx.exp, cx.exp_path = exp, path
+  return path
+end
+
+local function scientific_values(cx, name, v)
+  local vals = v
+  if search.is_param(v) then
+    if not v.values then
+      cx.fail({key = name}, string.format("dl.study: scientific %s must list its values (a list, " ..
+        "dl.search.discrete or dl.search.choice), got %s", name, v:describe()))
+    end
+    vals = v.values
+  elseif scalar(v) then vals = {v} end
+  if type(vals) ~= "table" or #vals == 0 then
+    cx.fail({key = name}, string.format("dl.study: scientific %s must be a non-empty list of values", name))
+  end
+  for _, x in ipairs(vals) do
+    if not scalar(x) then
+      cx.fail({key = name}, string.format("dl.study: scientific %s: values must be numbers, strings or booleans", name))
+    end
+    check_type_against(cx, name, x, "scientific")
+  end
+  return {table.unpack(vals)}
+end
+
+-- the roles: scientific values, fixed values, the nuisance space; returns sci, fixed, space, roles
+local function check_roles(cx, spec)
+  local sci, fixed, roles = {}, {}, {}
+  for _, name in ipairs(sorted_keys(spec.scientific or {})) do
+    check_name(cx, name, "scientific")
+    sci[name] = scientific_values(cx, name, spec.scientific[name])
+    roles[name] = "scientific"
+  end
+  for _, name in ipairs(sorted_keys(spec.fixed or {})) do
+    local v = spec.fixed[name]
+    check_name(cx, name, "fixed")
+    if not scalar(v) then
+      cx.fail({key = name}, string.format("dl.study: fixed %s must be a plain value (search spaces belong in " ..
+        "nuisance)", name))
+    end
+    check_type_against(cx, name, v, "fixed")
+    if roles[name] then cx.fail({key = name}, string.format("dl.study: %s is both %s and fixed", name, roles[name])) end
+    fixed[name] = v
+    roles[name] = "fixed"
+  end
+  local context = {}
+  for k, v in pairs(sci) do context[k] = v end
+  for k, v in pairs(fixed) do context[k] = v end
+  local ok, space = pcall(search.space, spec.nuisance or {}, {context = context})
+  if not ok then
+    cx.fail({key = "nuisance"}, "dl.study: nuisance: " .. tostring(space):gsub("^dl%.search%.space: ", ""))
+  end
+  for _, name in ipairs(space.names) do
+    check_name(cx, name, "nuisance")
+    if roles[name] then cx.fail({key = name}, string.format("dl.study: %s is both %s and nuisance", name, roles[name])) end
+    roles[name] = "nuisance"
+  end
+  for _, d in ipairs(space.dims) do
+    local p = d.param
+    if p.kind == "uniform" or p.kind == "log_uniform" then
+      local def = cx.exp.hparams[d.name]
+      if math.type(def) == "integer" then
+        cx.fail({key = d.name}, string.format("dl.study: nuisance %s samples real numbers, but the experiment's " ..
+          "default (%d) is an integer (use dl.search.int)", d.name, def))
+      end
+      if def ~= nil and type(def) ~= "number" then
+        cx.fail({key = d.name}, string.format("dl.study: nuisance %s samples numbers, but the experiment's default " ..
+          "is a %s", d.name, type(def)))
+      end
+    elseif p.kind == "int" then
+      check_type_against(cx, d.name, p.lo, "nuisance")
+    else
+      for _, x in ipairs(p.values) do check_type_against(cx, d.name, x, "nuisance") end
+    end
+  end
+  for _, f in ipairs(space.fixed) do check_type_against(cx, f.name, f.value, "nuisance") end
+  return sci, fixed, space, roles
+end
+
+-- a manual study's list of trials -> the list of their hyperparameters
+local function manual_trials(cx, spec, roles)
+  local out = {}
+  for i, t in ipairs(spec.trials) do
+    if type(t) ~= "table" then
+      cx.fail({key = "trials"}, string.format("dl.study: trial %d must be a table of hyperparameters", i))
+    end
+    local hp = {}
+    for _, k in ipairs(sorted_keys(t)) do
+      local v = t[k]
+      check_name(cx, k, "trial " .. i)
+      if roles[k] == "scientific" or roles[k] == "fixed" then
+        cx.fail({key = k}, string.format("dl.study: trial %d sets %s, which is %s", i, k, roles[k]))
+      end
+      if not scalar(v) then cx.fail({key = k}, string.format("dl.study: trial %d: %s must be a plain value", i, k)) end
+      check_type_against(cx, k, v, "trial " .. i)
+      hp[k] = v
+    end
+    out[i] = hp
+  end
+  return out
+end
+
+-- algorithm and trial budget: sets self.algorithm, self.trials, self.manual
+local function check_budget(cx, self, spec, roles)
+  local space = self.space
+  local manual = type(spec.trials) == "table"
+  local alg = spec.algorithm or (manual and "manual" or "quasirandom")
+  if manual then
+    if spec.algorithm and spec.algorithm ~= "manual" then
+      cx.fail({key = "algorithm"}, "dl.study: a list of trials is a manual study; algorithm must be \"manual\" or " ..
+        "left out")
+    end
+    if #space.dims > 0 then
+      cx.fail({key = "nuisance"}, "dl.study: a manual study (a list of trials) takes no nuisance search space")
+    end
+    self.manual = manual_trials(cx, spec, roles)
+    self.trials = #spec.trials
+  else
+    if not search.ALGORITHMS[alg] then
+      local names = sorted_keys(search.ALGORITHMS)
+      local near = type(alg) == "string" and util.nearest(alg, names)
+      cx.fail({key = "algorithm"}, string.format("dl.study: unknown algorithm '%s' (valid: bayes, grid, manual, " ..
+        "quasirandom, random)%s", tostring(alg), near and ("; did you mean '" .. near .. "'?") or ""))
+    end
+    for _, w in ipairs(search.warnings(space, alg)) do cx.warn(w) end
+    local n = spec.trials
+    if alg == "grid" then
+      local g = #search.grid_points(space, spec.grid_points)
+      if n and n > g then cx.warn(string.format("grid has %d points; %d trials requested, running %d", g, n, g)) end
+      n = math.min(n or g, g)
+    end
+    if math.type(n) ~= "integer" or n < 1 then
+      cx.fail({key = "trials"}, "dl.study: trials must be a positive integer (trials per scientific value) or a " ..
+        "list of trials, got " .. tostring(spec.trials))
+    end
+    self.trials = n
+  end
+  self.algorithm = alg
+end
+
+local function check_objective(cx, spec)
+  local obj = spec.objective
+  if type(obj) == "string" then obj = {metric = obj} end
+  if type(obj) ~= "table" or type(obj.metric) ~= "string" then
+    cx.fail({key = "objective"}, "dl.study: objective = {metric = \"valid/accuracy\", mode = \"max\"} is required")
+  end
+  local mode = obj.mode or common.default_mode(obj.metric)
+  if mode ~= "max" and mode ~= "min" then
+    cx.fail({key = "objective"}, string.format("dl.study: objective.mode must be \"max\" or \"min\" (got %s for " ..
+      "metric %s)", tostring(obj.mode), obj.metric))
+  end
+  return {metric = obj.metric, mode = mode}
+end
+
+-- parallel, steps, seed, seeds, init, grid_points
+local function check_settings(cx, self, spec, roles)
+  self.grid_points = spec.grid_points
+  self.seed = spec.seed or 0
+  if math.type(self.seed) ~= "integer" then
+    cx.fail({key = "seed"}, "dl.study: seed must be an integer, got " .. tostring(spec.seed))
+  end
+  self.init = spec.init
+  -- trials at a time: default one per core (each trial then gets cores / jobs threads)
+  local par = spec.parallel or spec.jobs or util.cores()
+  if math.type(par) ~= "integer" or par < 1 then
+    cx.fail({key = spec.jobs and "jobs" or "parallel"}, "dl.study: parallel must be a positive integer")
+  end
+  self.parallel = par
+  if spec.steps ~= nil and (math.type(spec.steps) ~= "integer" or spec.steps < 1) then
+    cx.fail({key = "steps"}, "dl.study: steps must be a positive integer (the step budget of every trial)")
+  end
+  if spec.steps and roles.steps then
+    cx.fail({key = "steps"}, "dl.study: steps is given both as the study's step budget and as a " .. roles.steps ..
+      " hyperparameter")
+  end
+  self.steps = spec.steps
+  self.seeds = spec.seeds or 0
+  if math.type(self.seeds) ~= "integer" or self.seeds < 0 then
+    cx.fail({key = "seeds"}, "dl.study: seeds must be an integer >= 0")
+  end
+end
 
 -- the scientific groups: cartesian product of the value lists (names sorted)
 local function expand_groups(sci)
@@ -75,192 +296,59 @@ local function expand_groups(sci)
   return groups, names
 end
 
---- dl.study{...} --> a study (run by `dlua STUDYFILE` or study:run()); see the header.
+--- dl.study{...} --> a study (run by `dlua STUDYFILE` or study:run()); see dlua.study.
+-- A mistake is an error naming the study file and the line of the offending key
+-- (or of the call): "study.lua:12: dl.study: nuisance hyperparameter 'lrr' is not a
+-- hyperparameter of exp.lua (valid: ...); did you mean 'lr'?". An experiment path
+-- is taken relative to the study file when the file is there, else as given.
 function M.study(spec)
-  if type(spec) ~= "table" then error("dl.study: expected a table, got " .. type(spec), 2) end
-  util.check_options("dl.study", spec, SPEC, 2)
+  local where = site.of_caller(1)
+  local self = setmetatable({_dlua_kind = "study", script = where.script, warnings = {}, _site = where}, Study)
+  local cx = {warn = function(msg) self.warnings[#self.warnings + 1] = msg end}
+  function cx.fail(needle, msg)
+    local loc = site.locate(where, needle)
+    error(loc and (loc .. ": " .. msg) or msg, 0)
+  end
+  if type(spec) ~= "table" then cx.fail(nil, "dl.study: expected a table, got " .. type(spec)) end
+  local bad = util.option_problem("dl.study", spec, SPEC)
+  if bad then cx.fail(unknown_key(spec, SPEC), bad) end
   if type(spec.name) ~= "string" or not spec.name:match("^[%w_%.%-]+$") then
-    error("dl.study: name must be a non-empty string of letters, digits, '_', '-' and '.', got " ..
-      tostring(spec.name), 2)
+    cx.fail({key = "name"}, "dl.study: name must be a non-empty string of letters, digits, '_', '-' and '.', got " ..
+      tostring(spec.name))
   end
-  local info = debug.getinfo(2, "S")
-  local script = info and info.source and info.source:match("^@(.*)$")
-  local self = setmetatable({_dlua_kind = "study", name = spec.name, goal = spec.goal,
-                             description = spec.description, script = script, warnings = {}}, Study)
-  local function warn(msg) self.warnings[#self.warnings + 1] = msg end
+  self.name, self.goal, self.description = spec.name, spec.goal, spec.description
 
-  -- the experiment (loaded to check names and types; its build is not called)
-  local exp_path = spec.experiment
-  if type(exp_path) == "table" and exp_path.path then exp_path = exp_path.path end
-  if type(exp_path) ~= "string" then
-    error("dl.study: experiment must be the path of an experiment file (a script returning dl.experiment{...})", 2)
-  end
-  if not fs.exists(exp_path) and script and fs.exists(fs.dirname(script) .. "/" .. exp_path) then
-    exp_path = fs.dirname(script) .. "/" .. exp_path
-  end
-  local exp = experiment.load(exp_path)
+  -- the experiment (loaded to check names and types; its build is not called here)
+  local exp_path = load_experiment(cx, spec, where.script)
   self.experiment, self.experiment_abs = exp_path, common.abspath(exp_path)
-  local valid = sorted_keys(exp.hparams)
-  local function check_name(name, role)
-    if exp.hparams[name] == nil and name ~= "seed" then
-      error(string.format("dl.study: %s hyperparameter '%s' is not a hyperparameter of %s (valid: %s)", role,
-        tostring(name), exp_path, table.concat(valid, ", ")), 3)
-    end
-  end
-
-  -- roles
-  local sci, fixed, roles = {}, {}, {}
-  for name, v in pairs(spec.scientific or {}) do
-    check_name(name, "scientific")
-    local vals = v
-    if search.is_param(v) then
-      if not v.values then
-        error(string.format("dl.study: scientific %s must list its values (a list, dl.search.discrete or " ..
-          "dl.search.choice), got %s", name, v:describe()), 2)
-      end
-      vals = v.values
-    elseif scalar(v) then vals = {v} end
-    if type(vals) ~= "table" or #vals == 0 then
-      error(string.format("dl.study: scientific %s must be a non-empty list of values", name), 2)
-    end
-    for _, x in ipairs(vals) do
-      if not scalar(x) then error(string.format("dl.study: scientific %s: values must be numbers, strings or booleans", name), 2) end
-      check_type_against(exp, name, x, "scientific")
-    end
-    sci[name] = {table.unpack(vals)}
-    roles[name] = "scientific"
-  end
-  for name, v in pairs(spec.fixed or {}) do
-    check_name(name, "fixed")
-    if not scalar(v) then
-      error(string.format("dl.study: fixed %s must be a plain value (search spaces belong in nuisance)", name), 2)
-    end
-    check_type_against(exp, name, v, "fixed")
-    if roles[name] then error(string.format("dl.study: %s is both %s and fixed", name, roles[name]), 2) end
-    fixed[name] = v
-    roles[name] = "fixed"
-  end
-  local context = {}
-  for k, v in pairs(sci) do context[k] = v end
-  for k, v in pairs(fixed) do context[k] = v end
-  local manual = type(spec.trials) == "table"
-  local ok, space = pcall(search.space, spec.nuisance or {}, {context = context})
-  if not ok then error("dl.study: nuisance: " .. tostring(space):gsub("^dl%.search%.space: ", ""), 2) end
-  for _, name in ipairs(space.names) do
-    check_name(name, "nuisance")
-    if roles[name] then error(string.format("dl.study: %s is both %s and nuisance", name, roles[name]), 2) end
-    roles[name] = "nuisance"
-  end
-  for _, d in ipairs(space.dims) do
-    local p = d.param
-    if p.kind == "uniform" or p.kind == "log_uniform" then
-      local def = exp.hparams[d.name]
-      if math.type(def) == "integer" then
-        error(string.format("dl.study: nuisance %s samples real numbers, but the experiment's default (%d) is an " ..
-          "integer (use dl.search.int)", d.name, def), 2)
-      end
-      if def ~= nil and type(def) ~= "number" then
-        error(string.format("dl.study: nuisance %s samples numbers, but the experiment's default is a %s",
-          d.name, type(def)), 2)
-      end
-    elseif p.kind == "int" then
-      check_type_against(exp, d.name, p.lo, "nuisance")
-    else
-      for _, x in ipairs(p.values) do check_type_against(exp, d.name, x, "nuisance") end
-    end
-  end
-  for _, f in ipairs(space.fixed) do check_type_against(exp, f.name, f.value, "nuisance") end
+  local sci, fixed, space, roles = check_roles(cx, spec)
   self.space, self.sci, self.fixed = space, sci, fixed
   self.groups, self.sci_names = expand_groups(sci)
 
   -- the step budget is never searched; the batch size is not tuned by validation metric
   local sampled_steps = roles.steps == "scientific" or roles.steps == "nuisance"
   if sampled_steps and not spec.allow_step_search then
-    error("dl.study: steps is searched (" .. roles.steps .. "); the playbook picks one step budget for all " ..
-      "trials (section 3): put it in fixed, or set allow_step_search = true", 2)
+    cx.fail({key = "steps"}, "dl.study: steps is searched (" .. roles.steps .. "); the playbook picks one step " ..
+      "budget for all trials (section 3): put it in fixed, or set allow_step_search = true")
   end
   self.allow_step_search = spec.allow_step_search or false
   if roles.batch_size == "nuisance" then
-    warn("batch_size is a nuisance hyperparameter, tuned by the validation metric; the playbook chooses the " ..
+    cx.warn("batch_size is a nuisance hyperparameter, tuned by the validation metric; the playbook chooses the " ..
       "batch size for training speed (FAQ: why not tune the batch size for validation performance): make it " ..
       "scientific (re-tuning the rest for each value) or fixed")
   end
   if not spec.goal and not spec.description then
-    warn("study " .. spec.name .. " has no goal: the playbook gives every round one narrow goal (section 2.3)")
+    cx.warn("study " .. spec.name .. " has no goal: the playbook gives every round one narrow goal (section 2.3)")
   end
-
-  -- algorithm, budget, objective
-  local alg = spec.algorithm or (manual and "manual" or "quasirandom")
-  if manual then
-    if spec.algorithm and spec.algorithm ~= "manual" then
-      error("dl.study: a list of trials is a manual study; algorithm must be \"manual\" or left out", 2)
-    end
-    if #space.dims > 0 then error("dl.study: a manual study (a list of trials) takes no nuisance search space", 2) end
-    self.manual = {}
-    for i, t in ipairs(spec.trials) do
-      if type(t) ~= "table" then error(string.format("dl.study: trial %d must be a table of hyperparameters", i), 2) end
-      local hp = {}
-      for k, v in pairs(t) do
-        check_name(k, "trial " .. i)
-        if roles[k] == "scientific" or roles[k] == "fixed" then
-          error(string.format("dl.study: trial %d sets %s, which is %s", i, k, roles[k]), 2)
-        end
-        if not scalar(v) then error(string.format("dl.study: trial %d: %s must be a plain value", i, k), 2) end
-        check_type_against(exp, k, v, "trial " .. i)
-        hp[k] = v
-      end
-      self.manual[i] = hp
-    end
-    self.trials = #spec.trials
-  else
-    if not search.ALGORITHMS[alg] then
-      error(string.format("dl.study: unknown algorithm '%s' (valid: bayes, grid, manual, quasirandom, random)",
-        tostring(alg)), 2)
-    end
-    for _, w in ipairs(search.warnings(space, alg)) do warn(w) end
-    local n = spec.trials
-    if alg == "grid" then
-      local g = #search.grid_points(space, spec.grid_points)
-      if n and n > g then warn(string.format("grid has %d points; %d trials requested, running %d", g, n, g)) end
-      n = math.min(n or g, g)
-    end
-    if math.type(n) ~= "integer" or n < 1 then
-      error("dl.study: trials must be a positive integer (trials per scientific value) or a list of trials, got " ..
-        tostring(spec.trials), 2)
-    end
-    self.trials = n
-  end
-  self.algorithm = alg
-  self.grid_points = spec.grid_points
-  self.seed = spec.seed or 0
-  if math.type(self.seed) ~= "integer" then error("dl.study: seed must be an integer, got " .. tostring(spec.seed), 2) end
-  self.init = spec.init
-  local obj = spec.objective
-  if type(obj) == "string" then obj = {metric = obj} end
-  if type(obj) ~= "table" or type(obj.metric) ~= "string" then
-    error("dl.study: objective = {metric = \"valid/accuracy\", mode = \"max\"} is required", 2)
-  end
-  local mode = obj.mode or common.default_mode(obj.metric)
-  if mode ~= "max" and mode ~= "min" then
-    error(string.format("dl.study: objective.mode must be \"max\" or \"min\" (got %s for metric %s)", tostring(obj.mode),
-      obj.metric), 2)
-  end
-  self.objective = {metric = obj.metric, mode = mode}
-  -- trials at a time: default one per core (each trial then gets cores / jobs threads)
-  local par = spec.parallel or spec.jobs or util.cores()
-  if math.type(par) ~= "integer" or par < 1 then error("dl.study: parallel must be a positive integer", 2) end
-  self.parallel = par
-  if spec.steps ~= nil and (math.type(spec.steps) ~= "integer" or spec.steps < 1) then
-    error("dl.study: steps must be a positive integer (the step budget of every trial)", 2)
-  end
-  if spec.steps and roles.steps then
-    error("dl.study: steps is given both as the study's step budget and as a " .. roles.steps .. " hyperparameter", 2)
-  end
-  self.steps = spec.steps
-  self.seeds = spec.seeds or 0
-  if math.type(self.seeds) ~= "integer" or self.seeds < 0 then error("dl.study: seeds must be an integer >= 0", 2) end
+  check_budget(cx, self, spec, roles)
+  self.objective = check_objective(cx, spec)
+  check_settings(cx, self, spec, roles)
   return self
 end
+
+--- where(study [, needle]) -> "file:line" of the study's dl.study call (or of
+-- needle in it: {key = name} or {value = string}), or nil when unknown.
+function M.where(study, needle) return site.locate(study._site, needle) end
 
 function M.is_study(x) return getmetatable(x) == Study end
 

@@ -154,6 +154,7 @@ local valid = {
   _fileio_fsync = {args = function() return dir end},
   _fileio_replace = {args = function() return dir .. "/replace.txt", "x" end},
   _fileio_write_count = {args = function() end},
+  _ops = {args = function() end},
   _ds_checksum = {args = function() return DS() end},
   _ds_column = {args = function() return DS(), "x" end},
   _ds_fields = {args = function() return DS() end},

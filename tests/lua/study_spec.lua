@@ -622,6 +622,20 @@ describe("a study checks itself before it spends", function()
     assert.are.equal(2, #dl.track.read(dir .. "/elsewhere/runs2/rel/trials.csv"))
   end)
 
+  it("runs examples/fashion_mnist_study.lua from another directory (its check, no trial)", function()
+    local repo = require("lfs").currentdir()
+    fs.mkdir_p(dir .. "/fm")
+    local out, rc = run(dir .. "/fm", H.shquote(repo .. "/examples/fashion_mnist_study.lua") .. " --count 0 --out runs")
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("[fashion-mnist-optimizer] objective valid/accuracy checked: a one-step dry run reports it",
+      1, true), out)
+    local rec = json.decode(fs.read(dir .. "/fm/runs/fashion-mnist-optimizer/study.json"))
+    assert.are.equal(repo .. "/examples/fashion_mnist.lua", rec.experiment_abs)
+    for _, name in ipairs(fs.list(dir .. "/fm/runs/fashion-mnist-optimizer")) do
+      assert.is_nil(name:match("_t%d%d%d$"), name)           -- --count 0: no trial ran
+    end
+  end)
+
   it("exits non-zero with a summary when every trial fails", function()
     study_file(dir, "allfail.lua", [[
   name = "allfail", goal = "g", nuisance = {lr = S.log_uniform(1e-3, 0.1)}, fixed = {crash = true}, trials = 2,

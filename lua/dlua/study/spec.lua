@@ -1,7 +1,9 @@
 --- dlua.study.spec: dl.study{...}, the study as a description. The spec is
 -- checked against the experiment it names (hyperparameter names, their types
--- against the experiment's defaults, the roles, the budget, the objective), and
--- the study becomes plain data (study.json) and back. The methods that plan
+-- against the experiment's defaults, the roles, the budget, the objective's form;
+-- whether the experiment reports the objective is dlua.study.dryrun's check), each
+-- mistake an error at the study file's line (dlua.study.site), and the study
+-- becomes plain data (study.json) and back. The methods that plan
 -- trials come from dlua.study.plan; the ones that run a study (run, main, help)
 -- are added by dlua.study, which sits above the modules they use.
 local util = require "dlua.util"

@@ -334,7 +334,7 @@ describe("dl.study", function()
     end
     assert.are.same({10, 20, 30}, evals)
     local row = by_id(dl.track.read(sd .. "/trials.csv"))[running]
-    assert.are.equal("done", row.status)
+    assert.are.equal("done", row.status, row.message)
     local res = dl.study_results(sd)
     local cmd
     for _, t in ipairs(res.trials) do if t.id == running then cmd = t.command end end

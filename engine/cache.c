@@ -7,21 +7,18 @@
  * in order: magic and version, a header that fits the file, the file size
  * the header implies, the fingerprint (a mismatch is "stale"), then the CRC
  * while the data streams into the new tensors (a mismatch is "corrupt").
- * Writes go to a temporary file that is fsync'ed and renamed into place (and
- * the directory fsync'ed), so a crash leaves the old cache or none, never
- * half of one. Little-endian
- * hosts only (checked).
+ * Writes are atomic replacements through fileio.c (temporary file, fsync,
+ * rename, directory fsync), so a crash leaves the old cache or none, never
+ * half of one. Little-endian hosts only (checked).
  */
 /* See LICENSE */
 #include "pipeline.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 static const char MAGIC[8] = {'D', 'L', 'U', 'A', 'C', 'A', 'C', 'H'};
 #define VERSION 1u
@@ -37,45 +34,31 @@ static int little_endian(void) {
 /* ------------------------------------------------------------ writing */
 
 typedef struct {
-  FILE *f;
+  dl_fileio_atomic f;
   uint32_t crc;
-  int bad;
+  int bad;                  /* a write failed: ctx->err names the file */
 } out_file;
 
 static void put(out_file *o, const void *p, size_t n) {
   if (o->bad || n == 0) return;
-  if (fwrite(p, 1, n, o->f) != n) o->bad = 1;
+  if (dl_fileio_write(&o->f, p, n) < 0) o->bad = 1;
   o->crc = dl_crc32(o->crc, p, n);
 }
 
 static void put_u32(out_file *o, uint32_t v) { put(o, &v, 4); }
 static void put_i64(out_file *o, int64_t v) { put(o, &v, 8); }
 
-/* makes the rename durable: fsync of the directory holding path (best effort) */
-static void sync_dir(const char *path) {
-  char d[1024];
-  snprintf(d, sizeof d, "%s", path);
-  char *slash = strrchr(d, '/');
-  if (slash == d) slash[1] = 0;
-  else if (slash) *slash = 0;
-  else snprintf(d, sizeof d, ".");
-  int fd = open(d, O_RDONLY);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
+/* "cache: " before the file I/O module's message */
+static int io_fail(dl_ctx *ctx) {
+  char msg[sizeof ctx->err];
+  snprintf(msg, sizeof msg, "%s", ctx->err);
+  dl_fail(ctx, "cache: %s", msg);
+  return -1;
 }
 
 int dl_cache_write(dl_ctx *ctx, const char *path, const dl_dataset *ds, const char *fingerprint) {
   if (!little_endian()) {
     dl_fail(ctx, "cache: only little-endian hosts are supported");
-    return -1;
-  }
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  out_file o = {fopen(tmp, "wb"), 0, 0};
-  if (!o.f) {
-    dl_fail(ctx, "cache: cannot write '%s': %s", tmp, strerror(errno));
     return -1;
   }
   /* header into memory first: its length goes in the preamble */
@@ -113,12 +96,16 @@ int dl_cache_write(dl_ctx *ctx, const char *path, const dl_dataset *ds, const ch
     HPUT(t->shape + 1, 8 * (size_t)(t->ndim - 1));
   }
 #undef HPUT
+  out_file o = {.crc = 0, .bad = 0};
+  if (dl_fileio_open_atomic(ctx, &o.f, path) < 0) {
+    free(h);
+    return io_fail(ctx);
+  }
   put(&o, MAGIC, 8);
   put_u32(&o, VERSION);
   put_u32(&o, (uint32_t)hn);
   put(&o, h, hn);
   free(h);
-  h = NULL;
   for (int64_t i = 0; i < n; i++) put_i64(&o, dl_dataset_id(ds, i));
   for (int f = 0; f < ds->nfields; f++) {
     const dl_tensor *t = ds->fields[f];
@@ -130,23 +117,14 @@ int dl_cache_write(dl_ctx *ctx, const char *path, const dl_dataset *ds, const ch
   }
   uint32_t crc = o.crc;
   put(&o, &crc, 4);
-  if (o.bad || fflush(o.f) != 0 || fsync(fileno(o.f)) != 0) {
-    dl_fail(ctx, "cache: error writing '%s': %s", tmp, strerror(errno));
-    fclose(o.f);
-    remove(tmp);
-    return -1;
+  if (o.bad) {
+    dl_fileio_abort(&o.f);
+    return io_fail(ctx);
   }
-  if (fclose(o.f) != 0 || rename(tmp, path) != 0) {
-    dl_fail(ctx, "cache: cannot move '%s' to '%s': %s", tmp, path, strerror(errno));
-    remove(tmp);
-    return -1;
-  }
-  sync_dir(path);
+  if (dl_fileio_commit(&o.f) < 0) return io_fail(ctx);
   return 0;
 oom:
   free(h);
-  fclose(o.f);
-  remove(tmp);
   ctx->oom = 1;
   dl_fail(ctx, "cache: out of memory writing '%s'", path);
   return -1;

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 /* ------------------------------------------------------------ datasets */
 
@@ -165,17 +164,6 @@ int dl_dataset_field(const dl_dataset *ds, const char *name) {
   for (int i = 0; i < ds->nfields; i++)
     if (strcmp(ds->names[i], name) == 0) return i;
   return -1;
-}
-
-uint32_t dl_crc32(uint32_t crc, const void *data, size_t n) {
-  const unsigned char *p = data;
-  while (n > 0) {
-    uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
-    crc = (uint32_t)crc32(crc, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return crc;
 }
 
 uint32_t dl_dataset_checksum(const dl_dataset *ds) {

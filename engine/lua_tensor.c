@@ -891,6 +891,7 @@ int luaopen_dlua_core(lua_State *L) {
   lt_register_batchnorm(L, mod, cidx);
   lt_register_pipeline(L, mod, cidx);
   lt_register_checkpoint(L, mod, cidx);
+  lt_register_fileio(L, mod, cidx);
   lt_register_dist(L, mod, cidx);
 
   luaL_newmetatable(L, "dlua.Tensor");

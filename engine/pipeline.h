@@ -34,6 +34,7 @@
 #define DL_PIPELINE_H
 
 #include "dl.h"
+#include "fileio.h"   /* dl_crc32 */
 #include "trace.h"
 
 #define DL_MAXFIELDS 16              /* fields per example (a batch adds "weight") */
@@ -263,7 +264,5 @@ typedef enum { DL_CACHE_OK, DL_CACHE_MISSING, DL_CACHE_STALE, DL_CACHE_CORRUPT }
  * fingerprint differs), CORRUPT (bad magic or version, truncation, checksum
  * mismatch, an impossible header; the message names the file and offset). */
 dl_dataset *dl_cache_read_new(dl_ctx *ctx, const char *path, const char *fingerprint, dl_cache_status *status);
-
-uint32_t dl_crc32(uint32_t crc, const void *data, size_t n);
 
 #endif

@@ -216,7 +216,9 @@ function M.grad_norms(trial)
   local out
   local latest = h.ledger and h.ledger.latest and h.ledger.latest.path
   if latest then
-    local ok, tensors, meta = pcall(checkpoint.load, trial.dir .. "/checkpoints/" .. latest)
+    local cdir = trial.dir .. "/checkpoints"
+    local path = fs.checked_path(cdir, latest, cdir .. "/index.json", "latest.path")
+    local ok, tensors, meta = pcall(checkpoint.load, path)
     if ok and tensors and tensors["train/grad_norm"] then
       local v = tensors["train/grad_norm"]:totable()
       local steps = {}
@@ -382,7 +384,7 @@ local function load_study(dir, opts)
       local row = {}
       for i, c in ipairs(head) do row[c] = rows[r][i] end
       if row.id and row.id ~= "id" then
-        local tdir = dir .. "/" .. row.id
+        local tdir = fs.checked_path(dir, row.id, dir .. "/trials.csv", string.format("row %d: id", r))
         local hp = read_json(tdir .. "/hparams.json") or {}
         local tr = {id = row.id, status = row.status, hp = hp, dir = tdir, message = row.message ~= "" and row.message or nil,
                     kind = row.id:match("_seed%d+$") and "seed" or "search"}

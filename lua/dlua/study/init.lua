@@ -448,9 +448,16 @@ local function read_events(path)
   local text = fs.read(path)
   local events = {}
   if not text then return events end
+  local n = 0
   for line in text:gmatch("[^\n]+") do
+    n = n + 1
     local e = json.decode(line)
-    if type(e) == "table" and e.event then events[#events + 1] = e end   -- a torn line is skipped
+    if type(e) == "table" and e.event then                              -- a torn line is skipped
+      if e.trial ~= nil then                    -- a trial id names a directory: it must stay inside
+        fs.checked_path(fs.dirname(path), e.trial, path, string.format("line %d: trial", n))
+      end
+      events[#events + 1] = e
+    end
   end
   return events, text
 end
@@ -472,19 +479,16 @@ function Journal:locked(fn)
   end
   local res = table.pack(pcall(function()
     local events, text = read_events(self.path)
-    local f = assert(io.open(self.path, "ab"))
-    if text and #text > 0 and text:sub(-1) ~= "\n" then f:write("\n") end
+    if text and #text > 0 and text:sub(-1) ~= "\n" then fs.append_line(self.path, "") end  -- end a torn line
     local wrote = false
-    local function append(e)
+    local function append(e)                    -- one O_APPEND write per event; a failure raises
       e.time = e.time or os.time()
-      f:write(json.encode(e), "\n")
+      fs.append_line(self.path, json.encode(e))
       events[#events + 1] = e
       wrote = true
     end
     local r = table.pack(fn(events, append))
-    f:flush()
-    f:close()
-    if wrote then core.fsync(self.path) end
+    if wrote then fs.fsync(self.path) end
     return table.unpack(r, 1, r.n)
   end))
   lfs.unlock(lf)

@@ -125,15 +125,48 @@ end
 local Ledger = {}
 Ledger.__index = Ledger
 
+-- a ledger that does not hold what dl.train writes: refused, naming the file and the entry
+local function ledger_corrupt(path, fmt, ...)
+  error(string.format("dl.train: corrupt checkpoint ledger %s: " .. fmt, path, ...), 0)
+end
+
+-- checks what ledger_open read: steps are integers, paths stay inside the checkpoint directory
+local function check_ledger(self, d)
+  local path = self.path
+  local function entry(c, name, with_path)
+    if type(c) ~= "table" then ledger_corrupt(path, "%s is a %s, expected an object", name, type(c)) end
+    if math.type(c.step) ~= "integer" or c.step < 0 then
+      ledger_corrupt(path, "%s.step is %s, expected an integer", name, json.encode(c.step))
+    end
+    if c.metrics ~= nil and type(c.metrics) ~= "table" then ledger_corrupt(path, "%s.metrics is not an object", name) end
+    local ok, why = fs.inside(self.dir, c.path)
+    if with_path and not ok then
+      ledger_corrupt(path, "%s.path %s%s (it must stay inside %s)", name,
+        type(c.path) == "string" and "'" .. c.path .. "' " or "", why, self.dir)
+    end
+  end
+  if type(d) ~= "table" then ledger_corrupt(path, "expected a JSON object") end
+  for _, list in ipairs({"evals", "checkpoints"}) do
+    if d[list] ~= nil and type(d[list]) ~= "table" then
+      ledger_corrupt(path, "%s is a %s, expected an array", list, type(d[list]))
+    end
+    for i, c in ipairs(d[list] or {}) do entry(c, string.format("%s[%d]", list, i), list == "checkpoints") end
+  end
+  for _, k in ipairs({"best", "latest"}) do if d[k] ~= nil then entry(d[k], k, true) end end
+end
+
 -- the index file: every eval, every kept checkpoint with its retention classes,
--- best and latest; rewritten atomically after each change
+-- best and latest; rewritten atomically after each change. A checkpoint is kept
+-- (resumable, counted as best) only once this file names it on disk.
 local function ledger_open(dir, opts)
   local self = setmetatable({dir = dir, path = dir .. "/index.json", opts = opts,
                              data = {evals = json.array(), checkpoints = json.array()}}, Ledger)
   local text = fs.read(self.path)
   if text then
-    local d = json.decode(text)
-    if d then self.data = d end
+    local d, err = json.decode(text)
+    if d == nil then ledger_corrupt(self.path, "%s", tostring(err)) end
+    check_ledger(self, d)
+    self.data = d
     self.data.evals = json.array(self.data.evals or {})
     self.data.checkpoints = json.array(self.data.checkpoints or {})
   end
@@ -228,23 +261,26 @@ local function save_checkpoint(run)
   for i = #cks, 1, -1 do if cks[i].step == run.step then table.remove(cks, i) end end
   cks[#cks + 1] = {step = run.step, path = name, metrics = run.metrics_at[run.step]}
   local drop = led:retain()
-  led:save()                                    -- the ledger first, then deletions
+  -- the metrics lines up to this step are durable before the ledger names the checkpoint,
+  -- the ledger before anything it no longer names is deleted
+  if run.metrics_path and fs.exists(run.metrics_path) and (not run.dp or run.dp.lead) then fs.fsync(run.metrics_path) end
+  led:save()
   if not run.dp or run.dp.lead then
-    for _, p in ipairs(drop) do os.remove(run.ckpt_dir .. "/" .. p) end
+    for i, p in ipairs(drop) do
+      os.remove(fs.checked_path(run.ckpt_dir, p, led.path, string.format("dropped checkpoint %d", i)))
+    end
   end
   run.cost.checkpoint = run.cost.checkpoint + (core.clock() - t0)
 end
 
--- the newest checkpoint that verifies, warning about (and skipping) broken ones
-local function find_resume_point(ckpt_dir, warn)
-  local steps = {}
-  for _, f in ipairs(fs.list(ckpt_dir)) do
-    local s = f:match("^ckpt%-(%d+)%.safetensors$")
-    if s then steps[#steps + 1] = tonumber(s) end
-  end
-  table.sort(steps, function(a, b) return a > b end)
-  for _, s in ipairs(steps) do
-    local path = ckpt_dir .. "/" .. ckpt_name(s)
+-- the newest checkpoint the ledger names that verifies, warning about (and skipping)
+-- broken ones; a checkpoint file the ledger does not name was never kept
+local function find_resume_point(ledger, warn)
+  local cks = {}
+  for _, c in ipairs(ledger.data.checkpoints) do cks[#cks + 1] = c end
+  table.sort(cks, function(a, b) return a.step > b.step end)
+  for _, c in ipairs(cks) do
+    local path = ledger.dir .. "/" .. c.path
     local tensors, meta = checkpoint.load(path)
     if tensors then return path, tensors, meta end
     warn(string.format("skipping checkpoint %s: %s", path, tostring(meta)))
@@ -354,7 +390,7 @@ function M.train(config)
   -- resume, or start fresh (never silently over an existing run)
   local metrics_path = dir .. "/metrics.jsonl"
   if config.resume then
-    local function find() return find_resume_point(run.ckpt_dir, warn) end
+    local function find() return find_resume_point(run.ledger, warn) end
     local path, tensors, meta
     if dp then path, tensors, meta = dp:resume_point(find) else path, tensors, meta = find() end
     if path then
@@ -370,7 +406,7 @@ function M.train(config)
       prog:message(string.format("resuming from %s (step %d)", path, run.step))
     else
       if lead then fs.remove_matching(metrics_path) end
-      run.ledger = open_ledger()
+      run.ledger:truncate(-1)                   -- nothing of the old run is kept
     end
   else
     local existing = fs.list(run.ckpt_dir)
@@ -383,13 +419,11 @@ function M.train(config)
     if lead then os.remove(metrics_path) end
   end
   if lead then fs.write_atomic(dir .. "/hparams.json", json.encode(config.hparams or {}) .. "\n") end
-  local mlog = lead and assert(io.open(metrics_path, "a"))
-    or {write = function() end, flush = function() end, close = function() end}
+  run.metrics_path = lead and metrics_path or nil
   local t_start = core.clock()
-  local function log_event(e)
+  local function log_event(e)                   -- a failed append raises, naming the file
     e.elapsed = core.clock() - t_start
-    mlog:write(json.encode(e), "\n")
-    mlog:flush()
+    if lead then fs.append_line(metrics_path, json.encode(e)) end
   end
 
   local eval_sets = ev.sets or {}
@@ -524,7 +558,6 @@ function M.train(config)
       end
     end
   end)
-  mlog:close()
   if stream.close then stream.close() end
   prog:finish()
   if not ok then
@@ -550,7 +583,15 @@ function M.train(config)
   if led.latest then result.latest = run.ckpt_dir .. "/" .. led.latest.path end
   local summary = {status = status, message = message, steps = run.step, cost = cost,
                    best = result.best and {step = result.best.step, metrics = result.best.metrics} or nil}
-  if lead then fs.write_atomic(dir .. "/result.json", json.encode(summary) .. "\n") end
+  -- after a failure, a write that fails too must not hide the first error (a full disk
+  -- fails every later write): that error stays the result's message
+  local function record(fn, ...)
+    local wok, werr = pcall(fn, ...)
+    if wok then return end
+    if status ~= "failed" then error(werr, 0) end
+    io.stderr:write("dlua: warning: cannot record the result of the failed run: ", tostring(werr), "\n")
+  end
+  if lead then record(fs.write_atomic, dir .. "/result.json", json.encode(summary) .. "\n") end
   if not quiet then
     prog:message(string.format("time: %.1fs (train %.0f%%, eval %.0f%%, checkpoints %.0f%%, waiting for input %.0f%%)",
       total, 100 * cost.train_fraction, 100 * cost.eval_fraction, 100 * cost.checkpoint_fraction,
@@ -566,7 +607,7 @@ function M.train(config)
     end
     prog:message("run directory: " .. dir)
   end
-  if config.tracking ~= false and lead then track.append_run(config, result) end
+  if config.tracking ~= false and lead then record(track.append_run, config, result) end
   return result
 end
 

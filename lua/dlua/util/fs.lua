@@ -1,8 +1,16 @@
 --- dlua.fs: the few file-system operations the training loop and studies need,
--- on LuaFileSystem. Writes that replace a file are atomic: a temporary file
--- in the same directory, flushed and fsynced, renamed over the target, then
--- the directory fsynced, so a crash leaves the old or the new file, never a
--- mixture.
+-- on LuaFileSystem and the engine's file I/O module (engine/fileio.c). Every
+-- write goes through that module, with one policy each:
+--   write_atomic  a temporary file (O_EXCL) in the same directory, written,
+--                 fsynced, renamed over the target, then the directory fsynced:
+--                 a crash leaves the old or the new file, never a mixture
+--   append_line   one write(2) on a file opened O_APPEND (lines from processes
+--                 appending at once never interleave); not fsynced unless
+--                 asked (sync = true) or fs.fsync is called
+-- A failed write raises "cannot write '<path>': <reason> (<stage>)" or
+-- "cannot append to '<path>': <reason>", naming the file, never silently.
+-- Paths read from files (ledgers, indexes, journals) are data: fs.inside
+-- keeps them inside their directory.
 local lfs = require "lfs"
 local core = require "dlua.core"
 
@@ -41,25 +49,47 @@ end
 local function dirname(path) return path:match("^(.*)/[^/]*$") or "." end
 M.dirname = dirname
 
---- Replaces path's contents with s atomically (see the header).
-function M.write_atomic(path, s)
-  local tmp = string.format("%s.tmp.%d", path, math.floor(core.clock() * 1e6) % 1000000007)
-  local f, err = io.open(tmp, "wb")
-  if not f then error(string.format("cannot write %s: %s", path, tostring(err)), 2) end
-  local ok, werr = f:write(s)
-  if ok then ok, werr = f:flush() end
-  f:close()
-  if ok then core.fsync(tmp) end
-  if not ok then
-    os.remove(tmp)
-    error(string.format("cannot write %s: %s", path, tostring(werr)), 2)
+--- Replaces path's contents with s atomically (see the header); raises
+-- "cannot write '<path>': <reason> (<stage>)" when it cannot.
+-- @usage fs.write_atomic(dir .. "/result.json", json.encode(r) .. "\n")
+M.write_atomic = core._fileio_replace
+
+--- Flushes a file or directory to disk; raises "cannot sync '<path>': <reason>".
+M.fsync = core._fileio_fsync
+
+--- The path of rel, a relative path read from a file (a ledger entry, a
+-- journal's trial id), inside dir; or nil and why it is refused: not a
+-- string, empty, absolute, a '..' component, a NUL byte, or an existing
+-- symbolic link on the way (it could lead outside dir).
+-- @usage local p, why = fs.inside(run_dir .. "/checkpoints", entry.path)
+function M.inside(dir, rel)
+  if type(rel) ~= "string" then return nil, "is a " .. type(rel) .. ", not a relative path" end
+  if rel == "" then return nil, "is empty" end
+  if rel:find("\0", 1, true) then return nil, "contains a NUL byte" end
+  if rel:sub(1, 1) == "/" then return nil, "is absolute" end
+  local path = dir
+  for part in rel:gmatch("[^/]+") do
+    if part == ".." then return nil, "has a '..' component" end
+    if part ~= "." then
+      path = path .. "/" .. part
+      if lfs.symlinkattributes(path, "mode") == "link" then
+        return nil, "passes through the symbolic link " .. path
+      end
+    end
   end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then
-    os.remove(tmp)
-    error(string.format("cannot write %s: %s", path, tostring(rerr)), 2)
+  return dir .. "/" .. rel
+end
+
+--- fs.inside, raising for a refused path: "<file>: <entry> '<rel>' <why>
+-- (paths in this file must stay inside <dir>)". file is the file rel was read
+-- from and entry names where in it ("checkpoints[2].path").
+function M.checked_path(dir, rel, file, entry)
+  local p, why = M.inside(dir, rel)
+  if not p then
+    error(string.format("%s: %s %s %s (paths in this file must stay inside %s)", file, entry,
+      type(rel) == "string" and "'" .. rel .. "'" or "", why, dir), 0)
   end
-  core.fsync(dirname(path))
+  return p
 end
 
 --- Sorted names in dir (no . and ..); {} when dir does not exist.
@@ -86,19 +116,28 @@ end
 
 function M.remove_matching(path) os.remove(path) end
 
---- Appends one line with a single write on a file opened for appending, so
--- lines from processes finishing at once never interleave (POSIX O_APPEND).
-function M.append_line(path, line)
-  local f, err = io.open(path, "ab")
-  if not f then error(string.format("cannot append to %s: %s", path, tostring(err)), 2) end
-  f:setvbuf("full", #line + 2)
-  f:write(line, "\n")
-  f:close()
+--- Appends line and "\n" with a single write on a file opened for
+-- appending, so lines from processes finishing at once never interleave
+-- (POSIX O_APPEND). sync = true fsyncs the file after. Raises "cannot append
+-- to '<path>': <reason>" on any failure (a full disk, a short write).
+-- @usage fs.append_line(dir .. "/metrics.jsonl", json.encode(e))
+function M.append_line(path, line, ...)
+  if type(line) ~= "string" then
+    error("bad argument #2 to 'append_line' (string expected, got " .. type(line) .. ")", 2)
+  end
+  return core._fileio_append(path, line .. "\n", ...)
 end
 
+--- Test hook of the file I/O module: the n-th data write from now and every
+-- later one fail with "No space left on device" (n = 0: off); and the count
+-- of data writes so far. For tests of disk-full behaviour only.
+function M._fail_writes_from(n) core._fileio_fail_from(n) end
+function M._write_count() return core._fileio_write_count() end
+
 --- Removes a directory tree (used by tests and --check-determinism's scratch runs).
+-- A symbolic link is removed itself, never followed: what it points to stays.
 function M.rm_rf(path)
-  local mode = lfs.attributes(path, "mode")
+  local mode = lfs.symlinkattributes(path, "mode")
   if mode == "directory" then
     for name in lfs.dir(path) do
       if name ~= "." and name ~= ".." then M.rm_rf(path .. "/" .. name) end

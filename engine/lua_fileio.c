@@ -1,0 +1,90 @@
+/* lua_fileio.c -- binds the file I/O module (engine/fileio.c) to Lua.
+ *
+ * Private functions of "dlua.core", exposed by lua/dlua/fs.lua, which owns
+ * the documentation:
+ *   _fileio_replace(path, s)          -> true   atomic replacement
+ *   _fileio_append(path, s [, sync])  -> true   one O_APPEND write
+ *   _fileio_fsync(path)               -> true
+ *   _fileio_fail_from(n)              -> nothing (test hook; 0 turns it off)
+ *   _fileio_write_count()             -> integer (data writes so far)
+ * A write that fails raises the module's message ("cannot write '<path>':
+ * <reason> (<stage>)", "cannot append to '<path>': <reason>"), without a
+ * position prefix: it names the file, which is what the user needs.
+ */
+/* See LICENSE */
+#include "lua_tensor.h"
+#include "fileio.h"
+
+#include <lauxlib.h>
+
+/* raises ctx->err as it is: the message names the file; a position would be noise */
+static int raise_io(lua_State *L) {
+  dl_ctx *ctx = lt_ctx(L);
+  if (ctx->oom) return raise_io(L);
+  lua_pushstring(L, ctx->err);
+  return lua_error(L);
+}
+
+static void check_arity(lua_State *L, int n) {
+  if (lua_gettop(L) > n) luaL_argerror(L, n + 1, "no value expected");
+}
+
+static int fileio_replace(lua_State *L) {
+  size_t n;
+  const char *path = luaL_checkstring(L, 1);
+  const char *s = luaL_checklstring(L, 2, &n);
+  check_arity(L, 2);
+  if (dl_fileio_replace(lt_ctx(L), path, s, n) < 0) return raise_io(L);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fileio_append(lua_State *L) {
+  size_t n;
+  const char *path = luaL_checkstring(L, 1);
+  const char *s = luaL_checklstring(L, 2, &n);
+  if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TBOOLEAN);
+  int sync = lua_toboolean(L, 3);
+  check_arity(L, 3);
+  if (dl_fileio_append(lt_ctx(L), path, s, n, sync) < 0) return raise_io(L);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fileio_fsync(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  check_arity(L, 1);
+  if (dl_fileio_fsync(lt_ctx(L), path) < 0) return raise_io(L);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fileio_fail_from(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  check_arity(L, 1);
+  luaL_argcheck(L, n >= 0, 1, "expected a write number >= 0 (0 turns the hook off)");
+  dl_fileio_fail_from((long)n);
+  return 0;
+}
+
+static int fileio_write_count(lua_State *L) {
+  check_arity(L, 0);
+  lua_pushinteger(L, (lua_Integer)dl_fileio_write_count());
+  return 1;
+}
+
+static const luaL_Reg fileio_funcs[] = {
+  {"_fileio_append", fileio_append},
+  {"_fileio_fail_from", fileio_fail_from},
+  {"_fileio_fsync", fileio_fsync},
+  {"_fileio_replace", fileio_replace},
+  {"_fileio_write_count", fileio_write_count},
+  {NULL, NULL}
+};
+
+void lt_register_fileio(lua_State *L, int mod, int cidx) {
+  lua_pushvalue(L, mod);
+  lua_pushvalue(L, cidx);
+  luaL_setfuncs(L, fileio_funcs, 1);
+  lua_pop(L, 1);
+}

@@ -270,7 +270,6 @@ local function check_labels(name, labels, n, c, level)
     end
   end
 end
-M._check_labels = check_labels
 
 function CrossEntropy:forward(logits, labels, weights)
   if not is_tensor(logits) or logits:dim() ~= 2 then

@@ -84,18 +84,11 @@ end
 
 local run_checked
 
--- msg led by a location: the user's file:line when it has one (dlua.util.blame),
--- else the script
-local function located(msg, script)
-  msg = tostring(msg)
-  if blame.split(msg) or msg:sub(1, #script + 2) == script .. ": " then return msg end
-  return script .. ": " .. msg
-end
-
 --- Runs an experiment (or a study) returned by a script; exits non-zero on failure.
 -- Errors are printed as one line ("dlua: file:line: message"), led by the user's
--- file and line (the script when the mistake has no line of its own); DLUA_DEBUG=1
--- adds the traceback, library frames included.
+-- file and line when the mistake has one (never by a file of the library: a
+-- training failure names the script); DLUA_DEBUG=1 adds the traceback, library
+-- frames included.
 function M.run(obj, script)
   local tb
   local ok, res = xpcall(run_checked, function(e)
@@ -104,7 +97,7 @@ function M.run(obj, script)
     return blame.message(e, 2)
   end, obj, script)
   if ok then return res end
-  io.stderr:write("dlua: ", located(res, script), "\n")
+  io.stderr:write("dlua: ", tostring(res), "\n")
   if blame.debug() then io.stderr:write(tb, "\n") end
   os.exit(1)
 end

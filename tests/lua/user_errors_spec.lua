@@ -184,6 +184,15 @@ describe("dl.train failures in the user's terms (in process)", function()
       r.message)
   end)
 
+  it("names the eval set when the evaluation fails", function()
+    local va = dl.data.tensors{image = dl.randn(6, 3), label = dl.tensor{1, 2, 3, 4, 12, 1}}
+    local r = dl.train(config{eval = {every = 2, sets = {valid = va}}})
+    assert.are.equal(2, r.steps)
+    assert.are.equal("failed", r.status)
+    assert.truthy(r.message:find(": step 2 %(evaluating valid%): CrossEntropy: label 12 at position 5 of the batch " ..
+      "is outside %[1, 10%]$"), r.message)
+  end)
+
   it("names the step at which the data ran out", function()
     local n = 0
     local r = dl.train(config{data = function()

@@ -344,6 +344,7 @@ local function run_eval(run)
   local all = {}
   local function eval_with(label_prefix)
     for _, name in ipairs(run.eval_names) do
+      run.phase = "evaluating " .. label_prefix .. name   -- named by a failure message
       local res = evaluator:run(name, run.eval_sets[name], run.step)
       for k, v in pairs(res) do all[label_prefix .. name .. "/" .. k] = v end
     end
@@ -356,6 +357,7 @@ local function run_eval(run)
     eval_with("ema/")
     model:load_state_dict(raw)
   end
+  run.phase = nil
   run.metrics_at[run.step] = all
   run.last_metrics = all
   run.ledger:add_eval(run.step, all)
@@ -409,7 +411,8 @@ local function run_steps(run)
   end, run.on_error)
   if ok then return status or "done", message end
   local loc, rest = blame.split(tostring(err))
-  return "failed", string.format("%sstep %d: %s", loc and loc .. ": " or "", run.current, rest)
+  return "failed", string.format("%sstep %d%s: %s", loc and loc .. ": " or "", run.current,
+    run.phase and " (" .. run.phase .. ")" or "", rest)
 end
 
 -- the result: status, best and latest checkpoints, cost; result.json and the tracking row

@@ -26,7 +26,7 @@ function M.main(name, ...)
   local list = {}
   for i = 1, args.n do list[i] = args[i] end
   local tb
-  local ok, err = xpcall(cmd, function(e) tb = debug.traceback(tostring(e), 2); return blame.message(e, 2) end, list)
+  local ok, err = xpcall(cmd, function(e) tb = blame.traceback(tostring(e), 2); return blame.message(e, 2) end, list)
   if ok then return end
   io.stderr:write("dlua: ", tostring(err), "\n")
   if blame.debug() then io.stderr:write(tb, "\n") end

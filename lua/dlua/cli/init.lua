@@ -92,8 +92,8 @@ local run_checked
 function M.run(obj, script)
   local tb
   local ok, res = xpcall(run_checked, function(e)
-    if type(e) == "table" and e.traceback then tb = e.traceback; return e.message end   -- a failed run
-    tb = debug.traceback(tostring(e), 2)
+    if type(e) == "table" and e.failed_run then tb = e.traceback or e.message; return e.message end
+    tb = blame.traceback(tostring(e), 2)
     return blame.message(e, 2)
   end, obj, script)
   if ok then return res end
@@ -132,7 +132,8 @@ function run_checked(obj, script)
   if trace then trace.stop() end
   if res.status == "failed" then                    -- "file:line: training failed: step N: what"
     local loc, rest = blame.split(tostring(res.message))
-    error({message = string.format("%s: training failed: %s", loc or script, rest), traceback = res.traceback}, 0)
+    error({failed_run = true, message = string.format("%s: training failed: %s", loc or script, rest),
+           traceback = res.traceback}, 0)
   end
   if res.status == "diverged" then
     io.stderr:write(string.format("%s: diverged: %s\n", script, tostring(res.message)))

@@ -2,7 +2,7 @@
 -- the library (a file under lua/dlua/) because of something the user wrote should
 -- lead with the user's file and line, and a traceback should show the user's
 -- frames; the library's own frames are for whoever debugs the library, so they
--- appear only with DLUA_DEBUG=1. The dlua executable's message handler, dlua.cli
+-- appear only with DLUA_DEBUG=1 (the message is the same either way). The dlua executable's message handler, dlua.cli
 -- and dl.train's loop all go through here; nothing else rewrites messages.
 --
 --   blame.message(msg [, level])    msg led by the user's file:line
@@ -91,10 +91,11 @@ end
 --- message(msg [, level]) -> msg led by the user's location: a message that starts
 -- with a library file:line gets the innermost user frame's instead (at or above
 -- level, 1 = the caller), or no location when no user frame is on the stack. Other
--- messages, non-strings and everything under DLUA_DEBUG come back unchanged.
+-- messages and non-strings come back unchanged (DLUA_DEBUG changes only tracebacks:
+-- where the library raised it is their first library frame).
 -- @usage xpcall(f, function(e) return blame.message(e, 2) end)
 function M.message(msg, level)
-  if type(msg) ~= "string" or M.debug() then return msg end
+  if type(msg) ~= "string" then return msg end
   return relocate(msg, M.user_location((level or 1) + 1))
 end
 
@@ -108,11 +109,12 @@ end
 
 --- traceback(msg [, level]) -> message(msg, level) and "stack traceback:" with the
 -- user's frames only, and how many library frames were left out; under
--- DLUA_DEBUG, debug.traceback(msg, level) unchanged.
+-- DLUA_DEBUG, every frame (debug.traceback).
 function M.traceback(msg, level)
   level = (level or 1) + 1
+  msg = relocate(msg, M.user_location(level))
   if M.debug() then return debug.traceback(msg, level) end
-  local out, hidden = {relocate(msg, M.user_location(level)), "\nstack traceback:"}, 0
+  local out, hidden = {msg, "\nstack traceback:"}, 0
   for _, info in ipairs(frames(level + 1)) do
     if is_user(info) then out[#out + 1] = frame_line(info)
     elseif M.is_library(info.source) then hidden = hidden + 1 end

@@ -1,0 +1,151 @@
+#!/bin/sh
+# Runs dlua's fuzzers (tests/fuzz; what and why: docs/reliability.md): the libFuzzer
+# harnesses of the file readers (checkpoint, idx, idx_gz, csv, cache; clang,
+# -fsanitize=fuzzer,address,undefined) and the Lua API fuzzer (tests/fuzz/api_fuzz.lua under
+# the ASan+UBSan build of dlua).
+#
+#   scripts/fuzz.sh                  each harness 60 s, the API fuzzer 100000 calls
+#   scripts/fuzz.sh 600              each harness 600 s
+#   scripts/fuzz.sh runs=1000000     each harness 1,000,000 executions
+#   scripts/fuzz.sh --ci             the CI budget (scripts/test.sh): each harness a fixed
+#                                    number of runs with -seed=1 from the committed seeds only,
+#                                    the API fuzzer 20000 calls with seed 1
+#   options: --only LIST     harnesses to run, comma-separated (checkpoint,idx,idx_gz,csv,cache,api)
+#            --api N         API fuzzer calls (0 skips it)
+#            --seed N        libFuzzer and API fuzzer seed (default 1)
+#            --jobs N        harnesses at once (default: the number of cores)
+#            --keep-going    libFuzzer -fork=1 -ignore_crashes=1: keep fuzzing after a crash and
+#                            collect every one (the execution count is then approximate)
+#            --seeds         regenerate the committed seed corpora (tests/fuzz/corpus) and exit
+# Builds build-fuzz/ (CC=clang, -DDLUA_FUZZ=ON) and build-san/ when missing or stale.
+# Crash, leak, timeout and out-of-memory inputs land in build-fuzz/findings/<harness>/; the
+# working corpus is build-fuzz/corpus/<harness> (the committed seeds are only read).
+# Exit status: 0 with no finding, 1 with findings, 2 on a usage error.
+set -eu
+cd "$(dirname "$0")/.."
+root=$PWD
+
+budget="time=60" api=100000 seed=1 only="checkpoint,idx,idx_gz,csv,cache,api" ci=0 keep=0
+jobs=$(nproc 2>/dev/null || echo 2)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ci) ci=1; api=20000 ;;
+    --only) only=$2; shift ;;
+    --api) api=$2; shift ;;
+    --seed) seed=$2; shift ;;
+    --jobs) jobs=$2; shift ;;
+    --keep-going) keep=1 ;;
+    --seeds) seeds_only=1 ;;
+    runs=[0-9]*) budget="runs=${1#runs=}" ;;
+    [0-9]*) budget="time=$1" ;;
+    *) echo "fuzz.sh: unknown argument $1 (see the header of scripts/fuzz.sh)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+echo "== fuzz build (clang, libFuzzer + ASan + UBSan)"
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DDLUA_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzzers >/dev/null
+
+if [ "${seeds_only:-0}" = 1 ]; then
+  rm -rf tests/fuzz/corpus
+  build-fuzz/fuzz_gen_seeds tests/fuzz/corpus
+  echo "seeds written: $(find tests/fuzz/corpus -type f | wc -l) files under tests/fuzz/corpus"
+  exit 0
+fi
+
+# CI: a fixed number of executions per harness, sized for ~20-25 s each on a 2-core machine
+ci_runs() {
+  case "$1" in
+    checkpoint) echo 120000 ;;
+    idx|idx_gz) echo 150000 ;;
+    csv) echo 150000 ;;
+    cache) echo 120000 ;;
+  esac
+}
+max_len() { [ "$1" = checkpoint ] && echo 16384 || echo 4096; }
+dict() { case "$1" in idx_gz) echo idx ;; *) echo "$1" ;; esac; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlua-fuzz.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p build-fuzz/findings build-fuzz/logs
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+# run_harness NAME: one libFuzzer run; writes build-fuzz/logs/NAME.log and NAME.result
+run_harness() {
+  h=$1
+  art=build-fuzz/findings/$h
+  mkdir -p "$art"
+  if [ "$ci" = 1 ]; then
+    work=$tmp/corpus-$h; rm -rf "$work"; mkdir -p "$work"
+    limit="-runs=$(ci_runs "$h")"
+  else
+    work=build-fuzz/corpus/$h; mkdir -p "$work"
+    case "$budget" in
+      runs=*) limit="-runs=${budget#runs=}" ;;
+      time=*) limit="-max_total_time=${budget#time=}" ;;
+    esac
+  fi
+  fork=""
+  [ "$keep" = 1 ] && fork="-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1"
+  before=$(ls "$art" | wc -l)
+  start=$(date +%s)
+  # shellcheck disable=SC2086  # $limit and $fork are option lists
+  TMPDIR=$tmp build-fuzz/fuzz_$h $limit $fork -seed="$seed" -max_len="$(max_len "$h")" \
+    -dict="tests/fuzz/dict/$(dict "$h").dict" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+    -print_final_stats=1 -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$h" \
+    >"build-fuzz/logs/$h.log" 2>&1 && rc=0 || rc=$?
+  secs=$(( $(date +%s) - start ))
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "build-fuzz/logs/$h.log" | tail -1)
+  [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "build-fuzz/logs/$h.log" | tail -1 | tr -d '#')
+  found=$(( $(ls "$art" | wc -l) - before ))
+  if [ "$rc" != 0 ] && [ "$found" = 0 ]; then found=1; fi
+  echo "$h $execs $secs $found $rc" >"build-fuzz/logs/$h.result"
+}
+
+harnesses="" run_api=0
+for h in $(echo "$only" | tr , ' '); do
+  case "$h" in
+    checkpoint|idx|idx_gz|csv|cache) harnesses="$harnesses $h" ;;
+    api) run_api=1 ;;
+    *) echo "fuzz.sh: no harness $h" >&2; exit 2 ;;
+  esac
+done
+
+echo "== libFuzzer harnesses:$harnesses ($([ "$ci" = 1 ] && echo "CI budget" || echo "$budget"), $jobs at once)"
+n=0
+for h in $harnesses; do
+  rm -f "build-fuzz/logs/$h.result"
+  run_harness "$h" &
+  n=$((n + 1))
+  if [ "$n" -ge "$jobs" ]; then wait; n=0; fi
+done
+wait
+
+status=0
+for h in $harnesses; do
+  read -r name execs secs found rc <"build-fuzz/logs/$h.result"
+  if [ "$found" = 0 ]; then
+    printf '%-11s %10s executions %5s s  ok\n' "$name" "$execs" "$secs"
+  else
+    printf '%-11s %10s executions %5s s  FINDINGS: %s (exit %s; build-fuzz/findings/%s, log build-fuzz/logs/%s.log)\n' \
+      "$name" "$execs" "$secs" "$found" "$rc" "$h" "$h"
+    grep -m3 -E 'ERROR: |SUMMARY: |runtime error:|broken promise' "build-fuzz/logs/$h.log" | sed 's/^/    /' || true
+    status=1
+  fi
+done
+
+if [ "$run_api" = 1 ] && [ "$api" -gt 0 ]; then
+  echo "== Lua API fuzzer ($api calls, seed $seed, ASan+UBSan build)"
+  cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DDLUA_SANITIZE=ON >/dev/null
+  cmake --build build-san -j"$jobs" --target dlua >/dev/null
+  start=$(date +%s)
+  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:max_allocation_size_mb=2048 \
+  TMPDIR=$tmp build-san/dlua tests/fuzz/api_fuzz.lua --calls "$api" --seed "$seed" --jobs "$jobs" \
+    --worker-exe "$root/build-san/dlua" --scratch "$tmp/api" >build-fuzz/logs/api.log && rc=0 || rc=$?
+  cat build-fuzz/logs/api.log
+  echo "api_fuzz: $(( $(date +%s) - start )) s"
+  [ "$rc" = 0 ] || status=1
+fi
+exit $status

@@ -8,8 +8,9 @@
 --     --jobs N       batches at once (default 1)           --first I    first call (default 1)
 --     --worker-exe P the dlua that runs the batches (default: DLUA_FUZZ_EXE, else this one);
 --                    use the sanitizer build (build-san/dlua) to catch memory errors
---     --call-limit S a call running Lua for more CPU seconds than this is a hang (default 10)
+--     --call-limit S a call running Lua for more CPU seconds than this is a hang (default 5)
 --     --scratch D    scratch directory (default: a new one under TMPDIR or /tmp; removed after)
+--     --filter PAT   only the targets whose name matches the Lua pattern PAT (focused runs)
 --     --list         print the targets, the exclusions and failed factories, then exit
 --   dlua tests/fuzz/api_fuzz.lua --only I [--seed S]  replay call I alone, printing it
 --
@@ -23,10 +24,11 @@
 -- without findings, 1 with findings, 2 on a usage error.
 local script = arg and arg[0] or "tests/fuzz/api_fuzz.lua"
 local here = script:match("^(.*)/[^/]*$") or "."
+if here:sub(1, 1) ~= "/" then here = require("lfs").currentdir() .. "/" .. here end
 package.path = here .. "/?.lua;" .. package.path
 
 local function opts_from(argv)
-  local o = {calls = 20000, seed = 1, batch = 400, timeout = 60, jobs = 1, first = 1, call_limit = 10}
+  local o = {calls = 20000, seed = 1, batch = 400, timeout = 60, jobs = 1, first = 1, call_limit = 5}
   local i = 1
   while i <= #argv do
     local k = argv[i]
@@ -65,10 +67,17 @@ end
 local function worker()
   local scratch = assert(o.scratch, "worker needs --scratch")
   local log = assert(io.open(o.log or "/dev/null", "w"))    -- beside the scratch dir: opened first
+  if o.only then assert(require("lfs").chdir(scratch)) end  -- a replay runs where a worker would
   local V = require "api_values"
   local real = V.sandbox(scratch)
   local dl = require "dlua"
   local targets = V.targets(dl)
+  if o.filter then
+    local keep = {}
+    for _, t in ipairs(targets) do if t.name:find(o.filter) then keep[#keep + 1] = t end end
+    targets = keep
+    assert(#targets > 0, "no target matches --filter")
+  end
   local last = o.only and o.only or o.first + o.count - 1
   local errors = 0
   -- a call that runs Lua for more than --call-limit CPU seconds is a hang: reported at once
@@ -107,7 +116,8 @@ end
 
 if o.worker or o.only then
   if o.only and not o.scratch then
-    o.scratch = os.getenv("TMPDIR") or "/tmp"
+    o.scratch = string.format("%s/dlua-api-fuzz-replay-%d", os.getenv("TMPDIR") or "/tmp", o.only)
+    os.execute("mkdir -p '" .. o.scratch .. "'")
     io.stderr:write("api_fuzz: --only without --scratch: files go to ", o.scratch, "\n")
   end
   worker()
@@ -155,6 +165,7 @@ local cwd = io.popen("pwd"):read("l")
 local script_abs = script:sub(1, 1) == "/" and script or cwd .. "/" .. script
 if exe:find("/") and exe:sub(1, 1) ~= "/" then exe = cwd .. "/" .. exe end
 
+local filter_arg = o.filter and " --filter " .. sh_quote(o.filter) or ""
 local SAN = {"AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer", "runtime error:", "ThreadSanitizer"}
 
 -- runs batches [first, first + count) ... at once; returns per batch {log, err, rc}
@@ -164,9 +175,9 @@ local function run_batches(specs)
     local dir = string.format("%s/b%d", scratch, b.first)
     b.dir, b.log, b.err, b.rcfile = dir, dir .. ".log", dir .. ".err", dir .. ".rc"
     cmds[k] = string.format("( mkdir -p %s && cd %s && TMPDIR=%s HOME=%s timeout -s KILL %d %s %s --worker --seed %d " ..
-      "--first %d --count %d --log %s --scratch %s >/dev/null 2>%s; echo $? > %s ) &",
+      "--first %d --count %d --log %s --scratch %s%s >/dev/null 2>%s; echo $? > %s ) &",
       sh_quote(dir), sh_quote(dir), sh_quote(dir), sh_quote(dir), o.timeout, sh_quote(exe), sh_quote(script_abs),
-      o.seed, b.first, b.count, sh_quote(b.log), sh_quote(dir), sh_quote(b.err), sh_quote(b.rcfile))
+      o.seed, b.first, b.count, sh_quote(b.log), sh_quote(dir), filter_arg, sh_quote(b.err), sh_quote(b.rcfile))
   end
   os.execute(table.concat(cmds, " ") .. " wait")
   for _, b in ipairs(specs) do
@@ -191,21 +202,17 @@ local function report_excerpt(err)
   return table.concat(lines, "\n")
 end
 
-local start = os.time()
-local findings, calls, lua_errors, reported = {}, 0, 0, 0
-local last_call = o.first + o.calls - 1
-local queue = {{first = o.first, last = last_call}}       -- call ranges still to run, in order
-while #queue > 0 do
-  local specs = {}
-  while #specs < o.jobs and #queue > 0 do
+-- one lane: the calls first..last, a batch at a time; returns calls made, Lua errors, findings
+local function run_lane(first, last, tag)
+  local start = os.time()
+  local findings, calls, lua_errors, reported = {}, 0, 0, 0
+  local queue = {{first = first, last = last}}       -- call ranges still to run, in order
+  while #queue > 0 do
     local q = queue[1]
-    local count = math.min(o.batch, q.last - q.first + 1)
-    specs[#specs + 1] = {first = q.first, count = count}
-    q.first = q.first + count
+    local b = {first = q.first, count = math.min(o.batch, q.last - q.first + 1)}
+    q.first = q.first + b.count
     if q.first > q.last then table.remove(queue, 1) end
-  end
-  run_batches(specs)
-  for _, b in ipairs(specs) do
+    run_batches({b})
     local done = b.logtext:match("DONE %d+ lua_errors=(%d+)")
     local san = false
     for _, s in ipairs(SAN) do if b.errtext:find(s, 1, true) then san = s end end
@@ -225,23 +232,68 @@ while #queue > 0 do
         findings[#findings + 1] = {kind = kind, excerpt = report_excerpt(b.errtext),
           call = string.format("one of calls %d..%d (reported at exit)", b.first, last_of_batch)}
       elseif not last_logged then
-        io.stderr:write(string.format("\napi_fuzz: the worker for calls %d.. did not start (exit %d):\n%s\n", b.first,
+        io.stderr:write(string.format("api_fuzz: the worker for calls %d.. did not start (exit %d):\n%s\n", b.first,
           b.rc, b.errtext:sub(1, 2000)))
         os.exit(2)
       else
-        local at = last_logged
-        calls = calls + (at - b.first + 1)
-        findings[#findings + 1] = {kind = kind, call = last_line or "(before the first call)", id = at,
-          excerpt = report_excerpt(b.errtext)}
-        -- the calls after the culprit still run: queued before anything else
-        if at < last_of_batch then table.insert(queue, 1, {first = at + 1, last = last_of_batch}) end
+        calls = calls + (last_logged - b.first + 1)
+        findings[#findings + 1] = {kind = kind, call = last_line, id = last_logged, excerpt = report_excerpt(b.errtext)}
+        -- the calls after the culprit still run, next
+        if last_logged < last_of_batch then table.insert(queue, 1, {first = last_logged + 1, last = last_of_batch}) end
       end
     end
+    if calls // 2500 ~= reported // 2500 then
+      io.stderr:write(string.format("api_fuzz%s: %d of %d calls, %d findings, %d s\n", tag, calls, last - first + 1,
+        #findings, os.time() - start))
+    end
+    reported = calls
   end
-  if calls // 5000 ~= reported // 5000 then
-    io.stderr:write(string.format("api_fuzz: %d calls, %d findings, %d s\n", calls, #findings, os.time() - start))
+  return calls, lua_errors, findings
+end
+
+local start = os.time()
+local last_call = o.first + o.calls - 1
+local calls, lua_errors, findings = 0, 0, {}
+if o.lane_out then
+  -- a lane of a parallel run: results into a file the parent reads back
+  calls, lua_errors, findings = run_lane(o.first, last_call, " lane " .. o.first)
+  local out = {string.format("return {calls = %d, errors = %d, findings = {", calls, lua_errors)}
+  for _, f in ipairs(findings) do
+    out[#out + 1] = string.format("{kind = %q, call = %q, id = %s, excerpt = %q},", f.kind, f.call, tostring(f.id),
+      f.excerpt)
   end
-  reported = calls
+  out[#out + 1] = "}}\n"
+  local fh = assert(io.open(o.lane_out, "w"))
+  fh:write(table.concat(out, "\n"))
+  fh:close()
+  os.exit(0)
+elseif o.jobs <= 1 then
+  calls, lua_errors, findings = run_lane(o.first, last_call, "")
+else
+  -- --jobs lanes: contiguous shares of the calls, each its own driver process, all at once
+  local cmds, lanes = {}, {}
+  local per = (o.calls + o.jobs - 1) // o.jobs
+  for k = 1, o.jobs do
+    local a = o.first + (k - 1) * per
+    local n = math.min(per, last_call - a + 1)
+    if n > 0 then
+      local out = string.format("%s/lane%d.lua", scratch, k)
+      lanes[#lanes + 1] = out
+      cmds[#cmds + 1] = string.format("( %s %s --first %d --calls %d --seed %d --batch %d --timeout %d --call-limit %g " ..
+        "--worker-exe %s --scratch %s --lane-out %s%s ) &", sh_quote(exe), sh_quote(script_abs), a, n, o.seed, o.batch,
+        o.timeout, o.call_limit, sh_quote(exe), sh_quote(scratch .. "/lane" .. k), sh_quote(out), filter_arg)
+    end
+  end
+  os.execute(table.concat(cmds, " ") .. " wait")
+  for _, out in ipairs(lanes) do
+    local ok, r = pcall(dofile, out)
+    if not ok or type(r) ~= "table" then
+      io.stderr:write("api_fuzz: a lane did not report (" .. out .. "): " .. tostring(r) .. "\n")
+      os.exit(2)
+    end
+    calls, lua_errors = calls + r.calls, lua_errors + r.errors
+    for _, f in ipairs(r.findings) do findings[#findings + 1] = f end
+  end
 end
 
 print(string.format("api_fuzz: seed %d, calls %d..%d: %d calls made (%d raised a Lua error, expected), %d findings, %d s",
@@ -249,7 +301,7 @@ print(string.format("api_fuzz: seed %d, calls %d..%d: %d calls made (%d raised a
 for k, f in ipairs(findings) do
   print(string.format("finding %d: %s\n  call: %s", k, f.kind, f.call))
   if f.id then
-    print(string.format("  replay: %s %s --only %d --seed %d", exe, script, f.id, o.seed))
+    print(string.format("  replay: %s %s --only %d --seed %d%s", exe, script, f.id, o.seed, filter_arg))
   end
   if f.excerpt ~= "" then print(f.excerpt) end
 end

@@ -361,30 +361,66 @@ end
 
 -- plausible values that get past the first argument checks
 local function plausible(dl, r)
-  local k = r:int(6)
-  if k == 1 then local v = r:int(4) - 1; return v, tostring(v) end
-  if k <= 3 then return tensor(dl, r) end
-  if k == 4 then return {2, 3}, "{2, 3}" end
-  if k == 5 then local s = r:pick(GOOD_STRINGS); return s, string.format("%q", s) end
+  local k = r:int(8)
+  if k <= 3 then local v = r:int(4) - 1; return v, tostring(v) end
+  if k <= 5 then return tensor(dl, r) end
+  if k == 6 then return {2, 3}, "{2, 3}" end
+  if k == 7 then local s = r:pick(GOOD_STRINGS); return s, string.format("%q", s) end
+  return nil, "nil"
+end
+
+-- sizes, counts and indices that overflow a product, wrap a cast or exhaust memory
+local SIZE_ATTACKS = {1 << 62, (1 << 62) + 1, -(1 << 62), math.maxinteger, math.mininteger, 1 << 32, (1 << 32) - 1,
+  1 << 31, 1 << 40, -1, -2, 0, 2 ^ 62, 2 ^ 63, 1e18, 0 / 0, 1 / 0, -1 / 0, 1e9}
+
+-- one hostile value, weighted toward what breaks C: sizes, then structures, then the rest
+local function hostile(dl, r)
+  local k = r:int(10)
+  if k <= 3 then
+    local v = r:pick(SIZE_ATTACKS)
+    return v, (v ~= v) and "0/0" or string.format(math.type(v) == "integer" and "%d" or "%.17g", v)
+  end
+  if k <= 5 then return table_value(dl, r, 0) end
+  if k == 6 then return tensor(dl, r) end
+  if k == 7 then local s = garbage(r); return s, string.format("%q", s):sub(1, 60) end
   return M.value(dl, r, 0)
 end
 
---- Arguments for target t: a packed table and its description. Methods get a fresh instance
--- as self most of the time; some calls get junk extra arguments.
+--- Arguments for target t: a packed table and its description. Four shapes of call, so that
+-- both the first checks and the code behind them are reached: sizes (a tensor or nothing, then
+-- integers of which about half overflow or wrap: what shape code meets; 25%), every argument
+-- plausible but one hostile (35%), all plausible (15%), all drawn from everything (25%).
+-- Methods get a fresh instance as self most of the time; one call in ten gets a junk extra
+-- argument.
 function M.args(dl, r, t)
   local a, d = {}, {}
-  local n = r:int(5) - 1
-  local start = 1
+  local n, start = r:pick({0, 1, 2, 2, 3, 3, 3, 4, 5}), 1
+  local mode = r:int(20)
   if t.factory and r:chance(0.85) then
     local ok, obj = pcall(M.factory[t.factory])
     a[1], d[1] = ok and obj or nil, ok and "<" .. t.factory .. ">" or "nil --[[factory failed]]"
-    start = 2
-    n = n + 1
+    start, n = 2, n + 1
+  elseif r:chance(0.6) then
+    a[1], d[1] = tensor(dl, r)                      -- most dl.* functions take a tensor first
+    start, n = 2, math.max(n, 1)
   end
-  local mostly_plausible = r:chance(0.4)
-  for j = start, n do
-    if mostly_plausible and r:chance(0.7) then a[j], d[j] = plausible(dl, r)
-    else a[j], d[j] = M.value(dl, r, 0) end
+  if mode <= 5 then                                 -- sizes
+    n = math.max(n, start)
+    for j = start, n do
+      if r:chance(0.5) then
+        local v = r:pick(SIZE_ATTACKS)
+        a[j], d[j] = v, (v ~= v) and "0/0" or string.format(math.type(v) == "integer" and "%d" or "%.17g", v)
+      else
+        local v = r:pick({1, 2, 3, 4, -1, 0}); a[j], d[j] = v, tostring(v)
+      end
+    end
+  else
+    local bad = mode <= 12 and n >= 1 and r:int(n) or nil
+    for j = start, n do
+      if mode > 15 then a[j], d[j] = M.value(dl, r, 0)
+      else a[j], d[j] = plausible(dl, r) end
+    end
+    if bad then a[bad], d[bad] = hostile(dl, r) end
   end
   if r:chance(0.1) then n = n + 1; a[n], d[n] = "junk", '"junk" --[[extra]]' end
   a.n = n

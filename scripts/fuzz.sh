@@ -14,8 +14,10 @@
 #            --api N         API fuzzer calls (0 skips it)
 #            --seed N        libFuzzer and API fuzzer seed (default 1)
 #            --jobs N        harnesses at once (default: the number of cores)
-#            --keep-going    libFuzzer -fork=1 -ignore_crashes=1: keep fuzzing after a crash and
-#                            collect every one (the execution count is then approximate)
+#            --keep-going    long runs past known findings: a build (build-fuzz-recover/,
+#                            -DDLUA_FUZZ_RECOVER=ON) where undefined behaviour is reported once
+#                            per source line and fuzzing goes on; each distinct report is a
+#                            finding; memory errors, leaks and timeouts still stop the harness
 #            --seeds         regenerate the committed seed corpora (tests/fuzz/corpus) and exit
 # Builds build-fuzz/ (CC=clang, -DDLUA_FUZZ=ON) and build-san/ when missing or stale.
 # Crash, leak, timeout and out-of-memory inputs land in build-fuzz/findings/<harness>/; the
@@ -43,13 +45,15 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-echo "== fuzz build (clang, libFuzzer + ASan + UBSan)"
-CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DDLUA_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzzers >/dev/null
+fdir=build-fuzz recover=OFF
+[ "$keep" = 1 ] && fdir=build-fuzz-recover recover=ON
+echo "== fuzz build $fdir (clang, libFuzzer + ASan + UBSan)"
+CC=clang cmake -S . -B $fdir -DCMAKE_BUILD_TYPE=Debug -DDLUA_FUZZ=ON -DDLUA_FUZZ_RECOVER=$recover >/dev/null
+cmake --build $fdir -j"$jobs" --target fuzzers >/dev/null
 
 if [ "${seeds_only:-0}" = 1 ]; then
   rm -rf tests/fuzz/corpus
-  build-fuzz/fuzz_gen_seeds tests/fuzz/corpus
+  $fdir/fuzz_gen_seeds tests/fuzz/corpus
   echo "seeds written: $(find tests/fuzz/corpus -type f | wc -l) files under tests/fuzz/corpus"
   exit 0
 fi
@@ -58,9 +62,10 @@ fi
 ci_runs() {
   case "$1" in
     checkpoint) echo 120000 ;;
-    idx|idx_gz) echo 150000 ;;
+    idx) echo 150000 ;;
+    idx_gz) echo 120000 ;;
     csv) echo 150000 ;;
-    cache) echo 120000 ;;
+    cache) echo 500000 ;;
   esac
 }
 max_len() { [ "$1" = checkpoint ] && echo 16384 || echo 4096; }
@@ -71,6 +76,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p build-fuzz/findings build-fuzz/logs
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+[ "$keep" = 1 ] && export UBSAN_OPTIONS=print_stacktrace=0:halt_on_error=0
 
 # run_harness NAME: one libFuzzer run; writes build-fuzz/logs/NAME.log and NAME.result
 run_harness() {
@@ -87,19 +93,25 @@ run_harness() {
       time=*) limit="-max_total_time=${budget#time=}" ;;
     esac
   fi
-  fork=""
-  [ "$keep" = 1 ] && fork="-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1"
+  # the committed reproducers of past findings run first, as part of the corpus: a regression
+  crashes=""
+  [ -d "tests/fuzz/crashes/$h" ] && crashes="tests/fuzz/crashes/$h"
   before=$(ls "$art" | wc -l)
   start=$(date +%s)
-  # shellcheck disable=SC2086  # $limit and $fork are option lists
-  TMPDIR=$tmp build-fuzz/fuzz_$h $limit $fork -seed="$seed" -max_len="$(max_len "$h")" \
+  # shellcheck disable=SC2086  # $limit and $crashes are word lists
+  TMPDIR=$tmp $fdir/fuzz_$h $limit -seed="$seed" -max_len="$(max_len "$h")" \
     -dict="tests/fuzz/dict/$(dict "$h").dict" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
-    -print_final_stats=1 -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$h" \
+    -print_final_stats=1 -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$h" $crashes \
     >"build-fuzz/logs/$h.log" 2>&1 && rc=0 || rc=$?
   secs=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "build-fuzz/logs/$h.log" | tail -1)
   [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "build-fuzz/logs/$h.log" | tail -1 | tr -d '#')
   found=$(( $(ls "$art" | wc -l) - before ))
+  # recover mode: each distinct undefined-behaviour site reported is a finding too
+  if [ "$keep" = 1 ]; then
+    ub=$(grep -oE '[^ ]+\.c:[0-9]+:[0-9]+: runtime error' "build-fuzz/logs/$h.log" | sort -u | wc -l)
+    found=$((found + ub))
+  fi
   if [ "$rc" != 0 ] && [ "$found" = 0 ]; then found=1; fi
   echo "$h $execs $secs $found $rc" >"build-fuzz/logs/$h.result"
 }
@@ -131,7 +143,8 @@ for h in $harnesses; do
   else
     printf '%-11s %10s executions %5s s  FINDINGS: %s (exit %s; build-fuzz/findings/%s, log build-fuzz/logs/%s.log)\n' \
       "$name" "$execs" "$secs" "$found" "$rc" "$h" "$h"
-    grep -m3 -E 'ERROR: |SUMMARY: |runtime error:|broken promise' "build-fuzz/logs/$h.log" | sed 's/^/    /' || true
+    { grep -E 'ERROR: |SUMMARY: |broken promise' "build-fuzz/logs/$h.log" | head -3
+      grep -oE '[^ ]+\.c:[0-9]+:[0-9]+: runtime error: [a-z -]+' "build-fuzz/logs/$h.log" | sort -u; } | sed 's/^/    /' || true
     status=1
   fi
 done
@@ -140,6 +153,20 @@ if [ "$run_api" = 1 ] && [ "$api" -gt 0 ]; then
   echo "== Lua API fuzzer ($api calls, seed $seed, ASan+UBSan build)"
   cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DDLUA_SANITIZE=ON >/dev/null
   cmake --build build-san -j"$jobs" --target dlua >/dev/null
+  # the committed reproducers of past API findings first (tests/fuzz/crashes/api): each must
+  # finish within 20 s, exit 0 and print no sanitizer report
+  for f in tests/fuzz/crashes/api/*.lua; do
+    [ -f "$f" ] || continue
+    (cd "$tmp" && ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 timeout -s KILL 20 "$root/build-san/dlua" "$root/$f") \
+      >"$tmp/repro.out" 2>&1 && rc=0 || rc=$?
+    if [ "$rc" != 0 ] || grep -qE 'Sanitizer|runtime error:' "$tmp/repro.out"; then
+      echo "regression $f: $([ "$rc" = 137 ] && echo "hangs (killed after 20 s)" || echo "fails (exit $rc)")"
+      grep -m2 -E 'runtime error:|ERROR: ' "$tmp/repro.out" | sed 's/^/    /' || true
+      status=1
+    else
+      echo "regression $f: ok"
+    fi
+  done
   start=$(date +%s)
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:max_allocation_size_mb=2048 \
   TMPDIR=$tmp build-san/dlua tests/fuzz/api_fuzz.lua --calls "$api" --seed "$seed" --jobs "$jobs" \

@@ -96,7 +96,7 @@ run_harness() {
   # the committed reproducers of past findings run first, as part of the corpus: a regression
   crashes=""
   [ -d "tests/fuzz/crashes/$h" ] && crashes="tests/fuzz/crashes/$h"
-  before=$(ls "$art" | wc -l)
+  before=$(find "$art" -type f | wc -l)
   start=$(date +%s)
   # shellcheck disable=SC2086  # $limit and $crashes are word lists
   TMPDIR=$tmp $fdir/fuzz_$h $limit -seed="$seed" -max_len="$(max_len "$h")" \
@@ -106,7 +106,7 @@ run_harness() {
   secs=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "build-fuzz/logs/$h.log" | tail -1)
   [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "build-fuzz/logs/$h.log" | tail -1 | tr -d '#')
-  found=$(( $(ls "$art" | wc -l) - before ))
+  found=$(( $(find "$art" -type f | wc -l) - before ))
   # recover mode: each distinct undefined-behaviour site reported is a finding too
   if [ "$keep" = 1 ]; then
     ub=$(grep -oE '[^ ]+\.c:[0-9]+:[0-9]+: runtime error' "build-fuzz/logs/$h.log" | sort -u | wc -l)
@@ -153,6 +153,18 @@ if [ "$run_api" = 1 ] && [ "$api" -gt 0 ]; then
   echo "== Lua API fuzzer ($api calls, seed $seed, ASan+UBSan build)"
   cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DDLUA_SANITIZE=ON >/dev/null
   cmake --build build-san -j"$jobs" --target dlua >/dev/null
+  # the detectors first: two synthetic targets (one dies on SIGABRT, one spins) must come back
+  # as 4 findings pinned on their calls, or the run below could not find anything
+  TMPDIR=$tmp build-san/dlua tests/fuzz/api_fuzz.lua --selftest --calls 4 --call-limit 1 \
+    --worker-exe "$root/build-san/dlua" --scratch "$tmp/selftest" >"$tmp/selftest.out" 2>&1 || true
+  if grep -q ' 4 findings' "$tmp/selftest.out" && [ "$(grep -c 'call: selftest.abort(' "$tmp/selftest.out")" = 2 ] &&
+     [ "$(grep -c 'call: selftest.spin(' "$tmp/selftest.out")" = 2 ]; then
+    echo "api_fuzz self-test: a crash and a hang are each pinned on their call: ok"
+  else
+    echo "api_fuzz self-test FAILED: the fuzzer does not report a crash and a hang per call"
+    sed 's/^/    /' "$tmp/selftest.out" | head -20
+    status=1
+  fi
   # the committed reproducers of past API findings first (tests/fuzz/crashes/api): each must
   # finish within 20 s, exit 0 and print no sanitizer report
   for f in tests/fuzz/crashes/api/*.lua; do

@@ -11,6 +11,8 @@
 --     --call-limit S a call running Lua for more CPU seconds than this is a hang (default 5)
 --     --scratch D    scratch directory (default: a new one under TMPDIR or /tmp; removed after)
 --     --filter PAT   only the targets whose name matches the Lua pattern PAT (focused runs)
+--     --selftest     fuzz two synthetic targets instead (one dies on SIGABRT, one spins): the
+--                    report must name each of their calls (scripts/fuzz.sh --ci checks it)
 --     --list         print the targets, the exclusions and failed factories, then exit
 --   dlua tests/fuzz/api_fuzz.lua --only I [--seed S]  replay call I alone, printing it
 --
@@ -34,7 +36,7 @@ local function opts_from(argv)
     local k = argv[i]
     local name = k:match("^%-%-([%w-]+)$")
     if not name then io.stderr:write("api_fuzz: unknown argument ", k, "\n"); os.exit(2) end
-    if name == "list" or name == "worker" then o[name] = true; i = i + 1
+    if name == "list" or name == "worker" or name == "selftest" then o[name] = true; i = i + 1
     else
       local v = argv[i + 1]
       if v == nil then io.stderr:write("api_fuzz: --", name, " needs a value\n"); os.exit(2) end
@@ -69,9 +71,19 @@ local function worker()
   local log = assert(io.open(o.log or "/dev/null", "w"))    -- beside the scratch dir: opened first
   if o.only then assert(require("lfs").chdir(scratch)) end  -- a replay runs where a worker would
   local V = require "api_values"
+  local stat = io.open("/proc/self/stat") and io.open("/proc/self/stat"):read("l") or ""
+  local pid = stat:match("^(%d+)")
   local real = V.sandbox(scratch)
   local dl = require "dlua"
   local targets = V.targets(dl)
+  if o.selftest then
+    -- the detectors themselves under test: a call that dies on a signal (SIGABRT: not one
+    -- the sanitizers catch) and one that spins must each be reported, pinned on their own calls
+    targets = {
+      {name = "selftest.abort", fn = function() real.execute("kill -ABRT " .. pid); while true do end end},
+      {name = "selftest.spin", fn = function() local n = 0; while true do n = n + 1 end end},
+    }
+  end
   if o.filter then
     local keep = {}
     for _, t in ipairs(targets) do if t.name:find(o.filter) then keep[#keep + 1] = t end end
@@ -165,7 +177,7 @@ local cwd = io.popen("pwd"):read("l")
 local script_abs = script:sub(1, 1) == "/" and script or cwd .. "/" .. script
 if exe:find("/") and exe:sub(1, 1) ~= "/" then exe = cwd .. "/" .. exe end
 
-local filter_arg = o.filter and " --filter " .. sh_quote(o.filter) or ""
+local filter_arg = (o.filter and " --filter " .. sh_quote(o.filter) or "") .. (o.selftest and " --selftest" or "")
 local SAN = {"AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer", "runtime error:", "ThreadSanitizer"}
 
 -- runs batches [first, first + count) ... at once; returns per batch {log, err, rc}

@@ -27,7 +27,7 @@ set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
 
-budget="time=60" api=100000 seed=1 only="checkpoint,idx,idx_gz,csv,cache,api" ci=0 keep=0
+budget="time=60" api=100000 seed=1 only="checkpoint,csv,idx,idx_gz,cache,api" ci=0 keep=0
 jobs=$(nproc 2>/dev/null || echo 2)
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -71,8 +71,12 @@ local function worker()
   local log = assert(io.open(o.log or "/dev/null", "w"))    -- beside the scratch dir: opened first
   if o.only then assert(require("lfs").chdir(scratch)) end  -- a replay runs where a worker would
   local V = require "api_values"
-  local stat = io.open("/proc/self/stat") and io.open("/proc/self/stat"):read("l") or ""
-  local pid = stat:match("^(%d+)")
+  local pid
+  if o.selftest then
+    local f = assert(io.open("/proc/self/stat"))
+    pid = f:read("l"):match("^(%d+)")
+    f:close()
+  end
   local real = V.sandbox(scratch)
   local dl = require "dlua"
   local targets = V.targets(dl)
@@ -310,6 +314,15 @@ end
 
 print(string.format("api_fuzz: seed %d, calls %d..%d: %d calls made (%d raised a Lua error, expected), %d findings, %d s",
   o.seed, o.first, last_call, calls, lua_errors, #findings, os.time() - start))
+-- a summary first: findings per target and kind (the same bug is usually met many times)
+local by, keys = {}, {}
+for _, f in ipairs(findings) do
+  local key = string.format("%s: %s", f.call:match("^([^(]+)%(") or f.call, f.kind:match("^[%a ]+"):gsub(" $", ""))
+  if not by[key] then by[key] = 0; keys[#keys + 1] = key end
+  by[key] = by[key] + 1
+end
+table.sort(keys)
+for _, key in ipairs(keys) do print(string.format("  %4d x %s", by[key], key)) end
 for k, f in ipairs(findings) do
   print(string.format("finding %d: %s\n  call: %s", k, f.kind, f.call))
   if f.id then

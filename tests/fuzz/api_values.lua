@@ -173,6 +173,8 @@ end
 function M.targets(dl)
   local out = {}
   walk(dl, "dl", {}, out, 0)
+  -- the C module itself is one `require` away: its private entry points (`_ds_new`, ...) too
+  walk(require "dlua.core", "core", {}, out, 0)
   local list, seen = {}, {}
   for fn, name in pairs(out) do
     if not M.EXCLUDED[name] then list[#list + 1] = {name = name, fn = fn}; seen[fn] = true end
@@ -294,6 +296,59 @@ local function proxy(dl, r)
     "proxy(__index and __len raise)"
 end
 
+-- a list that reads as tensors once and then changes: the second read of element i is a
+-- bigger tensor, a non-tensor, or nil, and the first read of any element collects garbage
+-- (a binding must read a table once, into C values, and keep what it uses anchored)
+local function shifty_list(dl, r)
+  local reads, kind = {}, r:int(3)
+  local ok, first = pcall(function()
+    local t = dl.rand(2, 3); dl.requires_grad(t, true); (t * 2):sum():backward(); return t
+  end)
+  local ok2, big = pcall(dl.rand, 64, 64)
+  local n = r:int(3)
+  return setmetatable({}, {
+    __len = function() return n end,
+    __index = function(_, i)
+      if type(i) ~= "number" or i < 1 or i > n then return nil end
+      reads[i] = (reads[i] or 0) + 1
+      if reads[i] == 1 then collectgarbage(); return ok and first or nil end
+      if kind == 1 then return ok2 and big or nil elseif kind == 2 then return "not a tensor" end
+      return nil
+    end}), "shifty_list(tensors first, then " .. ({"a bigger tensor", "a string", "nil"})[kind] .. ")"
+end
+
+-- structure for the C entry points that take tables: per argument a generator name; a call
+-- with a signature fills every argument from it and then makes one of them hostile
+local SIG = {
+  list = function(dl, r)
+    if r:chance(0.5) then return shifty_list(dl, r) end
+    local a, da = tensor(dl, r)
+    local b, db = tensor(dl, r)
+    return {a, b}, "{" .. da .. ", " .. db .. "}"
+  end,
+  names = function(_, r)
+    if r:chance(0.5) then
+      local n = 0
+      return setmetatable({}, {__len = function() return 2 end, __index = function(_, i)
+        n = n + 1; collectgarbage(); if type(i) == "number" and i <= 2 then return n <= 2 and ("f" .. i) or {} end
+      end}), "proxy names (strings once, then tables)"
+    end
+    return {"x", "y"}, '{"x", "y"}'
+  end,
+  kind = function(_, r) local k = r:pick({"SGD", "Adam", "NAdam", "AdamW", "Adagrad", "RMSProp"}); return k, string.format("%q", k) end,
+  state = function(dl, r) if r:chance(0.5) then return shifty_list(dl, r) end return {}, "{}" end,
+  opts = function(_, r) return {lr = 0.1, momentum = r:chance(0.5) and 0.9 or nil}, "{lr = 0.1, ...}" end,
+  step = function(_, r) local v = r:int(3); return v, tostring(v) end,
+  dim = function(_, r) local v = r:int(3) - 1; return v, tostring(v) end,
+}
+local SIGNATURES = {
+  ["dl.optim_update"] = {"kind", "list", "state", "state", "opts", "step"},
+  ["core._ds_new"] = {"names", "list"},
+  ["dl.cat"] = {"list", "dim"},
+  ["dl.stack"] = {"list", "dim"},
+  ["dl.backward"] = {"list", "list"},
+}
+
 local function table_value(dl, r, depth)
   local k = r:int(12)
   if k == 1 then return {}, "{}" end
@@ -394,7 +449,7 @@ end
 -- argument.
 function M.args(dl, r, t)
   local a, d = {}, {}
-  local n, start = r:pick({0, 1, 2, 2, 3, 3, 3, 4, 5}), 1
+  local n, start = r:pick({0, 1, 2, 2, 3, 3, 3, 4, 5, 6, 7}), 1
   local mode = r:int(20)
   if t.factory and r:chance(0.85) then
     local ok, obj = pcall(M.factory[t.factory])
@@ -404,7 +459,12 @@ function M.args(dl, r, t)
     a[1], d[1] = tensor(dl, r)                      -- most dl.* functions take a tensor first
     start, n = 2, math.max(n, 1)
   end
-  if mode <= 5 then                                 -- sizes
+  local sig = SIGNATURES[t.name]
+  if sig and r:chance(0.5) then                     -- structured: every argument as expected, then one hostile
+    for j, g in ipairs(sig) do a[j], d[j] = SIG[g](dl, r) end
+    n = #sig
+    if r:chance(0.5) then local j = r:int(n); a[j], d[j] = hostile(dl, r) end
+  elseif mode <= 5 then                             -- sizes
     n = math.max(n, start)
     for j = start, n do
       if r:chance(0.5) then

@@ -9,7 +9,8 @@
 #   scripts/fuzz.sh runs=1000000     each harness 1,000,000 executions
 #   scripts/fuzz.sh --ci             the CI budget (scripts/test.sh): each harness a fixed
 #                                    number of runs with -seed=1 from the committed seeds only,
-#                                    the API fuzzer 20000 calls with seed 1
+#                                    the API fuzzer 20000 calls with seed 1 (a call running
+#                                    Lua for 2 CPU seconds is a hang; 5 otherwise)
 #   options: --only LIST     harnesses to run, comma-separated (checkpoint,idx,idx_gz,csv,cache,api)
 #            --api N         API fuzzer calls (0 skips it)
 #            --seed N        libFuzzer and API fuzzer seed (default 1)
@@ -27,11 +28,11 @@ set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
 
-budget="time=60" api=100000 seed=1 only="checkpoint,csv,idx,idx_gz,cache,api" ci=0 keep=0
+budget="time=60" api=100000 call_limit=5 seed=1 only="checkpoint,csv,idx,idx_gz,cache,api" ci=0 keep=0
 jobs=$(nproc 2>/dev/null || echo 2)
 while [ $# -gt 0 ]; do
   case "$1" in
-    --ci) ci=1; api=20000 ;;
+    --ci) ci=1; api=20000; call_limit=2 ;;
     --only) only=$2; shift ;;
     --api) api=$2; shift ;;
     --seed) seed=$2; shift ;;
@@ -45,11 +46,16 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlua-fuzz.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+t0=$(date +%s)
 fdir=build-fuzz recover=OFF
 [ "$keep" = 1 ] && fdir=build-fuzz-recover recover=ON
 echo "== fuzz build $fdir (clang, libFuzzer + ASan + UBSan)"
-CC=clang cmake -S . -B $fdir -DCMAKE_BUILD_TYPE=Debug -DDLUA_FUZZ=ON -DDLUA_FUZZ_RECOVER=$recover >/dev/null
-cmake --build $fdir -j"$jobs" --target fuzzers >/dev/null
+# clang's warnings on the core are not findings (CMakeLists.txt, fuzzing section): shown on failure only
+{ CC=clang cmake -S . -B $fdir -DCMAKE_BUILD_TYPE=Debug -DDLUA_FUZZ=ON -DDLUA_FUZZ_RECOVER=$recover &&
+  cmake --build $fdir -j"$jobs" --target fuzzers; } >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 2; }
+echo "   ($(( $(date +%s) - t0 )) s)"
 
 if [ "${seeds_only:-0}" = 1 ]; then
   rm -rf tests/fuzz/corpus
@@ -71,8 +77,6 @@ ci_runs() {
 max_len() { [ "$1" = checkpoint ] && echo 16384 || echo 4096; }
 dict() { case "$1" in idx_gz) echo idx ;; *) echo "$1" ;; esac; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlua-fuzz.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
 mkdir -p build-fuzz/findings build-fuzz/logs
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -125,6 +129,7 @@ for h in $(echo "$only" | tr , ' '); do
   esac
 done
 
+t0=$(date +%s)
 echo "== libFuzzer harnesses:$harnesses ($([ "$ci" = 1 ] && echo "CI budget" || echo "$budget"), $jobs at once)"
 n=0
 for h in $harnesses; do
@@ -135,6 +140,7 @@ for h in $harnesses; do
 done
 wait
 
+echo "   ($(( $(date +%s) - t0 )) s)"
 status=0
 for h in $harnesses; do
   read -r name execs secs found rc <"build-fuzz/logs/$h.result"
@@ -151,8 +157,9 @@ done
 
 if [ "$run_api" = 1 ] && [ "$api" -gt 0 ]; then
   echo "== Lua API fuzzer ($api calls, seed $seed, ASan+UBSan build)"
-  cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DDLUA_SANITIZE=ON >/dev/null
-  cmake --build build-san -j"$jobs" --target dlua >/dev/null
+  { cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DDLUA_SANITIZE=ON &&
+    cmake --build build-san -j"$jobs" --target dlua; } >"$tmp/build-san.log" 2>&1 || { cat "$tmp/build-san.log"; exit 2; }
+  t0=$(date +%s)
   # the detectors first: two synthetic targets (one dies on SIGABRT, one spins) must come back
   # as 4 findings pinned on their calls, or the run below could not find anything
   TMPDIR=$tmp build-san/dlua tests/fuzz/api_fuzz.lua --selftest --calls 4 --call-limit 1 \
@@ -179,9 +186,10 @@ if [ "$run_api" = 1 ] && [ "$api" -gt 0 ]; then
       echo "regression $f: ok"
     fi
   done
+  echo "   (self-test and reproducers: $(( $(date +%s) - t0 )) s)"
   start=$(date +%s)
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:max_allocation_size_mb=2048 \
-  TMPDIR=$tmp build-san/dlua tests/fuzz/api_fuzz.lua --calls "$api" --seed "$seed" --jobs "$jobs" \
+  TMPDIR=$tmp build-san/dlua tests/fuzz/api_fuzz.lua --calls "$api" --seed "$seed" --jobs "$jobs" --call-limit "$call_limit" \
     --worker-exe "$root/build-san/dlua" --scratch "$tmp/api" >build-fuzz/logs/api.log && rc=0 || rc=$?
   cat build-fuzz/logs/api.log
   echo "api_fuzz: $(( $(date +%s) - start )) s"

@@ -422,6 +422,49 @@ local function best_after(alg, seed, budget, batch, f)
 end
 
 describe("dl.search bayes", function()
+  it("replays the trust region's side from the history and centres it on the lowest posterior mean", function()
+    local B = require "dlua.search.bayes"
+    local space = S.space{a = S.uniform(0, 1), b = S.uniform(0, 1)}
+    local us = {{0.1, 0.1}, {0.9, 0.9}, {0.5, 0.4}, {0.3, 0.6}, {0.2, 0.7}, {0.6, 0.5}, {0.7, 0.2}}
+    local theta = {math.log(0.5), math.log(0.5), 0, math.log(1e-3)}
+    local mean = {3, 2, 1, 0.5, 0.2, 0.9, 0.8}                       -- lowest at observation 5
+    -- nil until more than `init` observations
+    assert.is_nil(B.trust_region(space, {5, 4}, {us[1], us[2]}, {5, 4}, theta, 2))
+    -- three new lows in a row after init = 2 double the side: 0.8 -> 1.6, box clipped to the cube
+    local lo, hi, L = B.trust_region(space, {5, 4, 3, 2, 1}, us, mean, theta, 2)
+    assert.are.equal(1.6, L)
+    assert.are.same({0, 0}, lo)
+    assert.are.same({1 - 2 ^ -53, 1 - 2 ^ -53}, hi)
+    -- d = 2 failures in a row halve it, twice: 0.8 -> 0.2; centre (0.2, 0.7), half side 0.1
+    lo, hi, L = B.trust_region(space, {1, 2, 2, 2, 2, 2, 2}, us, mean, theta, 2)
+    assert.are.equal(0.2, L)
+    assert.is_near(0.1, lo[1], 1e-15); assert.is_near(0.3, hi[1], 1e-15)
+    assert.is_near(0.6, lo[2], 1e-15); assert.is_near(0.8, hi[2], 1e-15)
+    -- ARD: sides proportional to the length scales, their geometric mean L (l = 0.2 and 0.8: sides L/2, 2L)
+    theta = {math.log(0.2), math.log(0.8), 0, math.log(1e-3)}
+    lo, hi = B.trust_region(space, {1, 2, 2, 2, 2, 2, 2}, us, mean, theta, 2)
+    assert.is_near(0.1, hi[1] - lo[1], 1e-12)
+    assert.is_near(0.4, hi[2] - lo[2], 1e-12)
+  end)
+
+  it("reports the trust region it used, from opts.init on, and takes a warm start", function()
+    local space = S.space{a = S.uniform(0, 1), b = S.uniform(0, 1)}
+    local values = {5, 6, 7, 8, 4, 9, 3, 2}
+    local hist = {}
+    for i = 1, 8 do hist[i] = {u = S.halton(i, 2, {seed = 3}), value = values[i]} end
+    -- default init max(5, 2 (2 + 1)) = 6: observations 7 and 8 are new lows, two successes: 0.8 stays
+    local _, info = S.bayes_suggest(space, hist, {}, 1, {seed = 1})
+    assert.are.equal(0.8, info.region.length)
+    assert.are.equal(2, #info.region.lo)
+    -- init = 8: no adaptive observation yet, no region
+    local _, early = S.bayes_suggest(space, hist, {}, 1, {seed = 1, init = 8})
+    assert.is_nil(early.region)
+    -- init = 2: observations 3 and 4 fail twice (d = 2): 0.4; then success, failure, two successes
+    local _, late = S.bayes_suggest(space, hist, {}, 1, {seed = 1, init = 2, theta = info.theta})
+    assert.are.equal(0.4, late.region.length)
+    assert.are.equal(4, #late.theta)
+  end)
+
   it("beats random search on Branin at an equal budget of 20 evaluations (4 seeds)", function()
     local b, rnd = {}, {}
     for seed = 1, 4 do

@@ -1,7 +1,8 @@
 --- dlua.search.bayes: the adaptive algorithm, bayes_suggest: the next points
 -- by noise-aware expected improvement under the Gaussian process of
--- dlua.search.gp (engine/gp.c), with a feasibility model, kriging-believer
--- batches and the subset rule above max_points (docs/studies.md).
+-- dlua.search.gp (engine/gp.c), with a trust region around the incumbent mixed
+-- with global candidates, a feasibility model, kriging-believer batches and
+-- the subset rule above max_points (docs/studies.md).
 local util = require "dlua.util"
 local gp = require "dlua.search.gp"
 local rngs = require "dlua.search.rng"
@@ -40,7 +41,49 @@ local function observations(space, history, sign, context)
 end
 
 local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
-                       theta = "table", feasibility = "boolean", max_points = "integer"}
+                       theta = "table", feasibility = "boolean", max_points = "integer", init = "integer"}
+
+-- the trust region (TuRBO, Eriksson et al. 2019): side length in units of the
+-- cube at the start, its bounds, successes to double it, and (failures = d)
+-- to halve it; below the minimum it restarts at the initial length
+local TR_L0, TR_LMAX, TR_LMIN, TR_SUCCESSES = 0.8, 1.6, 2 ^ -7, 3
+
+--- The trust region of a history: a box of the unit cube centred on the
+-- observation with the lowest posterior mean, side L w_k per coordinate with
+-- w_k the ARD length scale of the coordinate over their geometric mean (a
+-- choice: its block's first feature). L is replayed from the history, so it
+-- needs no state: after the `init` first observations, an observation below
+-- every earlier one is a success, any other a failure; TR_SUCCESSES successes
+-- in a row double L (at most TR_LMAX), d failures in a row halve it. Returns
+-- lo, hi (lists of d coordinates) and L, or nil before `init` observations.
+function M.trust_region(space, ys, us, obs_mean, theta, init)
+  local d = space.d
+  if #ys <= init then return nil end
+  local L, succ, fail, best = TR_L0, 0, 0, math.huge
+  for i = 1, #ys do
+    if i > init then
+      if ys[i] < best - 1e-3 * math.abs(best) then succ, fail = succ + 1, 0 else succ, fail = 0, fail + 1 end
+      if succ >= TR_SUCCESSES then L, succ = math.min(2 * L, TR_LMAX), 0 end
+      if fail >= d then L, fail = L / 2, 0 end
+      if L < TR_LMIN then L = TR_L0 end
+    end
+    best = math.min(best, ys[i])
+  end
+  local bi = 1
+  for i = 2, #obs_mean do if obs_mean[i] < obs_mean[bi] then bi = i end end
+  local w, lg = {}, 0
+  for k, dim in ipairs(space.dims) do
+    w[k] = theta[dim.feature]
+    lg = lg + w[k] / d
+  end
+  local lo, hi = {}, {}
+  for k = 1, d do
+    local half = 0.5 * L * math.exp(w[k] - lg)
+    lo[k] = math.max(0, us[bi][k] - half)
+    hi[k] = math.min(halton.ONE_BELOW, us[bi][k] + half)
+  end
+  return lo, hi, L
+end
 
 --- Chooses the next n points by noise-aware expected improvement (minimising)
 -- under a GP fitted to the feasible observations, times the probability of
@@ -51,15 +94,24 @@ local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer
 -- below it only explores; without noise the two coincide. Batches use the
 -- kriging believer: every pending point and each chosen one joins the model as
 -- a noise-free belief at its posterior mean (which may lower the incumbent),
--- so the next choice moves elsewhere.
+-- so the next choice moves elsewhere. Candidates: half of `candidates` are
+-- quasirandom in the trust region around the incumbent (M.trust_region, once
+-- `init` observations exist), the rest quasirandom and random over the whole
+-- cube, plus perturbations of the five best observations; the best few are
+-- refined by a local search whose steps stay inside the trust region.
+-- Without the trust region, on noisy Hartmann-6 EI explores the boundary of
+-- the cube where the surrogate is flat (docs/benchmarks.md).
 --   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}
 --   opts: seed, step (suggestion counter, for fresh candidate streams),
 --         candidates (1000), mode ("min" | "max"), context, theta (warm start:
 --         info.theta of the previous call), max_points (800: the GP's subset
 --         size above that many observations), feasibility (false: no
 --         feasibility model, infeasible trials only left out of the
---         objective's GP; for comparisons)
--- Returns the list of u and info {theta =, ei =, noise =, model =}.
+--         objective's GP; for comparisons), init (the number of initial
+--         non-adaptive observations, max(5, 2 (d + 1)): the trust region
+--         starts after them)
+-- Returns the list of u and info {theta =, ei =, noise =, model =,
+-- region = {lo =, hi =, length =} or nil}.
 function M.bayes_suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
   local sign = (opts.mode == "max") and -1 or 1
@@ -85,6 +137,20 @@ function M.bayes_suggest(space, history, pending, n, opts)
   local d = space.d
   local seq = halton.halton_sequence(d, rngs.key("bayes-halton", opts.seed or 0, opts.step or #history))
   local base = {}
+  local us = {}
+  for i, h in ipairs(used) do us[i] = h.u end
+  local lo, hi, L = M.trust_region(space, y, us, obs_mean, fitted.theta, opts.init or math.max(5, 2 * (d + 1)))
+  if lo then
+    -- half the candidates: the Halton points mapped into the trust region
+    local ntr = ncand // 2
+    for i = 1, ntr do
+      local p = seq:point(i)
+      local u = {}
+      for k = 1, d do u[k] = lo[k] + p[k] * (hi[k] - lo[k]) end
+      base[#base + 1] = u
+    end
+    ncand = ncand - ntr
+  end
   for i = 1, ncand // 2 do base[#base + 1] = seq:point(i) end
   for _ = 1, ncand - ncand // 2 do
     local u = {}
@@ -133,7 +199,9 @@ function M.bayes_suggest(space, history, pending, n, opts)
         local us = {}
         for j = 1, 4 do
           local u = {}
-          for k = 1, d do u[k] = math.max(0, math.min(halton.ONE_BELOW, cur.u[k] + step * rng:normal())) end
+          for k = 1, d do
+            u[k] = math.max(lo and lo[k] or 0, math.min(hi and hi[k] or halton.ONE_BELOW, cur.u[k] + step * rng:normal()))
+          end
           us[j] = u
         end
         local sa = acq(us)
@@ -147,7 +215,8 @@ function M.bayes_suggest(space, history, pending, n, opts)
     eis[#eis + 1] = top.a
     if #out < n then believe(space:encode(top.u, opts.context)) end
   end
-  return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted}
+  return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
+    region = lo and {lo = lo, hi = hi, length = L} or nil}
 end
 M._observations = observations
 

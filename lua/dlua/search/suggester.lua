@@ -95,7 +95,7 @@ function Suggester:suggest(n)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
     local us, info = bayes.bayes_suggest(self.space, self.history, pend, #adaptive,
       {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
-       candidates = self.candidates, feasibility = self.feasibility, max_points = self.max_points})
+       candidates = self.candidates, feasibility = self.feasibility, max_points = self.max_points, init = self.init})
     self.theta = info.theta
     self.fit = {count = #self.history, model = info.model}
     local j = 0

@@ -1,7 +1,8 @@
 -- rockspecs/dlua-scm-1.rockspec -- dlua from this source tree, built by its CMakeLists.txt:
 --   luarocks --lua-version=5.4 make rockspecs/dlua-scm-1.rockspec [--tree=DIR]
 -- (from the repository root; Debian's luarocks is 3.8 and defaults to Lua 5.1, hence
--- --lua-version). It installs the dlua executable (DIR/bin), the Lua library
+-- --lua-version; add --deps-mode=none when Debian's lua-filesystem provides lfs, which
+-- LuaRocks does not see as the luafilesystem rock). It installs the dlua executable (DIR/bin), the Lua library
 -- (DIR/share/lua/5.4/dlua), the engine as the C module dlua.core
 -- (DIR/lib/lua/5.4/dlua/core.so), and the recipes, examples, docs and man page in the
 -- rock's own directory, where `dlua COMMAND` finds them (dlua/cli/site.lua).

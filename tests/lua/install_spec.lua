@@ -129,14 +129,32 @@ end
 -- a 2-trial study with `dlua study`, its trials started by exe, then `dlua report` on it
 local function check_study(exe, work)
   H.spit(work .. "/exp.lua", EXPERIMENT)
-  local out, rc = sh(work, q(exe) .. " study exp.lua --name toy --nuisance lr=log:1e-3:1e-1 --trials 2 --steps 20 " ..
-    "--parallel 2 --threads 1 --out runs --quiet --no-report")
+  local out, rc = sh(work, q(exe) .. " study exp.lua --name toy --nuisance lr=log:1e-3:1e-1 --fixed steps=20 " ..
+    "--trials 2 --parallel 2 --threads 1 --out runs --quiet --no-report")
   assert.are.equal(0, rc, out)
   local trials = fs.read(work .. "/runs/toy/trials.csv")
   assert.truthy(trials, out)
-  local n = 0
-  for line in trials:gmatch("[^\n]+") do if line:find(",done,", 1, true) then n = n + 1 end end
-  assert.are.equal(2, n, trials)
+  -- issue 20 item 7: the hyperparameter steps and the steps run are two columns that
+  -- Python's csv module reads without losing one
+  if fs.exists("/usr/bin/python3") then
+    H.spit(work .. "/read.py", table.concat({
+      "import csv, sys",
+      "with open(sys.argv[1], newline='') as f:",
+      "    r = csv.DictReader(f); rows = list(r); names = r.fieldnames",
+      "assert len(set(names)) == len(names), names",
+      "assert names[:2] == ['id', 'status'] and 'hp.lr' in names and 'hp.seed' in names, names",
+      "for row in rows:",
+      "    assert row['status'] == 'done' and row['hp.steps'] == '20' and row['steps_run'] == '20', row",
+      "    assert 1e-3 <= float(row['hp.lr']) <= 1e-1, row",
+      "print(len(rows), len(names))"}, "\n") .. "\n")
+    local pout, prc = sh(work, "/usr/bin/python3 read.py runs/toy/trials.csv")
+    assert.are.equal(0, prc, pout .. trials)
+    assert.are.equal("2", pout:match("^(%d+) "), pout)
+  else
+    local n = 0
+    for line in trials:gmatch("[^\n]+") do if line:find(",done,", 1, true) then n = n + 1 end end
+    assert.are.equal(2, n, trials)
+  end
   out, rc = sh(work, q(exe) .. " report runs/toy --out toy.html")
   assert.are.equal(0, rc, out)
   assert.truthy(has(out, "report: toy.html"), out)

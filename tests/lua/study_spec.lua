@@ -226,9 +226,9 @@ describe("dl.study", function()
     local x, y = by_id(dl.track.read(dir .. "/one/same/trials.csv")), by_id(dl.track.read(dir .. "/two/same/trials.csv"))
     for i = 1, 4 do
       local id = string.format("trial_t%03d", i)
-      assert.are.equal(x[id].lr, y[id].lr)
-      assert.are.equal(x[id].width, y[id].width)
-      assert.are.equal(a[i].nuisance.lr, tonumber(x[id].lr))
+      assert.are.equal(x[id]["hp.lr"], y[id]["hp.lr"])
+      assert.are.equal(x[id]["hp.width"], y[id]["hp.width"])
+      assert.are.equal(a[i].nuisance.lr, tonumber(x[id]["hp.lr"]))
       assert.are.equal(x[id].best_value, y[id].best_value)      -- deterministic trials: identical results
     end
   end)
@@ -245,7 +245,7 @@ describe("dl.study", function()
     assert.are.equal(8, #rows)
     local diverged, done = 0, 0
     for _, r in ipairs(rows) do
-      if r.crash == "true" then
+      if r["hp.crash"] == "true" then
         assert.are.equal("failed", r.status)
         assert.truthy(r.message:find("crash requested"), r.message)
         assert.are.equal("", r.best_value)
@@ -455,7 +455,7 @@ describe("dl.study", function()
       return l
     end)())
     local rows = by_id(dl.track.read(sd .. "/trials.csv"))
-    for id, e in pairs(suggested) do assert.are.equal(e.nuisance.lr, tonumber(rows[id].lr)) end
+    for id, e in pairs(suggested) do assert.are.equal(e.nuisance.lr, tonumber(rows[id]["hp.lr"])) end
     local n = #events(sd)
     out, rc = run(dir, "bayes.lua --out runs --quiet")
     assert.are.equal(0, rc, out)

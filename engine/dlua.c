@@ -180,13 +180,14 @@ static int pushargs (lua_State *L) {
   return n;
 }
 
-/* a word of lowercase letters and '-' with no such file: a command ('dlua agent',
- * 'dlua batch-size'), not a script */
+/* a word of lowercase letters and '-' that is no regular file (none, or a
+ * directory such as ./report): a command ('dlua agent', 'dlua batch-size') */
 static int is_command (const char *name) {
   const char *c;
+  struct stat st;
   for (c = name; *c; c++)
     if ((*c < 'a' || *c > 'z') && *c != '-') return 0;
-  return c != name && name[0] != '-' && access(name, F_OK) != 0;
+  return c != name && name[0] != '-' && (stat(name, &st) != 0 || !S_ISREG(st.st_mode));
 }
 
 /* runs the script argv[0] ('-' alone: stdin) with arg[1..] as '...' */

@@ -155,6 +155,14 @@ local function check_study(exe, work)
     for line in trials:gmatch("[^\n]+") do if line:find(",done,", 1, true) then n = n + 1 end end
     assert.are.equal(2, n, trials)
   end
+  -- dlua run SCRIPT is dlua SCRIPT; a directory named like a command does not hide it
+  out, rc = sh(work, q(exe) .. " run exp.lua --help")
+  assert.are.equal(0, rc, out)
+  assert.truthy(has(out, "batch_size") and has(out, "--steps"), out)
+  out, rc = sh(work, q(exe) .. " run nowhere.lua")
+  assert.are.equal(1, rc, out)
+  assert.are.equal("dlua: cannot open nowhere.lua: No such file or directory\n", out)   -- as dlua nowhere.lua says
+  fs.mkdir_p(work .. "/report")
   out, rc = sh(work, q(exe) .. " report runs/toy --out toy.html")
   assert.are.equal(0, rc, out)
   assert.truthy(has(out, "report: toy.html"), out)
@@ -174,6 +182,25 @@ print(y:item(), x.grad[2][2]:item(), package.searchpath("dlua.core", package.cpa
   assert.are.equal(8, tonumber(g), out)                  -- d(x^2)/dx at 4
   assert.truthy(so and has(so, prefix_marker) and so:match("/lib/lua/5%.4/dlua/core%.so$"), out)
 end
+
+describe("dlua commands in the build tree", function()
+  it("run the source tree's recipes from any directory", function()
+    local exe = BUILD .. "/dlua"
+    local work = H.tmpdir("cmds")
+    local out, rc = sh(work, q(exe) .. " help")
+    assert.are.equal(0, rc, out)
+    local names, dir = help_commands(out)
+    assert.are.equal(SRC, dir, out)
+    assert.truthy(#names >= #RECIPES + 3, out)
+    out, rc = sh(work, q(exe) .. " batch-size --help")
+    assert.are.equal(0, rc, out)
+    assert.truthy(has(out, "usage: dlua recipes/batch_size.lua"), out)
+    out, rc = sh(work, q(exe) .. " reprot x")
+    assert.are.equal(1, rc, out)
+    assert.are.equal("dlua: unknown command 'reprot' (and no such file); did you mean 'report'?\n", out)
+    fs.rm_rf(work)
+  end)
+end)
 
 describe("cmake --install", function()
   local need = missing({"cmake", "man", "lua5.4"})

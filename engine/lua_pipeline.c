@@ -890,12 +890,14 @@ static int l_trace_start(lua_State *L) {
   pipe_state *ps = check_state(L);
   const char *path = luaL_checkstring(L, 1);
   if (dl_trace_active(ps->trace)) return luaL_error(L, "trace: already recording to '%s'", ps->path);
-  FILE *f = fopen(path, "a");                 /* fail now, not at stop, on an unwritable path */
-  if (!f) return luaL_error(L, "trace: cannot write '%s'", path);
-  fclose(f);
   snprintf(ps->path, sizeof ps->path, "%s", path);
   dl_trace_start(ps->trace);
   dl_trace_thread_name(ps->trace, DL_TRACE_MAIN_TID, "main (Lua)");
+  char err[1200];                             /* a valid empty trace now: JSON whenever the process ends */
+  if (dl_trace_flush(ps->trace, path, err, sizeof err) < 0) {
+    dl_trace_discard(ps->trace);
+    return luaL_error(L, "%s", err);
+  }
   return 0;
 }
 

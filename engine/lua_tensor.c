@@ -893,6 +893,7 @@ int luaopen_dlua_core(lua_State *L) {
   lt_register_checkpoint(L, mod, cidx);
   lt_register_fileio(L, mod, cidx);
   lt_register_dist(L, mod, cidx);
+  lt_register_proc(L, mod, cidx);
 
   luaL_newmetatable(L, "dlua.Tensor");
   int mt = lua_gettop(L);

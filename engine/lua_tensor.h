@@ -42,6 +42,7 @@ void lt_register_pipeline(lua_State *L, int mod, int cidx);    /* lua_pipeline.c
 void lt_register_checkpoint(lua_State *L, int mod, int cidx);  /* lua_checkpoint.c */
 void lt_register_fileio(lua_State *L, int mod, int cidx);      /* lua_fileio.c */
 void lt_register_dist(lua_State *L, int mod, int cidx);        /* lua_dist.c */
+void lt_register_proc(lua_State *L, int mod, int cidx);        /* lua_proc.c */
 /* the cross-rank sum for batch-norm statistics (sync = true), or NULL in a world of one */
 const struct dl_bn_reducer *lt_dist_bn_reducer(lua_State *L);  /* lua_dist.c */
 

@@ -80,6 +80,11 @@ static int set_flags(int fd) {
   return fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC);
 }
 
+static void drain_pipe(void) {
+  char buf[64];
+  while (read(g_pipe[0], buf, sizeof buf) > 0) {}
+}
+
 int dl_signal_catch(dl_ctx *ctx) {
   if (g_catches > 0) {
     g_catches++;
@@ -100,6 +105,7 @@ int dl_signal_catch(dl_ctx *ctx) {
     g_pipe[0] = p[0];
     g_pipe[1] = p[1];
   }
+  drain_pipe();                                /* wake-ups from an earlier catch are stale */
   g_interrupts = 0;
   g_first = 0;
   struct sigaction sa;
@@ -153,11 +159,6 @@ static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void drain_pipe(void) {
-  char buf[64];
-  while (read(g_pipe[0], buf, sizeof buf) > 0) {}
 }
 
 /* waits up to left_ns on the self-pipe (or nanosleep without a catch);

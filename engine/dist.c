@@ -7,6 +7,7 @@
 /* See LICENSE */
 #define _DEFAULT_SOURCE 1       /* on_exit, setenv */
 #include "dist.h"
+#include "batchnorm.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -389,5 +390,21 @@ int dl_dist_checksum(dl_ctx *ctx, dl_tensor *const *ts, int n, uint64_t *out) {
     dl_tensor_release(c);
   }
   *out = h;
+  return 0;
+}
+
+/* ------------------------------------------------------------ batch norm */
+
+static int bn_sum(void *ud, dl_ctx *ctx, double *buf, int64_t n) {
+  (void)ud;
+  return dl_dist_allreduce(ctx, buf, n, DL_F64, DL_DIST_SUM);
+}
+
+static const dl_bn_reducer bn_reducer = {bn_sum, NULL};   /* static: outlives every graph */
+
+int dl_dist_bn_reducer(dl_ctx *ctx, const dl_bn_reducer **out) {
+  *out = NULL;
+  if (dl_dist_init(ctx) < 0) return -1;
+  if (dl_dist_world() > 1) *out = &bn_reducer;
   return 0;
 }

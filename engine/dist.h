@@ -95,4 +95,11 @@ int dl_dist_checksum(dl_ctx *ctx, dl_tensor *const *ts, int n, uint64_t *out);
 
 dl_dist_stats dl_dist_get_stats(void);
 
+/* The cross-rank sum of batch-norm statistics shared over ranks (dl_bn_opts
+ * sync = 1): *out is a static reducer (it outlives every graph) when the world
+ * has more than one rank, NULL in a world of one. Initialises MPI first like
+ * dl_dist_init; returns 0, or -1 with ctx->err set when that fails. */
+struct dl_bn_reducer;
+int dl_dist_bn_reducer(dl_ctx *ctx, const struct dl_bn_reducer **out);
+
 #endif

@@ -12,7 +12,7 @@
  * tables never strands C memory.
  */
 /* See LICENSE */
-#include "lua_tensor.h"
+#include "lua_aux.h"
 #include "checkpoint.h"
 
 #include <lauxlib.h>
@@ -69,6 +69,7 @@ static void push_meta(lua_State *L, const dl_checkpoint *ck) {
 
 static int checkpoint_load(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  lt_checkargs(L, 1);
   dl_checkpoint *ck = read_boxed(L, path, DL_CHECKPOINT_DATA);
   if (!ck) return push_failure(L);
   lua_createtable(L, 0, ck->ntensors);
@@ -85,6 +86,7 @@ static int checkpoint_load(lua_State *L) {
 
 static int checkpoint_read_meta(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  lt_checkargs(L, 1);
   dl_checkpoint *ck = read_boxed(L, path, DL_CHECKPOINT_HEADER);
   if (!ck) return push_failure(L);
   push_meta(L, ck);
@@ -135,6 +137,7 @@ static int checkpoint_save(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   int has_meta = !lua_isnoneornil(L, 3);
   if (has_meta) luaL_checktype(L, 3, LUA_TTABLE);
+  lt_checkargs(L, 3);
   lua_settop(L, 3);
   int n = count_pairs(L, 2), nmeta = has_meta ? count_pairs(L, 3) : 0;
   dl_checkpoint_item *items = lua_newuserdatauv(L, sizeof *items * (size_t)(n ? n : 1), 0);
@@ -142,6 +145,7 @@ static int checkpoint_save(lua_State *L) {
   int i = 0;
   lua_pushnil(L);
   while (lua_next(L, 2)) {
+    if (i >= n) return luaL_error(L, "checkpoint.save: the tensor table changed while it was read");
     if (lua_type(L, -2) != LUA_TSTRING)
       return luaL_error(L, "checkpoint.save: tensor names must be strings, got a %s key", luaL_typename(L, -2));
     tensor_box *b = luaL_testudata(L, -1, "dlua.Tensor");
@@ -158,6 +162,7 @@ static int checkpoint_save(lua_State *L) {
   if (has_meta) {
     lua_pushnil(L);
     while (lua_next(L, 3)) {
+      if (i >= nmeta) return luaL_error(L, "checkpoint.save: the metadata table changed while it was read");
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
         return luaL_error(L, "checkpoint.save: metadata must map strings to strings, got %s -> %s",
                           luaL_typename(L, -2), luaL_typename(L, -1));
@@ -177,6 +182,7 @@ static int checkpoint_save(lua_State *L) {
 
 static int checkpoint_verify(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  lt_checkargs(L, 1);
   if (!read_boxed(L, path, DL_CHECKPOINT_VERIFY)) return push_failure(L);
   lua_pushboolean(L, 1);
   return 1;
@@ -198,8 +204,5 @@ void lt_register_checkpoint(lua_State *L, int mod, int cidx) {
     lua_setfield(L, -2, "__close");
   }
   lua_pop(L, 1);
-  lua_pushvalue(L, mod);
-  lua_pushvalue(L, cidx);
-  luaL_setfuncs(L, checkpoint_funcs, 1);
-  lua_pop(L, 1);
+  lt_setfuncs(L, mod, cidx, checkpoint_funcs);
 }

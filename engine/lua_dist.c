@@ -1,12 +1,10 @@
 /* lua_dist.c -- binds the multi-process layer (engine/dist.c) as private
  * functions of dlua.core (_dist_*); lua/dlua/dist.lua turns them into dl.dist.
  * Every function initialises MPI on first use when the process was started by
- * mpirun, so a script that never touches dl.dist never starts MPI. Also gives
- * the batch-norm binding its cross-rank reducer (lt_dist_bn_reducer).
+ * mpirun, so a script that never touches dl.dist never starts MPI.
  */
 /* See LICENSE */
-#include "lua_tensor.h"
-#include "batchnorm.h"
+#include "lua_aux.h"
 #include "dist.h"
 
 #include <lauxlib.h>
@@ -21,62 +19,56 @@ static dl_ctx *ready(lua_State *L) {
 
 static const char *const op_names[] = {"sum", "mean", "max", "min", NULL};
 
-static dl_dist_op check_op(lua_State *L, int i, const char *fn) {
+static dl_dist_op check_op(lua_State *L, int i) {
   const char *s = luaL_optstring(L, i, "sum");
   for (int k = 0; op_names[k]; k++)
     if (strcmp(s, op_names[k]) == 0) return (dl_dist_op)k;
-  luaL_error(L, "bad argument #%d to '%s' (unknown op '%s'; expected sum, mean, max or min)", i, fn, s);
+  lt_argerror(L, i, "unknown op '%s'; expected sum, mean, max or min", s);
   return DL_DIST_SUM;
 }
 
+/* a rank or a root: an integer in int range (the layer checks it against the world) */
+static int check_rank(lua_State *L, int arg, const char *what) {
+  int64_t r = lt_checkinteger(L, arg, what);
+  if (r < -1 || r > 1 << 30) lt_argerror(L, arg, "%s %I is out of range", what, (lua_Integer)r);
+  return (int)r;
+}
+
 static int dist_available(lua_State *L) {
+  lt_checkargs(L, 0);
   lua_pushboolean(L, dl_dist_available());
   return 1;
 }
 
 static int dist_rank(lua_State *L) {
+  lt_checkargs(L, 0);
   ready(L);
   lua_pushinteger(L, dl_dist_rank());
   return 1;
 }
 
 static int dist_world(lua_State *L) {
+  lt_checkargs(L, 0);
   ready(L);
   lua_pushinteger(L, dl_dist_world());
   return 1;
 }
 
-/* _dist_solo(delta) -> depth */
+/* _dist_solo(delta) -> depth; delta is +1 (enter) or -1 (leave) */
 static int dist_solo(lua_State *L) {
+  int64_t d = lt_checkinteger(L, 1, "delta");
+  lt_checkargs(L, 1);
+  if (d != 1 && d != -1) return lt_argerror(L, 1, "delta must be 1 or -1, got %I", (lua_Integer)d);
   ready(L);
-  lua_pushinteger(L, dl_dist_solo((int)luaL_checkinteger(L, 1)));
+  lua_pushinteger(L, dl_dist_solo((int)d));
   return 1;
 }
 
-/* the tensors of list at index i, as a dl_alloc'd array of borrowed pointers */
-static dl_tensor **list_tensors(lua_State *L, int i, const char *fn, int *n) {
-  luaL_checktype(L, i, LUA_TTABLE);
-  lua_Integer len = luaL_len(L, i);
-  if (len > 1 << 24) luaL_error(L, "%s: %d tensors (at most %d)", fn, (int)len, 1 << 24);
-  dl_ctx *ctx = lt_ctx(L);
-  /* a userdata scratch array, so an error below frees it with the GC */
-  dl_tensor **ts = lua_newuserdatauv(L, sizeof(dl_tensor *) * (size_t)(len > 0 ? len : 1), 0);
-  for (lua_Integer k = 1; k <= len; k++) {
-    lua_geti(L, i, k);
-    tensor_box *b = luaL_testudata(L, -1, "dlua.Tensor");
-    if (!b || !b->t) luaL_error(L, "%s: element %d of the list is not a tensor", fn, (int)k);
-    ts[k - 1] = b->t;
-    lua_pop(L, 1);
-  }
-  (void)ctx;
-  *n = (int)len;
-  return ts;                      /* stays on the stack */
-}
-
-/* _dist_allreduce(t, op) -> a new tensor */
+/* _dist_allreduce(t [, op]) -> a new tensor */
 static int dist_allreduce(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
-  dl_dist_op op = check_op(L, 2, "allreduce");
+  dl_dist_op op = check_op(L, 2);
+  lt_checkargs(L, 2);
   dl_ctx *ctx = ready(L);
   tensor_box *b = lt_newbox(L);
   dl_tensor *out = NULL;
@@ -85,11 +77,12 @@ static int dist_allreduce(lua_State *L) {
   return 1;
 }
 
-/* _dist_allreduce_many({t1, t2, ...}, op) -> {r1, r2, ...}: one fused reduction */
+/* _dist_allreduce_many({t1, t2, ...} [, op]) -> {r1, r2, ...}: one fused reduction */
 static int dist_allreduce_many(lua_State *L) {
+  dl_dist_op op = check_op(L, 2);
+  lt_checkargs(L, 2);
   int n = 0;
-  dl_tensor **ts = list_tensors(L, 1, "allreduce_many", &n);
-  dl_dist_op op = check_op(L, 2, "allreduce_many");
+  dl_tensor **ts = lt_check_tensor_list(L, 1, 1 << 24, &n);   /* anchored by its snapshot */
   dl_ctx *ctx = ready(L);
   lua_createtable(L, n, 0);
   int res = lua_gettop(L);
@@ -111,7 +104,8 @@ static int dist_allreduce_many(lua_State *L) {
 /* _dist_broadcast(t, root) -> t, with root's values (in place) */
 static int dist_broadcast(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
-  int root = (int)lt_checkint(L, 2, "broadcast", "root");
+  int root = check_rank(L, 2, "root");
+  lt_checkargs(L, 2);
   dl_ctx *ctx = ready(L);
   size_t nb = (size_t)dl_numel(t) * dl_dtype_size(t->dtype);
   if (dl_is_contiguous(t)) {
@@ -129,6 +123,7 @@ static int dist_broadcast(lua_State *L) {
 }
 
 static int dist_barrier(lua_State *L) {
+  lt_checkargs(L, 0);
   dl_ctx *ctx = ready(L);
   if (dl_dist_barrier(ctx) < 0) return lt_raise(L);
   return 0;
@@ -138,7 +133,8 @@ static int dist_barrier(lua_State *L) {
 static int dist_bcast_string(lua_State *L) {
   size_t n = 0;
   const char *s = luaL_optlstring(L, 1, "", &n);
-  int root = (int)lt_checkint(L, 2, "broadcast_string", "root");
+  int root = check_rank(L, 2, "root");
+  lt_checkargs(L, 2);
   dl_ctx *ctx = ready(L);
   int64_t len = dl_dist_rank() == root ? (int64_t)n : 0;
   if (dl_dist_broadcast(ctx, &len, sizeof len, root) < 0) return lt_raise(L);
@@ -154,6 +150,7 @@ static int dist_bcast_string(lua_State *L) {
 static int dist_allgather(lua_State *L) {
   size_t n = 0;
   const char *s = luaL_checklstring(L, 1, &n);
+  lt_checkargs(L, 1);
   dl_ctx *ctx = ready(L);
   char *all = NULL;
   size_t total = 0;
@@ -183,9 +180,10 @@ static int dist_allgather(lua_State *L) {
 
 /* _dist_send(dest, s) */
 static int dist_send(lua_State *L) {
-  int dest = (int)lt_checkint(L, 1, "send", "dest");
+  int dest = check_rank(L, 1, "dest");
   size_t n = 0;
   const char *s = luaL_checklstring(L, 2, &n);
+  lt_checkargs(L, 2);
   dl_ctx *ctx = ready(L);
   if (dl_dist_send(ctx, dest, s, n) < 0) return lt_raise(L);
   return 0;
@@ -193,7 +191,8 @@ static int dist_send(lua_State *L) {
 
 /* _dist_probe(src) -> true if a message from src waits */
 static int dist_probe(lua_State *L) {
-  int src = (int)lt_checkint(L, 1, "probe", "src");
+  int src = check_rank(L, 1, "src");
+  lt_checkargs(L, 1);
   dl_ctx *ctx = ready(L);
   int ok = 0;
   size_t len = 0;
@@ -204,7 +203,8 @@ static int dist_probe(lua_State *L) {
 
 /* _dist_recv(src) -> s (blocks until a message from src arrives) */
 static int dist_recv(lua_State *L) {
-  int src = (int)lt_checkint(L, 1, "recv", "src");
+  int src = check_rank(L, 1, "src");
+  lt_checkargs(L, 1);
   dl_ctx *ctx = ready(L);
   int ok = 0;
   size_t len = 0;
@@ -219,8 +219,9 @@ static int dist_recv(lua_State *L) {
 
 /* _dist_checksum({t1, ...}) -> 16 hex digits */
 static int dist_checksum(lua_State *L) {
+  lt_checkargs(L, 1);
   int n = 0;
-  dl_tensor **ts = list_tensors(L, 1, "checksum", &n);
+  dl_tensor **ts = lt_check_tensor_list(L, 1, 1 << 24, &n);
   uint64_t h = 0;
   if (dl_dist_checksum(lt_ctx(L), ts, n, &h) < 0) return lt_raise(L);
   char hex[17];
@@ -231,6 +232,7 @@ static int dist_checksum(lua_State *L) {
 
 /* _dist_stats() -> {allreduce_seconds =, allreduce_calls =, allreduce_bytes =, broadcast_seconds =, ...} */
 static int dist_stats(lua_State *L) {
+  lt_checkargs(L, 0);
   dl_dist_stats s = dl_dist_get_stats();
   lua_createtable(L, 0, 5);
   lua_pushnumber(L, s.allreduce_seconds);
@@ -244,18 +246,6 @@ static int dist_stats(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)s.broadcast_calls);
   lua_setfield(L, -2, "broadcast_calls");
   return 1;
-}
-
-static int bn_sum(void *ud, dl_ctx *ctx, double *buf, int64_t n) {
-  (void)ud;
-  return dl_dist_allreduce(ctx, buf, n, DL_F64, DL_DIST_SUM);
-}
-
-static const dl_bn_reducer bn_reducer = {bn_sum, NULL};   /* static: outlives every graph */
-
-const dl_bn_reducer *lt_dist_bn_reducer(lua_State *L) {
-  ready(L);
-  return dl_dist_world() > 1 ? &bn_reducer : NULL;
 }
 
 static const luaL_Reg dist_funcs[] = {
@@ -277,8 +267,4 @@ static const luaL_Reg dist_funcs[] = {
   {NULL, NULL}
 };
 
-void lt_register_dist(lua_State *L, int mod, int cidx) {
-  (void)mod;
-  lua_pushvalue(L, cidx);
-  luaL_setfuncs(L, dist_funcs, 1);
-}
+void lt_register_dist(lua_State *L, int mod, int cidx) { lt_setfuncs(L, mod, cidx, dist_funcs); }

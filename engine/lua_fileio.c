@@ -12,22 +12,14 @@
  * position prefix: it names the file, which is what the user needs.
  */
 /* See LICENSE */
-#include "lua_tensor.h"
+#include "lua_aux.h"
 #include "fileio.h"
 
 #include <lauxlib.h>
 
-/* raises ctx->err as it is: the message names the file; a position would be noise */
-static int raise_io(lua_State *L) {
-  dl_ctx *ctx = lt_ctx(L);
-  if (ctx->oom) return raise_io(L);
-  lua_pushstring(L, ctx->err);
-  return lua_error(L);
-}
-
-static void check_arity(lua_State *L, int n) {
-  if (lua_gettop(L) > n) luaL_argerror(L, n + 1, "no value expected");
-}
+/* a failed write raises ctx->err as it is: it names the file; a position would be noise */
+#define raise_io lt_raise_plain
+#define check_arity lt_checkargs
 
 static int fileio_replace(lua_State *L) {
   size_t n;
@@ -43,8 +35,7 @@ static int fileio_append(lua_State *L) {
   size_t n;
   const char *path = luaL_checkstring(L, 1);
   const char *s = luaL_checklstring(L, 2, &n);
-  if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TBOOLEAN);
-  int sync = lua_toboolean(L, 3);
+  int sync = lua_isnoneornil(L, 3) ? 0 : lt_checkboolean(L, 3);
   check_arity(L, 3);
   if (dl_fileio_append(lt_ctx(L), path, s, n, sync) < 0) return raise_io(L);
   lua_pushboolean(L, 1);
@@ -82,9 +73,4 @@ static const luaL_Reg fileio_funcs[] = {
   {NULL, NULL}
 };
 
-void lt_register_fileio(lua_State *L, int mod, int cidx) {
-  lua_pushvalue(L, mod);
-  lua_pushvalue(L, cidx);
-  luaL_setfuncs(L, fileio_funcs, 1);
-  lua_pop(L, 1);
-}
+void lt_register_fileio(lua_State *L, int mod, int cidx) { lt_setfuncs(L, mod, cidx, fileio_funcs); }

@@ -1,19 +1,17 @@
 /* lua_ops.c -- Lua bindings of the tensor ops: arithmetic, reductions, views, indexing.
  *
- * Each function checks its arguments (1-based dims, shapes, dtypes) and
- * calls one core op; index tensors cross the boundary 1-based and are
- * shifted here, once. Results are boxed before the op runs so no C memory
- * is stranded if Lua raises.
+ * Each function checks its arguments (1-based dims, shapes, dtypes; no
+ * extra arguments, no unknown option keys) and calls one core op; index
+ * tensors cross the boundary 1-based and are shifted here, once. Results
+ * are boxed before the op runs so no C memory is stranded if Lua raises.
+ * Convolution and pooling are in lua_conv.c.
  */
 /* See LICENSE */
-#include "lua_tensor.h"
-#include "conv.h"
+#include "lua_aux.h"
 
 #include <lauxlib.h>
 #include <math.h>
 #include <string.h>
-
-static int is_opts(lua_State *L, int i) { return lua_istable(L, i) && !lt_test(L, i); }
 
 /* ------------------------------------------------------------ elementwise */
 
@@ -34,10 +32,10 @@ static dl_dtype number_dtype(lua_State *L, int i, dl_dtype d) {
 }
 
 static int binary(lua_State *L, dl_binop op) {
+  lt_checkargs(L, 2);
   dl_tensor *a = lt_test(L, 1), *b = lt_test(L, 2);
   if (!a) a = lt_coerce(L, 1, number_dtype(L, 1, other_dtype(L, 2)));
   if (!b) b = lt_coerce(L, 2, number_dtype(L, 2, a->dtype));
-  if (!a->st || !b->st) return luaL_error(L, "%s: tensor has been released", dl_binop_name(op));
   lt_newbox(L);
   return lt_finish(L, dl_binary(lt_ctx(L), op, a, b));
 }
@@ -58,6 +56,7 @@ static int l_ge(lua_State *L) { return binary(L, DL_GE); }
 
 static int unary(lua_State *L, dl_unop op) {
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 1);
   lt_newbox(L);
   return lt_finish(L, dl_unary(lt_ctx(L), op, a));
 }
@@ -77,6 +76,7 @@ static int l_rsqrt(lua_State *L) { return unary(L, DL_RSQRT); }
 
 static int l_clamp(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 3);
   double lo = luaL_optnumber(L, 2, -HUGE_VAL), hi = luaL_optnumber(L, 3, HUGE_VAL);
   lt_newbox(L);
   return lt_finish(L, dl_clamp(lt_ctx(L), a, lo, hi));
@@ -84,12 +84,14 @@ static int l_clamp(lua_State *L) {
 
 static int l_scale(lua_State *L) {         /* t:scale(s [, shift]) = t * s + shift */
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 3);
   double s = luaL_checknumber(L, 2), b = luaL_optnumber(L, 3, 0);
   lt_newbox(L);
   return lt_finish(L, dl_scale_shift(lt_ctx(L), a, s, b));
 }
 
 static int l_where(lua_State *L) {
+  lt_checkargs(L, 3);
   dl_tensor *c = lt_coerce(L, 1, DL_U8);
   dl_tensor *a = lt_test(L, 2), *b = lt_test(L, 3);
   if (!a) a = lt_coerce(L, 2, other_dtype(L, 3));
@@ -98,25 +100,27 @@ static int l_where(lua_State *L) {
   return lt_finish(L, dl_where(lt_ctx(L), c, a, b));
 }
 
-static int to_dtype(lua_State *L, dl_dtype d) {
+static int to_dtype(lua_State *L, dl_dtype d, int nargs) {
   dl_tensor *a = lt_check(L, 1);
-  if (a->dtype == d) { lua_settop(L, 1); return 1; }
+  lt_checkargs(L, nargs);
+  if (a->dtype == d) {
+    lua_settop(L, 1);
+    return 1;
+  }
   lt_newbox(L);
   return lt_finish(L, dl_cast(lt_ctx(L), a, d));
 }
 
 static int l_to(lua_State *L) {
-  const char *name = luaL_checkstring(L, 2);
-  int d = dl_dtype_from_name(name);
-  if (d < 0) return luaL_error(L, "to: unknown dtype '%s' (valid: float32, float64, int32, int64, uint8)", name);
-  return to_dtype(L, (dl_dtype)d);
+  lt_check(L, 1);
+  return to_dtype(L, lt_checkdtype(L, 2), 2);
 }
 
-static int l_float(lua_State *L) { return to_dtype(L, DL_F32); }
-static int l_double(lua_State *L) { return to_dtype(L, DL_F64); }
-static int l_int(lua_State *L) { return to_dtype(L, DL_I32); }
-static int l_long(lua_State *L) { return to_dtype(L, DL_I64); }
-static int l_byte(lua_State *L) { return to_dtype(L, DL_U8); }
+static int l_float(lua_State *L) { return to_dtype(L, DL_F32, 1); }
+static int l_double(lua_State *L) { return to_dtype(L, DL_F64, 1); }
+static int l_int(lua_State *L) { return to_dtype(L, DL_I32, 1); }
+static int l_long(lua_State *L) { return to_dtype(L, DL_I64, 1); }
+static int l_byte(lua_State *L) { return to_dtype(L, DL_U8, 1); }
 
 /* ------------------------------------------------------------ in place */
 
@@ -127,14 +131,17 @@ static void check_inplace(lua_State *L, dl_tensor *t, const char *fn) {
 
 static int l_fill_(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
+  lt_checkargs(L, 2);
+  double v = luaL_checknumber(L, 2);
   check_inplace(L, t, "fill_");
-  dl_fill_inplace(lt_ctx(L), t, luaL_checknumber(L, 2));
+  dl_fill_inplace(lt_ctx(L), t, v);
   lua_settop(L, 1);
   return 1;
 }
 
 static int l_zero_(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
+  lt_checkargs(L, 1);
   check_inplace(L, t, "zero_");
   dl_fill_inplace(lt_ctx(L), t, 0);
   lua_settop(L, 1);
@@ -143,6 +150,7 @@ static int l_zero_(lua_State *L) {
 
 static int l_copy_(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
+  lt_checkargs(L, 2);
   check_inplace(L, t, "copy_");
   dl_tensor *s = lt_coerce(L, 2, t->dtype);
   dl_ctx *ctx = lt_ctx(L);
@@ -167,6 +175,7 @@ static int l_copy_(lua_State *L) {
 
 static int l_add_(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
+  lt_checkargs(L, 3);
   check_inplace(L, t, "add_");
   dl_tensor *s = lt_coerce(L, 2, t->dtype);
   double alpha = luaL_optnumber(L, 3, 1);
@@ -177,78 +186,83 @@ static int l_add_(lua_State *L) {
 
 /* ------------------------------------------------------------ reductions */
 
-/* parses (dim | {dims} | nil, keepdim | {keepdim=}) at i; returns mask (0 = all) */
-static unsigned parse_dims(lua_State *L, int i, dl_tensor *t, const char *fn, int *keepdim, int *single) {
-  unsigned mask = 0;
-  *keepdim = 0;
-  *single = -1;
-  if (lua_type(L, i) == LUA_TNUMBER) {
-    int d = lt_checkdim(L, i, t->ndim, fn, 0);
-    if (t->ndim) mask = 1u << d;
-    *single = d;
-  } else if (lua_istable(L, i) && !lt_test(L, i)) {
-    lua_Integer n = luaL_len(L, i);
-    if (n == 0) {                             /* {dim = d, keepdim = true, ...} */
-      lua_getfield(L, i, "keepdim");
-      int kd = lua_toboolean(L, -1);
+static const char *const reduce_keys[] = {"dim", "keepdim", NULL};
+static const char *const var_keys[] = {"correction", "dim", "keepdim", "unbiased", NULL};
+
+typedef struct {
+  unsigned mask;            /* reduced dims (0 = all) */
+  int keep;                 /* keepdim */
+  int single;               /* the one reduced dim, -1 when none or several */
+  int correction;           /* var: 1 = Bessel's correction */
+} dims_spec;
+
+/* (t [, dim | {dims}] [, keepdim | opts]) or (t, opts): opts {dim =, keepdim =}
+ * and for var also {correction =, unbiased =} */
+static void parse_dims(lua_State *L, const dl_tensor *t, int var, dims_spec *r) {
+  r->mask = 0;
+  r->keep = 0;
+  r->single = -1;
+  r->correction = 1;
+  int next = 2;
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    r->single = lt_checkdim(L, 2, t->ndim, 0);
+    if (t->ndim) r->mask = 1u << r->single;
+    next = 3;
+  } else if (lua_type(L, 2) == LUA_TTABLE && lua_rawlen(L, 2) > 0) {
+    int n = lt_snapshot(L, 2, 2, DL_MAXDIM);
+    for (int k = 1; k <= n; k++) {
+      lua_rawgeti(L, -1, k);
+      if (!lua_isinteger(L, -1))
+        lt_argerror(L, 2, "dimension %d is a %s, expected an integer", k,
+                    lua_type(L, -1) == LUA_TNUMBER ? "non-integer number" : lt_typename(L, -1));
+      int d = lt_dim(L, 2, (int64_t)lua_tointeger(L, -1), t->ndim, 0);
       lua_pop(L, 1);
-      lua_getfield(L, i, "dim");
-      if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        *keepdim = kd;
-        return 0;
-      }
-      int d = lt_checkdim(L, lua_gettop(L), t->ndim, fn, 0);
-      lua_pop(L, 1);
-      *keepdim = kd;
-      *single = d;
-      return t->ndim ? 1u << d : 0;
+      if (r->mask >> d & 1) lt_argerror(L, 2, "dimension %d repeated", d + 1);
+      r->mask |= 1u << d;
     }
-    for (lua_Integer k = 1; k <= n; k++) {
-      lua_geti(L, i, k);
-      int d = lt_checkdim(L, lua_gettop(L), t->ndim, fn, 0);
-      lua_pop(L, 1);
-      if (mask >> d & 1) luaL_error(L, "%s: dimension %d repeated", fn, d + 1);
-      mask |= 1u << d;
-    }
-    if (n == 1) *single = __builtin_ctz(mask);
-  } else if (!lua_isnoneornil(L, i)) {
-    luaL_error(L, "%s: dimension must be an integer or a list of integers (argument %d), got %s", fn, i,
-               luaL_typename(L, i));
-  }
-  if (lua_isboolean(L, i + 1)) *keepdim = lua_toboolean(L, i + 1);
-  else if (is_opts(L, i + 1)) {
-    lua_getfield(L, i + 1, "keepdim");
-    *keepdim = lua_toboolean(L, -1);
     lua_pop(L, 1);
+    if (n == 1) r->single = __builtin_ctz(r->mask);
+    next = 3;
+  } else if (lua_isnil(L, 2)) {
+    next = 3;
+  } else if (!lua_isnone(L, 2) && (lua_type(L, 2) != LUA_TTABLE || lt_test(L, 2))) {
+    luaL_typeerror(L, 2, "integer, list of integers or options table");
   }
-  return mask;
+  if (next == 3 && lua_isboolean(L, 3)) {
+    r->keep = lua_toboolean(L, 3);
+    lt_checkargs(L, 3);
+    return;
+  }
+  lt_opts o;
+  lt_options(L, next, var ? var_keys : reduce_keys, &o);
+  lt_checkargs(L, next);
+  if (lt_opt_push(L, &o, "dim") != LUA_TNIL) {
+    if (next == 3) lt_opt_error(L, &o, "dim", "the dimension is already argument #2");
+    int64_t d = lt_opt_integer(L, &o, "dim", 0);
+    r->single = lt_dim(L, o.arg, d, t->ndim, 0);
+    if (t->ndim) r->mask = 1u << r->single;
+  }
+  lua_pop(L, 1);
+  r->keep = lt_opt_boolean(L, &o, "keepdim", 0);
+  if (var) {
+    int64_t c = lt_opt_integer(L, &o, "correction", 1);
+    if (c < 0 || c > 1 << 30) lt_opt_error(L, &o, "correction", "must be between 0 and 2^30, got %I", (lua_Integer)c);
+    r->correction = lt_opt_boolean(L, &o, "unbiased", (int)c);
+  }
 }
 
-static int reduce(lua_State *L, dl_redop op, const char *fn) {
+static int reduce(lua_State *L, dl_redop op) {
   dl_tensor *a = lt_check(L, 1);
-  int keep, single;
-  unsigned mask = parse_dims(L, 2, a, fn, &keep, &single);
-  int correction = 1;
-  if (op == DL_RVAR) {
-    int o = is_opts(L, 3) ? 3 : is_opts(L, 2) ? 2 : 0;
-    if (o) {
-      lua_getfield(L, o, "correction");
-      correction = (int)luaL_optinteger(L, -1, 1);
-      lua_getfield(L, o, "unbiased");
-      if (lua_isboolean(L, -1)) correction = lua_toboolean(L, -1);
-      lua_pop(L, 2);
-    }
-  }
-  if (a->ndim == 0) mask = 0;
+  dims_spec r;
+  parse_dims(L, a, op == DL_RVAR, &r);
   lt_newbox(L);
-  return lt_finish(L, dl_reduce(lt_ctx(L), op, a, mask, keep, correction, NULL));
+  return lt_finish(L, dl_reduce(lt_ctx(L), op, a, a->ndim ? r.mask : 0, r.keep, r.correction, NULL));
 }
 
-static int l_sum(lua_State *L) { return reduce(L, DL_RSUM, "sum"); }
-static int l_mean(lua_State *L) { return reduce(L, DL_RMEAN, "mean"); }
-static int l_var(lua_State *L) { return reduce(L, DL_RVAR, "var"); }
-static int l_logsumexp(lua_State *L) { return reduce(L, DL_RLOGSUMEXP, "logsumexp"); }
+static int l_sum(lua_State *L) { return reduce(L, DL_RSUM); }
+static int l_mean(lua_State *L) { return reduce(L, DL_RMEAN); }
+static int l_var(lua_State *L) { return reduce(L, DL_RVAR); }
+static int l_logsumexp(lua_State *L) { return reduce(L, DL_RLOGSUMEXP); }
 
 /* 0-based int64 indices -> 1-based, in place (idx is fresh) */
 static void shift_indices(dl_tensor *idx, int64_t by) {
@@ -257,24 +271,25 @@ static void shift_indices(dl_tensor *idx, int64_t by) {
   for (int64_t i = 0; i < n; i++) p[i] += by;
 }
 
-/* max()/min(): the value; max(dim [, keepdim]): values and 1-based indices */
+/* max()/min(): the value; max(dim [, keepdim]): values and 1-based indices;
+ * max(other): the elementwise maximum */
 static int maxmin(lua_State *L, int min) {
   const char *fn = min ? "min" : "max";
   dl_tensor *a = lt_check(L, 1);
   if (lt_test(L, 2)) return binary(L, min ? DL_MINIMUM : DL_MAXIMUM);
-  int keep, single;
-  unsigned mask = parse_dims(L, 2, a, fn, &keep, &single);
+  dims_spec r;
+  parse_dims(L, a, 0, &r);
   dl_ctx *ctx = lt_ctx(L);
-  if (single < 0 || a->ndim == 0) {
+  if (r.single < 0 || a->ndim == 0) {
     if (dl_numel(a) == 0) return luaL_error(L, "%s: cannot reduce an empty tensor", fn);
     lt_newbox(L);
-    return lt_finish(L, dl_reduce(ctx, min ? DL_RMIN : DL_RMAX, a, a->ndim ? mask : 0, keep, 0, NULL));
+    return lt_finish(L, dl_reduce(ctx, min ? DL_RMIN : DL_RMAX, a, a->ndim ? r.mask : 0, r.keep, 0, NULL));
   }
-  if (a->shape[single] == 0) return luaL_error(L, "%s: cannot reduce over a dimension of size 0", fn);
+  if (a->shape[r.single] == 0) return luaL_error(L, "%s: cannot reduce over a dimension of size 0", fn);
   lt_newbox(L);
   lt_newbox(L);
   dl_tensor *idx = NULL;
-  dl_tensor *v = dl_reduce(ctx, min ? DL_RMIN : DL_RMAX, a, mask, keep, 0, &idx);
+  dl_tensor *v = dl_reduce(ctx, min ? DL_RMIN : DL_RMAX, a, r.mask, r.keep, 0, &idx);
   if (!v) return lt_raise(L);
   shift_indices(idx, 1);
   ((tensor_box *)lua_touserdata(L, -2))->t = v;
@@ -288,15 +303,15 @@ static int l_min(lua_State *L) { return maxmin(L, 1); }
 static int argmaxmin(lua_State *L, int min) {
   const char *fn = min ? "argmin" : "argmax";
   dl_tensor *a = lt_check(L, 1);
-  int keep, single;
-  parse_dims(L, 2, a, fn, &keep, &single);
+  dims_spec r;
+  parse_dims(L, a, 0, &r);
   if (dl_numel(a) == 0) return luaL_error(L, "%s: cannot reduce an empty tensor", fn);
-  if (single >= 0 && a->ndim && a->shape[single] == 0)
+  if (r.single >= 0 && a->ndim && a->shape[r.single] == 0)
     return luaL_error(L, "%s: cannot reduce over a dimension of size 0", fn);
   lt_newbox(L);
-  dl_tensor *r = dl_argmax(lt_ctx(L), a, a->ndim ? single : -1, keep, min);
-  if (r) shift_indices(r, 1);
-  return lt_finish(L, r);
+  dl_tensor *res = dl_argmax(lt_ctx(L), a, a->ndim ? r.single : -1, r.keep, min);
+  if (res) shift_indices(res, 1);
+  return lt_finish(L, res);
 }
 
 static int l_argmax(lua_State *L) { return argmaxmin(L, 0); }
@@ -304,9 +319,10 @@ static int l_argmin(lua_State *L) { return argmaxmin(L, 1); }
 
 static int softmax(lua_State *L, int log_) {
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 2);
   const char *fn = log_ ? "log_softmax" : "softmax";
   if (a->ndim == 0) return luaL_error(L, "%s: expected at least a 1-d tensor", fn);
-  int d = lua_isnoneornil(L, 2) ? a->ndim - 1 : lt_checkdim(L, 2, a->ndim, fn, 0);
+  int d = lua_isnoneornil(L, 2) ? a->ndim - 1 : lt_checkdim(L, 2, a->ndim, 0);
   lt_newbox(L);
   return lt_finish(L, dl_softmax(lt_ctx(L), a, d, log_));
 }
@@ -316,6 +332,7 @@ static int l_log_softmax(lua_State *L) { return softmax(L, 1); }
 
 static int l_matmul(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 2);
   dl_tensor *b = lt_coerce(L, 2, a->dtype);
   lt_newbox(L);
   return lt_finish(L, dl_matmul(lt_ctx(L), a, b));
@@ -326,42 +343,48 @@ static int l_linear(lua_State *L) {
   dl_tensor *x = lt_check(L, 1);
   dl_tensor *w = lt_check(L, 2);
   dl_tensor *b = lua_isnoneornil(L, 3) ? NULL : lt_check(L, 3);
+  lt_checkargs(L, 3);
   lt_newbox(L);
   return lt_finish(L, dl_linear(lt_ctx(L), x, w, b));
 }
 
 /* ------------------------------------------------------------ views */
 
-static int l_reshape(lua_State *L) {
+/* reshape(t, sizes...), view(...), expand(...): sizes as varargs or one list */
+static int shape_op(lua_State *L, int kind) {
   dl_tensor *a = lt_check(L, 1);
   int64_t shape[DL_MAXDIM];
-  int nd = lt_checkshape(L, 2, "reshape", shape);
+  int next;
+  int nd = lt_checkshape(L, 2, shape, &next, 1);
+  if (next == 2 || (!lua_isnoneornil(L, next) && lua_type(L, 2) != LUA_TTABLE)) luaL_typeerror(L, next, "integer");
+  lt_checkargs(L, next - 1);
   lt_newbox(L);
-  return lt_finish(L, dl_reshape(lt_ctx(L), a, nd, shape));
+  dl_ctx *ctx = lt_ctx(L);
+  dl_tensor *r = kind == 0 ? dl_reshape(ctx, a, nd, shape)
+               : kind == 1 ? dl_view(ctx, a, nd, shape)
+                           : dl_expand(ctx, a, nd, shape);
+  return lt_finish(L, r);
 }
 
-static int l_view(lua_State *L) {
-  dl_tensor *a = lt_check(L, 1);
-  int64_t shape[DL_MAXDIM];
-  int nd = lt_checkshape(L, 2, "view", shape);
-  lt_newbox(L);
-  return lt_finish(L, dl_view(lt_ctx(L), a, nd, shape));
-}
+static int l_reshape(lua_State *L) { return shape_op(L, 0); }
+static int l_view(lua_State *L) { return shape_op(L, 1); }
+static int l_expand(lua_State *L) { return shape_op(L, 2); }
 
 static int l_flatten(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 3);
   if (a->ndim == 0) {
     int64_t one = 1;
     lt_newbox(L);
     return lt_finish(L, dl_reshape(lt_ctx(L), a, 1, &one));
   }
-  int s = lua_isnoneornil(L, 2) ? 0 : lt_checkdim(L, 2, a->ndim, "flatten", 0);
-  int e = lua_isnoneornil(L, 3) ? a->ndim - 1 : lt_checkdim(L, 3, a->ndim, "flatten", 0);
-  if (e < s) return luaL_error(L, "flatten: end dimension %d is before start %d", e + 1, s + 1);
+  int s = lua_isnoneornil(L, 2) ? 0 : lt_checkdim(L, 2, a->ndim, 0);
+  int e = lua_isnoneornil(L, 3) ? a->ndim - 1 : lt_checkdim(L, 3, a->ndim, 0);
+  if (e < s) return lt_argerror(L, 3, "end dimension %d is before start %d", e + 1, s + 1);
   int64_t sh[DL_MAXDIM];
   int k = 0;
   for (int d = 0; d < s; d++) sh[k++] = a->shape[d];
-  int64_t m = 1;
+  int64_t m = 1;                               /* a product of an existing tensor's sizes */
   for (int d = s; d <= e; d++) m *= a->shape[d];
   sh[k++] = m;
   for (int d = e + 1; d < a->ndim; d++) sh[k++] = a->shape[d];
@@ -371,28 +394,37 @@ static int l_flatten(lua_State *L) {
 
 static int l_transpose(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
-  if (a->ndim < 2 && lua_isnoneornil(L, 2)) { lua_settop(L, 1); return 1; }
-  int d0 = lua_isnoneornil(L, 2) ? a->ndim - 2 : lt_checkdim(L, 2, a->ndim, "transpose", 0);
-  int d1 = lua_isnoneornil(L, 3) ? a->ndim - 1 : lt_checkdim(L, 3, a->ndim, "transpose", 0);
+  lt_checkargs(L, 3);
+  if (a->ndim < 2 && lua_isnoneornil(L, 2)) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  int d0 = lua_isnoneornil(L, 2) ? a->ndim - 2 : lt_checkdim(L, 2, a->ndim, 0);
+  int d1 = lua_isnoneornil(L, 3) ? a->ndim - 1 : lt_checkdim(L, 3, a->ndim, 0);
   lt_newbox(L);
   return lt_finish(L, dl_transpose(lt_ctx(L), a, d0, d1));
 }
 
+/* permute(t, d1, d2, ...) or permute(t, {d1, d2, ...}) */
 static int l_permute(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
   int perm[DL_MAXDIM], n = 0;
-  if (lua_istable(L, 2)) {
-    lua_Integer len = luaL_len(L, 2);
-    if (len != a->ndim) return luaL_error(L, "permute: %d dimensions given for a %d-d tensor", (int)len, a->ndim);
-    for (lua_Integer k = 1; k <= len; k++) {
-      lua_geti(L, 2, k);
-      perm[n++] = lt_checkdim(L, lua_gettop(L), a->ndim, "permute", 0);
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    lt_checkargs(L, 2);
+    int len = lt_snapshot(L, 2, 2, DL_MAXDIM);
+    if (len != a->ndim) return lt_argerror(L, 2, "%d dimensions given for a %d-d tensor", len, a->ndim);
+    for (int k = 1; k <= len; k++) {
+      lua_rawgeti(L, -1, k);
+      if (!lua_isinteger(L, -1)) lt_argerror(L, 2, "dimension %d is a %s, expected an integer", k, lt_typename(L, -1));
+      perm[n++] = lt_dim(L, 2, (int64_t)lua_tointeger(L, -1), a->ndim, 0);
       lua_pop(L, 1);
     }
+    lua_pop(L, 1);
   } else {
+    lt_checkargs(L, a->ndim + 1);
     int top = lua_gettop(L);
-    if (top - 1 != a->ndim) return luaL_error(L, "permute: %d dimensions given for a %d-d tensor", top - 1, a->ndim);
-    for (int k = 2; k <= top; k++) perm[n++] = lt_checkdim(L, k, a->ndim, "permute", 0);
+    if (top - 1 != a->ndim) return lt_argerror(L, top + 1, "%d dimensions given for a %d-d tensor", top - 1, a->ndim);
+    for (int k = 2; k <= top; k++) perm[n++] = lt_checkdim(L, k, a->ndim, 0);
   }
   lt_newbox(L);
   return lt_finish(L, dl_permute(lt_ctx(L), a, perm));
@@ -400,251 +432,159 @@ static int l_permute(lua_State *L) {
 
 static int l_narrow(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 4);
   if (a->ndim == 0) return luaL_error(L, "narrow: cannot narrow a 0-d tensor");
-  int d = lt_checkdim(L, 2, a->ndim, "narrow", 0);
-  int64_t start = lt_checkint(L, 3, "narrow", "start");
-  int64_t len = lt_checkint(L, 4, "narrow", "length");
+  int d = lt_checkdim(L, 2, a->ndim, 0);
+  int64_t start = lt_checkinteger(L, 3, "start");
+  int64_t len = lt_checkinteger(L, 4, "length");
   int64_t s0 = start < 0 ? a->shape[d] + start : start - 1;
-  if (start == 0 || s0 < 0 || len < 0 || s0 + len > a->shape[d])
-    return luaL_error(L, "narrow: start %d and length %d out of range for dimension %d of size %d", (int)start,
-                      (int)len, d + 1, (int)a->shape[d]);
+  if (start == 0 || s0 < 0 || s0 > a->shape[d] || len < 0 || len > a->shape[d] - s0)
+    return luaL_error(L, "narrow: start %I and length %I out of range for dimension %d of size %I",
+                      (lua_Integer)start, (lua_Integer)len, d + 1, (lua_Integer)a->shape[d]);
   lt_newbox(L);
   return lt_finish(L, dl_narrow(lt_ctx(L), a, d, s0, len));
 }
 
 static int l_select(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 3);
   if (a->ndim == 0) return luaL_error(L, "select: cannot select from a 0-d tensor");
-  int d = lt_checkdim(L, 2, a->ndim, "select", 0);
-  int64_t i = lt_checkint(L, 3, "select", "index");
+  int d = lt_checkdim(L, 2, a->ndim, 0);
+  int64_t i = lt_checkinteger(L, 3, "index");
   int64_t r = i < 0 ? a->shape[d] + i : i - 1;
   if (i == 0 || r < 0 || r >= a->shape[d])
-    return luaL_error(L, "select: index %d out of range for dimension %d of size %d", (int)i, d + 1, (int)a->shape[d]);
+    return luaL_error(L, "select: index %I out of range for dimension %d of size %I", (lua_Integer)i, d + 1,
+                      (lua_Integer)a->shape[d]);
   lt_newbox(L);
   return lt_finish(L, dl_select(lt_ctx(L), a, d, r));
 }
 
-static int l_expand(lua_State *L) {
-  dl_tensor *a = lt_check(L, 1);
-  int64_t shape[DL_MAXDIM];
-  int nd = lt_checkshape(L, 2, "expand", shape);
-  lt_newbox(L);
-  return lt_finish(L, dl_expand(lt_ctx(L), a, nd, shape));
-}
-
 static int l_squeeze(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
-  int d = lua_isnoneornil(L, 2) || a->ndim == 0 ? -1 : lt_checkdim(L, 2, a->ndim, "squeeze", 0);
+  lt_checkargs(L, 2);
+  int d = lua_isnoneornil(L, 2) || a->ndim == 0 ? -1 : lt_checkdim(L, 2, a->ndim, 0);
   lt_newbox(L);
   return lt_finish(L, dl_squeeze(lt_ctx(L), a, d));
 }
 
 static int l_unsqueeze(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
-  int d = lt_checkdim(L, 2, a->ndim, "unsqueeze", 1);
+  lt_checkargs(L, 2);
+  int d = lt_checkdim(L, 2, a->ndim, 1);
   lt_newbox(L);
   return lt_finish(L, dl_unsqueeze(lt_ctx(L), a, d));
 }
 
 static int l_contiguous(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
-  if (dl_is_contiguous(a)) { lua_settop(L, 1); return 1; }
+  lt_checkargs(L, 1);
+  if (dl_is_contiguous(a)) {
+    lua_settop(L, 1);
+    return 1;
+  }
   lt_newbox(L);
   return lt_finish(L, dl_contiguous(lt_ctx(L), a));
 }
 
 static int l_clone(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
+  lt_checkargs(L, 1);
   lt_newbox(L);
   return lt_finish(L, dl_clone(lt_ctx(L), a));
 }
 
 /* ------------------------------------------------------------ indexing */
 
-/* a 1-based index tensor (or table) at i as a new 0-based int64 tensor, boxed on the stack */
-static dl_tensor *index_arg(lua_State *L, int i, const char *fn) {
-  dl_tensor *idx = lt_test(L, i);
+/* a 1-based index tensor (or table) at arg as a new 0-based int64 tensor, boxed on the stack */
+static dl_tensor *index_arg(lua_State *L, int arg) {
+  dl_tensor *idx = lt_test(L, arg);
   if (!idx) {
-    if (!lua_istable(L, i))
-      luaL_error(L, "%s: index must be an integer tensor or a table (argument %d), got %s", fn, i, luaL_typename(L, i));
-    idx = lt_coerce(L, i, DL_I64);
+    if (lua_type(L, arg) != LUA_TTABLE) luaL_typeerror(L, arg, "integer tensor or table");
+    idx = lt_coerce(L, arg, DL_I64);
   }
-  if (dl_dtype_is_float(idx->dtype)) {
-    int64_t n = dl_numel(idx);
-    for (int64_t k = 0; k < n; k++) {
-      double v = dl_get_flat(idx, k);
-      if (v != floor(v)) luaL_error(L, "%s: index %f is not an integer", fn, v);
-    }
-  }
-  dl_ctx *ctx = lt_ctx(L);
   lt_newbox(L);
-  dl_tensor *r = dl_tensor_new_empty(ctx, DL_I64, idx->ndim, idx->shape);
-  if (!r) lt_raise(L);
+  dl_tensor *r = dl_tensor_new_empty(lt_ctx(L), DL_I64, idx->ndim, idx->shape);
+  lt_finish(L, r);                             /* boxed before anything can raise */
   int64_t n = dl_numel(idx);
   int64_t *p = r->st->data;
   for (int64_t k = 0; k < n; k++) {
     double v = dl_get_flat(idx, k);
-    if (!(v >= 1 && v <= 9.0e15)) {         /* also catches NaN; keeps the cast defined */
-      dl_tensor_release(r);
-      luaL_error(L, "%s: index %f out of range (indices are 1-based)", fn, v);
-    }
+    if (v != floor(v) && !isinf(v)) lt_argerror(L, arg, "index %f is not an integer", v);
+    if (!(v >= 1 && v <= 9.0e15))              /* also catches NaN; keeps the cast defined */
+      lt_argerror(L, arg, "index %f out of range (indices are 1-based)", v);
     p[k] = (int64_t)v - 1;
   }
-  lt_finish(L, r);
   return r;
 }
 
 static int l_gather(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
-  int d = lt_checkdim(L, 2, a->ndim, "gather", 0);
-  dl_tensor *idx = index_arg(L, 3, "gather");
+  lt_checkargs(L, 3);
+  int d = lt_checkdim(L, 2, a->ndim, 0);
+  dl_tensor *idx = index_arg(L, 3);
   lt_newbox(L);
   return lt_finish(L, dl_gather(lt_ctx(L), a, d, idx));
 }
 
 static int l_index_select(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
-  int d = lt_checkdim(L, 2, a->ndim, "index_select", 0);
-  dl_tensor *idx = index_arg(L, 3, "index_select");
+  lt_checkargs(L, 3);
+  int d = lt_checkdim(L, 2, a->ndim, 0);
+  dl_tensor *idx = index_arg(L, 3);
   lt_newbox(L);
   return lt_finish(L, dl_index_select(lt_ctx(L), a, d, idx));
 }
 
 static int l_scatter_add(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
-  int d = lt_checkdim(L, 2, a->ndim, "scatter_add", 0);
-  dl_tensor *idx = index_arg(L, 3, "scatter_add");
+  lt_checkargs(L, 4);
+  int d = lt_checkdim(L, 2, a->ndim, 0);
+  dl_tensor *idx = index_arg(L, 3);
   dl_tensor *src = lt_coerce(L, 4, a->dtype);
   lt_newbox(L);
   return lt_finish(L, dl_scatter_add(lt_ctx(L), a, d, idx, src));
 }
 
 static int l_one_hot(lua_State *L) {
-  int64_t classes = lt_checkint(L, 2, "one_hot", "classes");
-  if (classes < 1) return luaL_error(L, "one_hot: classes must be positive, got %d", (int)classes);
-  dl_tensor *idx = index_arg(L, 1, "one_hot");
+  lt_checkargs(L, 2);
+  int64_t classes = lt_checkinteger(L, 2, "classes");
+  if (classes < 1) return lt_argerror(L, 2, "classes must be positive, got %I", (lua_Integer)classes);
+  dl_tensor *idx = index_arg(L, 1);
   int64_t n = dl_numel(idx);
   const int64_t *p = dl_data(idx);
   for (int64_t k = 0; k < n; k++)
     if (p[k] >= classes)
-      return luaL_error(L, "one_hot: label %d out of range for %d classes", (int)p[k] + 1, (int)classes);
+      return luaL_error(L, "one_hot: label %I out of range for %I classes", (lua_Integer)p[k] + 1,
+                        (lua_Integer)classes);
   lt_newbox(L);
   return lt_finish(L, dl_one_hot(lt_ctx(L), idx, classes));
 }
 
-/* cat({t1, t2, ...}, dim) and stack(...) */
+/* cat({t1, t2, ...} [, dim]) and stack(...) */
 static int cat_stack(lua_State *L, int stack) {
   const char *fn = stack ? "stack" : "cat";
-  lua_settop(L, 2);                           /* the pointer array below must not pose as the dim */
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_Integer n = luaL_len(L, 1);
-  if (n < 1) return luaL_error(L, "%s: expected a non-empty list of tensors", fn);
-  if (n > 100000) return luaL_error(L, "%s: %d tensors is too many", fn, (int)n);
-  dl_tensor **ts = lua_newuserdatauv(L, sizeof(dl_tensor *) * (size_t)n, 0);   /* GC owns the array */
-  int base = lua_gettop(L);
-  for (lua_Integer k = 1; k <= n; k++) {
-    lua_geti(L, 1, k);
-    dl_tensor *t = lt_test(L, -1);
-    if (!t) return luaL_error(L, "%s: element %d is a %s, expected a tensor", fn, (int)k, luaL_typename(L, -1));
-    ts[k - 1] = t;
-  }
-  int d = lua_isnoneornil(L, 2) ? 0 : lt_checkdim(L, 2, ts[0]->ndim, fn, stack ? 1 : 0);
+  lt_checkargs(L, 2);
+  lua_settop(L, 2);
+  int n = 0;
+  dl_tensor **ts = lt_check_tensor_list(L, 1, 100000, &n);   /* its snapshot anchors the tensors */
+  if (n < 1) return lt_argerror(L, 1, "expected a non-empty list of tensors");
+  int d = lua_isnil(L, 2) ? 0 : lt_checkdim(L, 2, ts[0]->ndim, stack ? 1 : 0);
   if (!stack && ts[0]->ndim == 0) return luaL_error(L, "%s: cannot concatenate 0-d tensors (use stack)", fn);
   lt_newbox(L);
-  dl_tensor *r = stack ? dl_stack(lt_ctx(L), (int)n, ts, d) : dl_cat(lt_ctx(L), (int)n, ts, d);
-  lt_finish(L, r);
-  lua_replace(L, base);
-  lua_settop(L, base);
-  return 1;
+  return lt_finish(L, stack ? dl_stack(lt_ctx(L), n, ts, d) : dl_cat(lt_ctx(L), n, ts, d));
 }
 
 static int l_cat(lua_State *L) { return cat_stack(L, 0); }
 static int l_stack(lua_State *L) { return cat_stack(L, 1); }
 
-/* ------------------------------------------------------------ conv, pool */
-
-/* opts.key as a pair (h, w): a number or a {h, w} list; def when absent */
-static void pair_opt(lua_State *L, int opts, const char *fn, const char *key, int def, int out[2]) {
-  out[0] = out[1] = def;
-  if (!opts) return;
-  lua_getfield(L, opts, key);
-  if (lua_type(L, -1) == LUA_TNUMBER) {
-    out[0] = out[1] = (int)lt_checkint(L, lua_gettop(L), fn, key);
-  } else if (lua_istable(L, -1)) {
-    for (int i = 0; i < 2; i++) {
-      lua_geti(L, -1 - i, i + 1);
-      out[i] = (int)lt_checkint(L, lua_gettop(L), fn, key);
-    }
-    lua_pop(L, 2);
-  } else if (!lua_isnil(L, -1)) {
-    luaL_error(L, "%s: option '%s' must be a number or {h, w}, got %s", fn, key, luaL_typename(L, -1));
-  }
-  lua_pop(L, 1);
-}
-
-static void check_keys(lua_State *L, int opts, const char *fn, const char *const *keys, const char *list) {
-  if (!opts) return;
-  lua_pushnil(L);
-  while (lua_next(L, opts)) {
-    int ok = 0;
-    if (lua_type(L, -2) == LUA_TSTRING)
-      for (int i = 0; keys[i]; i++) ok |= strcmp(lua_tostring(L, -2), keys[i]) == 0;
-    if (!ok) luaL_error(L, "%s: unknown option '%s' (valid: %s)", fn,
-                        lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?", list);
-    lua_pop(L, 1);
-  }
-}
-
-/* conv2d(x, w [, b] [, {stride, padding, dilation, groups}]) */
-static int l_conv2d(lua_State *L) {
-  dl_tensor *x = lt_check(L, 1), *w = lt_check(L, 2);
-  dl_tensor *b = lt_test(L, 3);
-  int opts = is_opts(L, 3) ? 3 : is_opts(L, 4) ? 4 : 0;
-  static const char *const keys[] = {"stride", "padding", "dilation", "groups", NULL};
-  check_keys(L, opts, "conv2d", keys, "dilation, groups, padding, stride");
-  dl_conv_opts o;
-  pair_opt(L, opts, "conv2d", "stride", 1, o.stride);
-  pair_opt(L, opts, "conv2d", "padding", 0, o.pad);
-  pair_opt(L, opts, "conv2d", "dilation", 1, o.dil);
-  o.groups = 1;
-  if (opts) {
-    lua_getfield(L, opts, "groups");
-    if (!lua_isnil(L, -1)) o.groups = (int)lt_checkint(L, lua_gettop(L), "conv2d", "groups");
-    lua_pop(L, 1);
-  }
-  lt_newbox(L);
-  return lt_finish(L, dl_conv2d(lt_ctx(L), x, w, b, &o));
-}
-
-static int pool(lua_State *L, int max) {
-  const char *fn = max ? "max_pool2d" : "avg_pool2d";
-  dl_tensor *x = lt_check(L, 1);
-  int k[2], s[2], p[2];
-  if (lua_istable(L, 2)) {
-    for (int i = 0; i < 2; i++) {
-      lua_geti(L, 2, i + 1);
-      k[i] = (int)lt_checkint(L, lua_gettop(L), fn, "kernel");
-      lua_pop(L, 1);
-    }
-  } else {
-    k[0] = k[1] = (int)lt_checkint(L, 2, fn, "kernel");
-  }
-  int opts = is_opts(L, 3) ? 3 : 0;
-  static const char *const keys[] = {"stride", "padding", NULL};
-  check_keys(L, opts, fn, keys, "padding, stride");
-  pair_opt(L, opts, fn, "stride", 0, s);
-  if (s[0] == 0) { s[0] = k[0]; s[1] = k[1]; }
-  pair_opt(L, opts, fn, "padding", 0, p);
-  lt_newbox(L);
-  return lt_finish(L, dl_pool2d(lt_ctx(L), x, k, s, p, max));
-}
-
-static int l_max_pool2d(lua_State *L) { return pool(L, 1); }
-static int l_avg_pool2d(lua_State *L) { return pool(L, 0); }
-
 /* ------------------------------------------------------------ metamethods */
 
-static int m_unm(lua_State *L) { return unary(L, DL_NEG); }
+/* Lua calls __unm and __len with the operand twice: no arity check here */
+static int m_unm(lua_State *L) {
+  dl_tensor *a = lt_check(L, 1);
+  lt_newbox(L);
+  return lt_finish(L, dl_unary(lt_ctx(L), DL_NEG, a));
+}
 
 static int m_len(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
@@ -658,13 +598,11 @@ static const luaL_Reg op_funcs[] = {
   {"add_", l_add_},
   {"argmax", l_argmax},
   {"argmin", l_argmin},
-  {"avg_pool2d", l_avg_pool2d},
   {"byte", l_byte},
   {"cat", l_cat},
   {"clamp", l_clamp},
   {"clone", l_clone},
   {"contiguous", l_contiguous},
-  {"conv2d", l_conv2d},
   {"copy_", l_copy_},
   {"div", l_div},
   {"double", l_double},
@@ -681,15 +619,14 @@ static const luaL_Reg op_funcs[] = {
   {"index_select", l_index_select},
   {"int", l_int},
   {"le", l_le},
+  {"linear", l_linear},
   {"log", l_log},
   {"log_softmax", l_log_softmax},
   {"logsumexp", l_logsumexp},
   {"long", l_long},
   {"lt", l_lt},
   {"matmul", l_matmul},
-  {"linear", l_linear},
   {"max", l_max},
-  {"max_pool2d", l_max_pool2d},
   {"maximum", l_maximum},
   {"mean", l_mean},
   {"min", l_min},
@@ -739,13 +676,8 @@ static const luaL_Reg meta_funcs[] = {
 };
 
 void lt_register_ops(lua_State *L, int mod, int cidx) {
-  lua_pushvalue(L, cidx);
-  luaL_setfuncs(L, op_funcs, 1);
-  (void)mod;
-}
-
-void lt_register_meta(lua_State *L, int mt, int cidx) {
-  (void)mt;
-  lua_pushvalue(L, cidx);
-  luaL_setfuncs(L, meta_funcs, 1);
+  lt_setfuncs(L, mod, cidx, op_funcs);
+  luaL_getmetatable(L, "dlua.Tensor");
+  lt_setfuncs(L, lua_gettop(L), cidx, meta_funcs);
+  lua_pop(L, 1);
 }

@@ -1,6 +1,6 @@
-/* lua_pipeline.c -- binds datasets, the threaded pipeline, the offline cache
- * and the trace recorder (private functions of "dlua.core"; dl.data and
- * dl.trace in lua/dlua/data.lua are the public face).
+/* lua_pipeline.c -- binds the threaded input pipeline (engine/pipeline.c) as
+ * private functions of "dlua.core" (_pipe_*; dl.data in lua/dlua/data.lua is
+ * the public face).
  *
  * A Lua transform runs in per-worker Lua states: for each worker the main
  * thread makes a fresh state (standard libraries, the same package.path,
@@ -12,32 +12,23 @@
  * the state's default RNG (dl.rand, dl.randn) and math.random are seeded
  * from the example's key, so Lua maps are as reproducible as the C ones.
  *
- * Index conventions: epochs and examples are 1-based here, 0-based in the
- * core. Errors from the pipeline are raised without a position so that
- * data.lua can blame the caller's line.
+ * The spec table of _pipe_new is read strictly, nested tables included: an
+ * unknown key anywhere is an error naming its path ("transforms[2].sise").
+ * Epochs and batches are 1-based here, 0-based in the core. Errors from the
+ * pipeline are raised without a position so that data.lua can blame the
+ * caller's line.
  */
 /* See LICENSE */
-#include "lua_tensor.h"
-#include "csv.h"
-#include "idx.h"
-#include "pipeline.h"
-#include "trace.h"
+#include "lua_aux.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int n);
-
-typedef struct {
-  dl_trace *trace;
-  char path[1024];
-  int next_id;
-} pipe_state;
-
-typedef struct { dl_dataset *ds; } dataset_box;
 
 typedef struct {
   int n, nfn;
@@ -52,257 +43,6 @@ typedef struct {
   dl_pipe *p;
   lua_workers *lw;
 } pipe_box;
-
-static pipe_state *check_state(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(2)); }
-
-/* raises ctx->err with no position (the Lua side adds the caller's) */
-static int raise_plain(lua_State *L) {
-  dl_ctx *ctx = lt_ctx(L);
-  ctx->oom = 0;
-  lua_pushstring(L, ctx->err);
-  return lua_error(L);
-}
-
-/* ------------------------------------------------------------ datasets */
-
-static dl_dataset *check_ds(lua_State *L, int i) {
-  dataset_box *b = luaL_checkudata(L, i, "dlua.Dataset");
-  if (!b->ds) luaL_error(L, "dataset has been released");
-  return b->ds;
-}
-
-static dataset_box *new_ds_box(lua_State *L) {
-  dataset_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-  b->ds = NULL;
-  luaL_setmetatable(L, "dlua.Dataset");
-  return b;
-}
-
-static int ds_gc(lua_State *L) {
-  dataset_box *b = luaL_checkudata(L, 1, "dlua.Dataset");
-  dl_dataset_release(b->ds);
-  b->ds = NULL;
-  return 0;
-}
-
-/* _ds_new(names, tensors [, ids]) */
-static int l_ds_new(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  int n = (int)luaL_len(L, 1);
-  if (n < 1 || n > DL_MAXFIELDS) return luaL_error(L, "dataset: %d fields, 1 to %d supported", n, DL_MAXFIELDS);
-  const char *names[DL_MAXFIELDS];
-  dl_tensor *fields[DL_MAXFIELDS];
-  for (int i = 0; i < n; i++) {
-    lua_geti(L, 1, i + 1);
-    names[i] = luaL_checkstring(L, -1);          /* stays referenced by the table */
-    lua_pop(L, 1);
-    lua_geti(L, 2, i + 1);
-    fields[i] = lt_check(L, lua_gettop(L));
-    lua_pop(L, 1);
-  }
-  dl_tensor *ids = lua_isnoneornil(L, 3) ? NULL : lt_check(L, 3);
-  dataset_box *b = new_ds_box(L);
-  b->ds = dl_dataset_new(lt_ctx(L), n, names, fields, ids);
-  if (!b->ds) return raise_plain(L);
-  return 1;
-}
-
-static int l_ds_len(lua_State *L) {
-  lua_pushinteger(L, check_ds(L, 1)->len);
-  return 1;
-}
-
-/* a row of field f as a Lua value: a number when 0-d, else a tensor view */
-static void push_row(lua_State *L, const dl_dataset *ds, int f, int64_t row) {
-  dl_tensor *t = ds->fields[f];
-  if (t->ndim == 1) {
-    double v = dl_load(dl_data(t), t->dtype, row);
-    if (dl_dtype_is_float(t->dtype)) lua_pushnumber(L, v);
-    else lua_pushinteger(L, (lua_Integer)v);
-    return;
-  }
-  lt_newbox(L);
-  lt_finish(L, dl_view_new(lt_ctx(L), t, t->ndim - 1, t->shape + 1, t->stride + 1, t->offset + row * t->stride[0]));
-}
-
-/* _ds_get(ds, i) -> {field = value}, i 1-based (negative from the end) */
-static int l_ds_get(lua_State *L) {
-  dl_dataset *ds = check_ds(L, 1);
-  int64_t given = lt_checkint(L, 2, "get", "index"), i = given < 0 ? given + ds->len + 1 : given;
-  if (i < 1 || i > ds->len)
-    return luaL_error(L, "get: index %I is out of range for a dataset of %I examples", (lua_Integer)given,
-                      (lua_Integer)ds->len);
-  int64_t row = dl_dataset_row(ds, i - 1);
-  lua_createtable(L, 0, ds->nfields);
-  for (int f = 0; f < ds->nfields; f++) {
-    push_row(L, ds, f, row);
-    lua_setfield(L, -2, ds->names[f]);
-  }
-  return 1;
-}
-
-/* _ds_fields(ds) -> {{name =, dtype =, shape = {...}}, ...} (shape of one example) */
-static int l_ds_fields(lua_State *L) {
-  dl_dataset *ds = check_ds(L, 1);
-  lua_createtable(L, ds->nfields, 0);
-  for (int f = 0; f < ds->nfields; f++) {
-    dl_tensor *t = ds->fields[f];
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, ds->names[f]);
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, dl_dtype_name(t->dtype));
-    lua_setfield(L, -2, "dtype");
-    lua_createtable(L, t->ndim - 1, 0);
-    for (int k = 1; k < t->ndim; k++) {
-      lua_pushinteger(L, t->shape[k]);
-      lua_rawseti(L, -2, k);
-    }
-    lua_setfield(L, -2, "shape");
-    lua_rawseti(L, -2, f + 1);
-  }
-  return 1;
-}
-
-/* _ds_subset(ds, index) with index an integer tensor of 1-based positions */
-static int l_ds_subset(lua_State *L) {
-  dl_dataset *ds = check_ds(L, 1);
-  dl_tensor *ix = lt_check(L, 2);
-  if (ix->dtype != DL_I64 && ix->dtype != DL_I32) return luaL_error(L, "subset: the index must be an integer tensor");
-  int64_t n = dl_numel(ix);
-  int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
-  if (!idx) return luaL_error(L, "subset: out of memory");
-  for (int64_t i = 0; i < n; i++) idx[i] = (int64_t)dl_get_flat(ix, i) - 1;
-  dataset_box *b = new_ds_box(L);
-  b->ds = dl_dataset_new_subset(lt_ctx(L), ds, n, idx);
-  free(idx);
-  if (!b->ds) return raise_plain(L);
-  return 1;
-}
-
-/* _ds_split(ds, counts, seed | nil) -> list of datasets */
-static int l_ds_split(lua_State *L) {
-  dl_dataset *ds = check_ds(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  int k = (int)luaL_len(L, 2);
-  if (k < 1 || k > 64) return luaL_error(L, "split: 1 to 64 parts, got %d", k);
-  int64_t counts[64];
-  for (int i = 0; i < k; i++) {
-    lua_geti(L, 2, i + 1);
-    counts[i] = lt_checkint(L, -1, "split", "count");
-    lua_pop(L, 1);
-  }
-  int shuffled = !lua_isnoneornil(L, 3);
-  uint64_t seed = shuffled ? (uint64_t)lt_checkint(L, 3, "split", "seed") : 0;
-  dl_dataset *out[64];
-  lua_createtable(L, k, 0);
-  for (int i = 0; i < k; i++) {          /* boxes first: nothing to strand if a later step raises */
-    new_ds_box(L);
-    lua_rawseti(L, -2, i + 1);
-  }
-  if (dl_dataset_split(lt_ctx(L), ds, k, counts, shuffled, seed, out) < 0) return raise_plain(L);
-  for (int i = 0; i < k; i++) {
-    lua_rawgeti(L, -1, i + 1);
-    ((dataset_box *)lua_touserdata(L, -1))->ds = out[i];
-    lua_pop(L, 1);
-  }
-  return 1;
-}
-
-/* _ds_ids(ds) -> int64 tensor of the examples' ids (0-based, as the keys use them) */
-static int l_ds_ids(lua_State *L) {
-  dl_dataset *ds = check_ds(L, 1);
-  lt_newbox(L);
-  int64_t n = ds->len;
-  dl_tensor *t = dl_tensor_new_empty(lt_ctx(L), DL_I64, 1, &n);
-  if (t)
-    for (int64_t i = 0; i < n; i++) ((int64_t *)t->st->data)[i] = dl_dataset_id(ds, i);
-  return lt_finish(L, t);
-}
-
-/* _ds_column(ds, name) -> tensor [len, ...] of the field in example order */
-static int l_ds_column(lua_State *L) {
-  dl_dataset *ds = check_ds(L, 1);
-  const char *name = luaL_checkstring(L, 2);
-  int f = dl_dataset_field(ds, name);
-  if (f < 0) return luaL_error(L, "dataset has no field '%s'", name);
-  dl_tensor *t = ds->fields[f];
-  if (!ds->index) return lt_push(L, dl_tensor_retain(t));
-  int64_t shape[DL_MAXDIM];
-  memcpy(shape, t->shape, sizeof shape);
-  shape[0] = ds->len;
-  lt_newbox(L);
-  dl_tensor *o = dl_tensor_new_empty(lt_ctx(L), t->dtype, t->ndim, shape);
-  if (o) {
-    size_t row = (size_t)(t->shape[0] ? dl_numel(t) / t->shape[0] : 0) * dl_dtype_size(t->dtype);
-    for (int64_t i = 0; i < ds->len; i++)
-      memcpy((char *)o->st->data + (size_t)i * row, (const char *)dl_data(t) + (size_t)ds->index[i] * row, row);
-  }
-  return lt_finish(L, o);
-}
-
-static int l_ds_checksum(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)dl_dataset_checksum(check_ds(L, 1)));
-  return 1;
-}
-
-/* ------------------------------------------------------------ readers */
-
-/* _read_idx(path [, limit]) -> uint8 tensor of the first limit records (all by default) */
-static int l_read_idx(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  int64_t limit = lua_isnoneornil(L, 2) ? -1 : lt_checkint(L, 2, "idx", "limit");
-  dl_ctx *ctx = lt_ctx(L);
-  lt_newbox(L);
-  dl_idx_reader *r = dl_idx_open(ctx, path);
-  if (!r) return raise_plain(L);
-  int64_t shape[DL_MAXDIM];
-  memcpy(shape, dl_idx_shape(r), sizeof shape);
-  if (limit >= 0 && limit < shape[0]) shape[0] = limit;
-  dl_tensor *t = dl_tensor_new_empty(ctx, DL_U8, dl_idx_ndim(r), shape);
-  if (t && dl_idx_read(ctx, r, t->st->data, shape[0]) < 0) {
-    dl_tensor_release(t);
-    t = NULL;
-  }
-  dl_idx_close(r);
-  if (!t) return raise_plain(L);
-  return lt_finish(L, t);
-}
-
-/* _read_csv(path, {delimiter =, header =, missing =}) -> names, integral, values */
-static int l_read_csv(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  dl_csv_opts o = dl_csv_defaults();
-  if (lua_istable(L, 2)) {
-    lua_getfield(L, 2, "delimiter");
-    if (lua_isstring(L, -1)) o.delimiter = lua_tostring(L, -1)[0];
-    lua_getfield(L, 2, "header");
-    if (!lua_isnil(L, -1)) o.header = lua_toboolean(L, -1);
-    lua_getfield(L, 2, "missing");
-    if (lua_isnumber(L, -1)) {
-      o.has_missing = 1;
-      o.missing = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 3);
-  }
-  lt_newbox(L);                                  /* owns the values once filled */
-  dl_csv c;
-  if (dl_csv_read(lt_ctx(L), path, &o, &c) < 0) return raise_plain(L);
-  ((tensor_box *)lua_touserdata(L, -1))->t = c.values;
-  c.values = NULL;
-  int vals = lua_gettop(L);
-  lua_createtable(L, c.ncols, 0);
-  lua_createtable(L, c.ncols, 0);
-  for (int i = 0; i < c.ncols; i++) {
-    lua_pushstring(L, c.names[i]);
-    lua_rawseti(L, -3, i + 1);
-    lua_pushboolean(L, c.integral[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  dl_csv_free(&c);
-  lua_pushvalue(L, vals);
-  return 3;
-}
 
 /* ------------------------------------------------------------ plain values between states */
 
@@ -527,130 +267,161 @@ done:
   return rc;
 }
 
-/* ------------------------------------------------------------ building a pipe */
 
-static double num_field(lua_State *L, int t, const char *k, double def) {
-  lua_getfield(L, t, k);
-  double v = lua_isnil(L, -1) ? def : luaL_checknumber(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
+/* ------------------------------------------------------------ reading the spec */
 
-static int64_t int_field(lua_State *L, int t, const char *k, int64_t def) {
-  lua_getfield(L, t, k);
-  int64_t v = lua_isnil(L, -1) ? def : (int64_t)luaL_checkinteger(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-static int bool_field(lua_State *L, int t, const char *k) {
-  lua_getfield(L, t, k);
-  int v = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-static const char *str_field(lua_State *L, int t, const char *k, const char *def) {
-  lua_getfield(L, t, k);
-  const char *s = lua_isnil(L, -1) ? def : luaL_checkstring(L, -1);
-  lua_pop(L, 1);                                  /* the spec table keeps it alive */
-  return s;
-}
-
-/* reads t[k][1], t[k][2] (or a single number for both) */
-static void pair_field(lua_State *L, int t, const char *k, double *a, double *b) {
-  lua_getfield(L, t, k);
-  if (lua_istable(L, -1)) {
-    lua_geti(L, -1, 1);
-    lua_geti(L, -2, 2);
-    *a = luaL_checknumber(L, -2);
-    *b = luaL_checknumber(L, -1);
+/* o.key as a pair (a, b): a number for both or a list {a, b}; unchanged when absent */
+static void pair_opt(lua_State *L, const lt_opts *o, const char *key, double *a, double *b) {
+  int t = lt_opt_push(L, o, key);
+  if (t == LUA_TNUMBER) {
+    *a = *b = lua_tonumber(L, -1);
+  } else if (t == LUA_TTABLE) {
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    if (lua_type(L, -2) != LUA_TNUMBER || lua_type(L, -1) != LUA_TNUMBER || lua_rawlen(L, -3) != 2)
+      lt_opt_error(L, o, key, "a number or a list of 2 numbers expected");
+    *a = lua_tonumber(L, -2);
+    *b = lua_tonumber(L, -1);
     lua_pop(L, 2);
-  } else if (!lua_isnil(L, -1)) {
-    *a = *b = luaL_checknumber(L, -1);
+  } else if (t != LUA_TNIL) {
+    lt_opt_error(L, o, key, "number or {a, b} expected, got %s", lt_typename(L, -1));
   }
   lua_pop(L, 1);
+}
+
+/* an integer option that must fit the int64 field and be >= lo */
+static int64_t int_opt(lua_State *L, const lt_opts *o, const char *key, int64_t def, int64_t lo) {
+  int64_t v = lt_opt_integer(L, o, key, def);
+  if (v < lo) lt_opt_error(L, o, key, "must be >= %I, got %I", (lua_Integer)lo, (lua_Integer)v);
+  return v;
 }
 
 static const char *const tf_kinds[] = {"cast", "scale", "normalize", "random_crop", "flip",
                                        "random_translate", "random_affine", "one_hot", "select", "lua", NULL};
 
-static void parse_transform(lua_State *L, int t, dl_transform *tf) {
-  lua_getfield(L, t, "kind");
-  int kind = luaL_checkoption(L, -1, NULL, tf_kinds);
+/* the valid keys of each transform kind (the common ones: field, kind, name, stage) */
+static const char *const *tf_keys(dl_tf_kind k) {
+  static const char *const cast[] = {"dtype", "field", "kind", "name", "stage", NULL};
+  static const char *const scale[] = {"field", "kind", "name", "scale", "stage", NULL};
+  static const char *const normalize[] = {"field", "kind", "mean", "name", "stage", "std", NULL};
+  static const char *const crop[] = {"field", "fill", "kind", "name", "padding", "size", "stage", NULL};
+  static const char *const flip[] = {"field", "horizontal", "kind", "name", "stage", "vertical", NULL};
+  static const char *const translate[] = {"field", "fill", "kind", "max", "name", "stage", NULL};
+  static const char *const affine[] = {"degrees", "field", "fill", "kind", "name", "scale", "stage", "translate", NULL};
+  static const char *const one_hot[] = {"classes", "field", "kind", "name", "stage", NULL};
+  static const char *const select[] = {"field", "fields", "kind", "name", "stage", NULL};
+  static const char *const lua[] = {"field", "kind", "name", "plan", "stage", NULL};
+  switch (k) {
+    case DL_TF_CAST: return cast;
+    case DL_TF_SCALE: return scale;
+    case DL_TF_NORMALIZE: return normalize;
+    case DL_TF_CROP: return crop;
+    case DL_TF_FLIP: return flip;
+    case DL_TF_TRANSLATE: return translate;
+    case DL_TF_AFFINE: return affine;
+    case DL_TF_ONE_HOT: return one_hot;
+    case DL_TF_SELECT: return select;
+    default: return lua;
+  }
+}
+
+/* the list in o.key as a snapshot pushed on the stack (1..max entries); returns its length */
+static int list_opt(lua_State *L, const lt_opts *o, const char *key, int max) {
+  if (lt_opt_push(L, o, key) != LUA_TTABLE) lt_opt_error(L, o, key, "list expected, got %s", lt_typename(L, -1));
+  lua_Integer n = luaL_len(L, -1);
+  if (n < 1 || n > max) lt_opt_error(L, o, key, "1 to %d entries expected, got %I", max, (lua_Integer)n);
+  lt_snapshot(L, o->arg, -1, max);
+  lua_remove(L, -2);
+  return (int)n;
+}
+
+/* the transform described by the table at idx (path names it in messages) */
+static void parse_transform(lua_State *L, int idx, const char *path, dl_transform *tf) {
+  lua_pushliteral(L, "kind");
+  lua_rawget(L, idx);
+  int kind = -1;
+  for (int k = 0; lua_type(L, -1) == LUA_TSTRING && tf_kinds[k]; k++)
+    if (strcmp(lua_tostring(L, -1), tf_kinds[k]) == 0) kind = k;
+  if (kind < 0) lt_argerror(L, 2, "option '%s.kind' (unknown transform)", path);
   lua_pop(L, 1);
-  *tf = dl_transform_defaults((dl_tf_kind)kind, str_field(L, t, "field", "image"));
-  const char *name = str_field(L, t, "name", NULL);
+  lt_opts o;
+  lt_options_at(L, 2, idx, path, tf_keys((dl_tf_kind)kind), &o);
+  const char *field = lt_opt_string(L, &o, "field", "image");       /* the strings stay on the stack */
+  if (strlen(field) == 0 || strlen(field) >= DL_NAMELEN)
+    lt_opt_error(L, &o, "field", "names have 1 to %d characters", DL_NAMELEN - 1);
+  *tf = dl_transform_defaults((dl_tf_kind)kind, field);
+  const char *name = lt_opt_string(L, &o, "name", NULL);
   if (name) snprintf(tf->name, sizeof tf->name, "%s", name);
-  tf->stage = (int)int_field(L, t, "stage", 0) - 1;
+  tf->stage = (int)int_opt(L, &o, "stage", 0, 0) - 1;
   double a = 0, b = 0;
   switch (tf->kind) {
-    case DL_TF_CAST: {
-      int d = dl_dtype_from_name(str_field(L, t, "dtype", "float32"));
-      if (d < 0) luaL_error(L, "cast: unknown dtype");
-      tf->dtype = (dl_dtype)d;
-      break;
-    }
-    case DL_TF_SCALE: tf->scale = (float)num_field(L, t, "scale", 1.0); break;
+    case DL_TF_CAST: tf->dtype = lt_opt_dtype(L, &o, "dtype", DL_F32); break;
+    case DL_TF_SCALE: tf->scale = (float)lt_opt_number(L, &o, "scale", 1.0); break;
     case DL_TF_NORMALIZE: {
-      lua_getfield(L, t, "mean");
-      lua_getfield(L, t, "std");
-      int n = (int)luaL_len(L, -2);
-      if (n < 1 || n > DL_MAXCH || luaL_len(L, -1) != n) luaL_error(L, "normalize: mean and std need 1 to %d values each", DL_MAXCH);
+      int n = list_opt(L, &o, "mean", DL_MAXCH);
+      int m = list_opt(L, &o, "std", DL_MAXCH);
+      if (n != m) lt_opt_error(L, &o, "std", "%d values for %d means", m, n);
       tf->nch = n;
       for (int i = 0; i < n; i++) {
-        lua_geti(L, -2, i + 1);
-        lua_geti(L, -2, i + 1);
-        tf->mean[i] = (float)luaL_checknumber(L, -2);
-        tf->std[i] = (float)luaL_checknumber(L, -1);
+        lua_rawgeti(L, -2, i + 1);
+        lua_rawgeti(L, -2, i + 1);
+        if (lua_type(L, -2) != LUA_TNUMBER || lua_type(L, -1) != LUA_TNUMBER)
+          lt_opt_error(L, &o, "mean", "means and stds must be numbers");
+        tf->mean[i] = (float)lua_tonumber(L, -2);
+        tf->std[i] = (float)lua_tonumber(L, -1);
         lua_pop(L, 2);
       }
       lua_pop(L, 2);
       break;
     }
     case DL_TF_CROP:
-      pair_field(L, t, "size", &a, &b);
+      pair_opt(L, &o, "size", &a, &b);
       tf->size[0] = (int64_t)a;
       tf->size[1] = (int64_t)b;
-      tf->padding = int_field(L, t, "padding", 0);
-      tf->fill = (float)num_field(L, t, "fill", 0.0);
+      tf->padding = int_opt(L, &o, "padding", 0, 0);
+      tf->fill = (float)lt_opt_number(L, &o, "fill", 0.0);
       break;
     case DL_TF_FLIP:
-      tf->p_h = (float)num_field(L, t, "horizontal", 0.0);
-      tf->p_v = (float)num_field(L, t, "vertical", 0.0);
+      tf->p_h = (float)lt_opt_number(L, &o, "horizontal", 0.0);
+      tf->p_v = (float)lt_opt_number(L, &o, "vertical", 0.0);
       break;
     case DL_TF_TRANSLATE:
-      pair_field(L, t, "max", &a, &b);
+      pair_opt(L, &o, "max", &a, &b);
       tf->max_shift[0] = (int64_t)a;
       tf->max_shift[1] = (int64_t)b;
-      tf->fill = (float)num_field(L, t, "fill", 0.0);
+      tf->fill = (float)lt_opt_number(L, &o, "fill", 0.0);
       break;
     case DL_TF_AFFINE:
-      tf->degrees = (float)num_field(L, t, "degrees", 0.0);
-      tf->translate = (float)num_field(L, t, "translate", 0.0);
+      tf->degrees = (float)lt_opt_number(L, &o, "degrees", 0.0);
+      tf->translate = (float)lt_opt_number(L, &o, "translate", 0.0);
       a = b = 1.0;
-      pair_field(L, t, "scale", &a, &b);
+      pair_opt(L, &o, "scale", &a, &b);
       tf->scale_lo = (float)a;
       tf->scale_hi = (float)b;
-      tf->fill = (float)num_field(L, t, "fill", 0.0);
+      tf->fill = (float)lt_opt_number(L, &o, "fill", 0.0);
       break;
-    case DL_TF_ONE_HOT: tf->classes = int_field(L, t, "classes", 0); break;
+    case DL_TF_ONE_HOT: tf->classes = int_opt(L, &o, "classes", 0, 0); break;
     case DL_TF_SELECT: {
-      lua_getfield(L, t, "fields");
-      int n = (int)luaL_len(L, -1);
-      if (n < 1 || n > DL_MAXFIELDS) luaL_error(L, "select: 1 to %d fields", DL_MAXFIELDS);
+      int n = list_opt(L, &o, "fields", DL_MAXFIELDS);
       tf->nsel = n;
       for (int i = 0; i < n; i++) {
-        lua_geti(L, -1, i + 1);
-        snprintf(tf->sel[i], DL_NAMELEN, "%s", luaL_checkstring(L, -1));
+        lua_rawgeti(L, -1, i + 1);
+        if (lua_type(L, -1) != LUA_TSTRING) lt_opt_error(L, &o, "fields", "field names must be strings");
+        snprintf(tf->sel[i], DL_NAMELEN, "%s", lua_tostring(L, -1));
         lua_pop(L, 1);
       }
       lua_pop(L, 1);
       break;
     }
-    case DL_TF_CALL: tf->call = lua_tf_call; break;
+    case DL_TF_CALL:
+      if (lt_opt_push(L, &o, "plan") != LUA_TTABLE) lt_opt_error(L, &o, "plan", "table expected");
+      lua_pop(L, 1);
+      tf->call = lua_tf_call;
+      break;
   }
 }
+
+/* ------------------------------------------------------------ iterators */
 
 static int pipe_gc(lua_State *L) {
   pipe_box *b = luaL_checkudata(L, 1, "dlua.PipelineIter");
@@ -663,66 +434,86 @@ static int pipe_gc(lua_State *L) {
 
 static pipe_box *check_pipe(lua_State *L, int i) { return luaL_checkudata(L, i, "dlua.PipelineIter"); }
 
+static const char *const spec_keys[] = {"batch", "drop_remainder", "epochs", "index", "pad", "prefetch", "rank",
+                                        "seed", "start_batch", "start_epoch", "transforms", "workers", NULL};
+static const char *const index_keys[] = {"kind", "rank", "seed", "window", "world", NULL};
+
 /* _pipe_new(ds, spec) -> handle; spec as data.lua builds it */
-static int l_pipe_new(lua_State *L) {
-  dl_dataset *ds = check_ds(L, 1);
+static int pipeline_pipe_new(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  pipe_state *ps = check_state(L);
+  lt_checkargs(L, 2);
+  luaL_checkstack(L, 40, "reading a pipeline spec");
+  lt_opts so;
+  lt_options(L, 2, spec_keys, &so);
+  ctx_box *cb = lt_cbox(L);
   dl_pipe_opts o = dl_pipe_defaults();
   o.ds = ds;
-  o.batch = int_field(L, 2, "batch", 0);
-  o.pad = bool_field(L, 2, "pad");
-  o.drop_remainder = bool_field(L, 2, "drop_remainder");
-  o.workers = (int)int_field(L, 2, "workers", 1);
-  o.prefetch = (int)int_field(L, 2, "prefetch", 2);
-  o.seed = (uint64_t)int_field(L, 2, "seed", 0);
-  o.rank = int_field(L, 2, "rank", 0);
-  o.start_epoch = int_field(L, 2, "start_epoch", 1) - 1;
-  o.start_batch = int_field(L, 2, "start_batch", 0);
-  o.epochs = int_field(L, 2, "epochs", 1);
-  o.trace = ps->trace;
-  o.trace_id = ++ps->next_id;
-  lua_getfield(L, 2, "index");
-  int ix = lua_gettop(L);
-  o.nindex = lua_istable(L, ix) ? (int)luaL_len(L, ix) : 0;
-  if (o.nindex > DL_PIPE_MAXSTAGES) return luaL_error(L, "pipeline: more than %d shuffle/shard stages", DL_PIPE_MAXSTAGES);
-  for (int i = 0; i < o.nindex; i++) {
-    lua_geti(L, ix, i + 1);
-    int s = lua_gettop(L);
-    const char *kind = str_field(L, s, "kind", "shuffle");
-    dl_index_stage *st = &o.index[i];
-    memset(st, 0, sizeof *st);
-    st->kind = strcmp(kind, "shard") == 0 ? DL_IX_SHARD : DL_IX_SHUFFLE;
-    st->seed = (uint64_t)int_field(L, s, "seed", 0);
-    st->window = int_field(L, s, "window", 0);
-    st->rank = int_field(L, s, "rank", 0);
-    st->world = int_field(L, s, "world", 1);
-    lua_pop(L, 1);
+  o.batch = int_opt(L, &so, "batch", 0, 0);
+  o.pad = lt_opt_boolean(L, &so, "pad", 0);
+  o.drop_remainder = lt_opt_boolean(L, &so, "drop_remainder", 0);
+  o.workers = (int)int_opt(L, &so, "workers", 1, 0);
+  o.prefetch = (int)int_opt(L, &so, "prefetch", 2, 0);
+  o.seed = (uint64_t)lt_opt_integer(L, &so, "seed", 0);
+  o.rank = int_opt(L, &so, "rank", 0, 0);
+  o.start_epoch = int_opt(L, &so, "start_epoch", 1, 1) - 1;
+  o.start_batch = int_opt(L, &so, "start_batch", 0, 0);
+  o.epochs = int_opt(L, &so, "epochs", 1, -1);
+  if (o.workers > 1024) lt_opt_error(L, &so, "workers", "at most 1024, got %d", o.workers);
+  if (o.prefetch > 1 << 20) lt_opt_error(L, &so, "prefetch", "at most 2^20, got %d", o.prefetch);
+  o.trace = cb->trace;
+  o.trace_id = ++cb->trace_next_id;
+  char path[64];
+  o.nindex = 0;
+  if (lt_opt_push(L, &so, "index") != LUA_TNIL) {
+    o.nindex = lt_snapshot(L, 2, -1, DL_PIPE_MAXSTAGES);
+    int ix = lua_gettop(L);
+    for (int i = 0; i < o.nindex; i++) {
+      lua_rawgeti(L, ix, i + 1);
+      snprintf(path, sizeof path, "index[%d]", i + 1);
+      lt_opts io;
+      lt_options_at(L, 2, -1, path, index_keys, &io);
+      const char *kind = lt_opt_string(L, &io, "kind", "shuffle");
+      dl_index_stage *st = &o.index[i];
+      memset(st, 0, sizeof *st);
+      if (strcmp(kind, "shard") && strcmp(kind, "shuffle")) lt_opt_error(L, &io, "kind", "shard or shuffle expected");
+      st->kind = strcmp(kind, "shard") == 0 ? DL_IX_SHARD : DL_IX_SHUFFLE;
+      st->seed = (uint64_t)lt_opt_integer(L, &io, "seed", 0);
+      st->window = int_opt(L, &io, "window", 0, 0);
+      st->rank = int_opt(L, &io, "rank", 0, 0);
+      st->world = int_opt(L, &io, "world", 1, 1);
+      lua_settop(L, ix);
+    }
   }
-  lua_getfield(L, 2, "transforms");
-  int tt = lua_gettop(L);
-  o.ntf = lua_istable(L, tt) ? (int)luaL_len(L, tt) : 0;
-  if (o.ntf > DL_PIPE_MAXTF) return luaL_error(L, "pipeline: more than %d map stages", DL_PIPE_MAXTF);
   dl_transform tf[DL_PIPE_MAXTF];
   int nfn = 0;
   lua_newtable(L);                         /* the plans of the Lua transforms */
   int plans = lua_gettop(L);
-  for (int i = 0; i < o.ntf; i++) {
-    lua_geti(L, tt, i + 1);
-    parse_transform(L, lua_gettop(L), &tf[i]);
-    if (tf[i].kind == DL_TF_CALL) {
-      lua_getfield(L, -1, "plan");
-      lua_rawseti(L, plans, nfn + 1);
-      tf[i].user_index = nfn++;
+  o.ntf = 0;
+  if (lt_opt_push(L, &so, "transforms") != LUA_TNIL) {
+    o.ntf = lt_snapshot(L, 2, -1, DL_PIPE_MAXTF);
+    int tt = lua_gettop(L);
+    for (int i = 0; i < o.ntf; i++) {
+      lua_rawgeti(L, tt, i + 1);
+      int t = lua_gettop(L);
+      snprintf(path, sizeof path, "transforms[%d]", i + 1);
+      if (lua_type(L, t) != LUA_TTABLE) lt_argerror(L, 2, "option '%s' (table expected, got %s)", path, lt_typename(L, t));
+      parse_transform(L, t, path, &tf[i]);
+      if (tf[i].kind == DL_TF_CALL) {
+        lua_pushliteral(L, "plan");
+        lua_rawget(L, t);
+        lua_rawseti(L, plans, nfn + 1);
+        tf[i].user_index = nfn++;
+      }
+      lua_settop(L, tt);
     }
-    lua_pop(L, 1);
   }
   o.tf = tf;
   pipe_box *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->p = NULL;
   b->lw = NULL;
   luaL_setmetatable(L, "dlua.PipelineIter");
-  lua_pushvalue(L, lua_upvalueindex(2));   /* keeps the trace recorder alive */
+  lua_pushvalue(L, lua_upvalueindex(1));   /* keeps the context and its trace recorder alive */
   lua_setiuservalue(L, -2, 1);
   if (nfn > 0) {
     lua_workers *lw = calloc(1, sizeof *lw);
@@ -746,17 +537,18 @@ static int l_pipe_new(lua_State *L) {
       if (tf[i].kind == DL_TF_CALL) tf[i].user = lw;
   }
   b->p = dl_pipe_new(lt_ctx(L), &o);
-  if (!b->p) return raise_plain(L);
+  if (!b->p) return lt_raise_plain(L);
   return 1;
 }
 
 /* _pipe_next(h) -> batch, epoch, batch index (1-based) | nil at the end */
-static int l_pipe_next(lua_State *L) {
+static int pipeline_pipe_next(lua_State *L) {
   pipe_box *b = check_pipe(L, 1);
+  lt_checkargs(L, 1);
   if (!b->p) return 0;
   dl_batch bt;
   int rc = dl_pipe_next(lt_ctx(L), b->p, &bt);
-  if (rc < 0) return raise_plain(L);
+  if (rc < 0) return lt_raise_plain(L);
   if (rc == 0) return 0;
   lua_createtable(L, 0, bt.n);
   for (int j = 0; j < bt.n; j++) {
@@ -778,8 +570,9 @@ static int l_pipe_next(lua_State *L) {
 }
 
 /* _pipe_position(h) -> epoch (1-based), batches already taken in it */
-static int l_pipe_position(lua_State *L) {
+static int pipeline_pipe_position(lua_State *L) {
   pipe_box *b = check_pipe(L, 1);
+  lt_checkargs(L, 1);
   if (!b->p) return 0;
   int64_t e, bt;
   dl_pipe_position(b->p, &e, &bt);
@@ -788,8 +581,9 @@ static int l_pipe_position(lua_State *L) {
   return 2;
 }
 
-static int l_pipe_stats(lua_State *L) {
+static int pipeline_pipe_stats(lua_State *L) {
   pipe_box *b = check_pipe(L, 1);
+  lt_checkargs(L, 1);
   if (!b->p) return 0;
   dl_pipe_stats s;
   dl_pipe_get_stats(b->p, &s);
@@ -819,168 +613,22 @@ static int l_pipe_stats(lua_State *L) {
   return 1;
 }
 
-static int l_pipe_close(lua_State *L) {
+static int pipeline_pipe_close(lua_State *L) {
   check_pipe(L, 1);
+  lt_checkargs(L, 1);
   return pipe_gc(L);
 }
 
-/* ------------------------------------------------------------ cache */
-
-static int l_cache_save(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  dl_dataset *ds = check_ds(L, 2);
-  const char *fp = luaL_checkstring(L, 3);
-  if (dl_cache_write(lt_ctx(L), path, ds, fp) < 0) return raise_plain(L);
-  return 0;
-}
-
-/* _cache_load(path, fingerprint) -> ds | nil, "missing" | "stale" | "corrupt", message */
-static int l_cache_load(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  const char *fp = luaL_checkstring(L, 2);
-  dataset_box *b = new_ds_box(L);
-  dl_cache_status st;
-  b->ds = dl_cache_read_new(lt_ctx(L), path, fp, &st);
-  if (b->ds) return 1;
-  static const char *const names[] = {"ok", "missing", "stale", "corrupt"};
-  lua_pushnil(L);
-  lua_pushstring(L, names[st]);
-  lua_pushstring(L, lt_ctx(L)->err);
-  return 3;
-}
-
-static int l_crc32(lua_State *L) {
-  size_t n;
-  const char *s = luaL_checklstring(L, 1, &n);
-  lua_pushinteger(L, (lua_Integer)dl_crc32((uint32_t)luaL_optinteger(L, 2, 0), s, n));
-  return 1;
-}
-
-/* _tensor_bytes(t) -> the raw contiguous bytes; _tensor_from_bytes(s, dtype, shape) */
-static int l_tensor_bytes(lua_State *L) {
-  dl_tensor *t = lt_check(L, 1);
-  dl_tensor *c = dl_is_contiguous(t) ? dl_tensor_retain(t) : dl_tensor_new_contiguous(lt_ctx(L), t, t->dtype);
-  if (!c) return raise_plain(L);
-  lua_pushlstring(L, dl_data(c), (size_t)dl_numel(c) * dl_dtype_size(c->dtype));
-  dl_tensor_release(c);
-  return 1;
-}
-
-static int l_tensor_from_bytes(lua_State *L) {
-  size_t n;
-  const char *s = luaL_checklstring(L, 1, &n);
-  int d = dl_dtype_from_name(luaL_checkstring(L, 2));
-  if (d < 0) return luaL_error(L, "unknown dtype '%s'", lua_tostring(L, 2));
-  int64_t shape[DL_MAXDIM];
-  int nd = lt_checkshape(L, 3, "tensor_from_bytes", shape);
-  lt_newbox(L);
-  dl_tensor *t = dl_tensor_new_empty(lt_ctx(L), (dl_dtype)d, nd, shape);
-  if (t && t->st->nbytes != n) {
-    size_t want = t->st->nbytes;
-    dl_tensor_release(t);
-    return luaL_error(L, "tensor_from_bytes: %d bytes for a tensor of %d", (int)n, (int)want);
-  }
-  if (t) memcpy(t->st->data, s, n);
-  return lt_finish(L, t);
-}
-
-/* ------------------------------------------------------------ trace */
-
-static int l_trace_start(lua_State *L) {
-  pipe_state *ps = check_state(L);
-  const char *path = luaL_checkstring(L, 1);
-  if (dl_trace_active(ps->trace)) return luaL_error(L, "trace: already recording to '%s'", ps->path);
-  snprintf(ps->path, sizeof ps->path, "%s", path);
-  dl_trace_start(ps->trace);
-  dl_trace_thread_name(ps->trace, DL_TRACE_MAIN_TID, "main (Lua)");
-  char err[1200];                             /* a valid empty trace now: JSON whenever the process ends */
-  if (dl_trace_flush(ps->trace, path, err, sizeof err) < 0) {
-    dl_trace_discard(ps->trace);
-    return luaL_error(L, "%s", err);
-  }
-  return 0;
-}
-
-/* _trace_stop() -> path, spans written | nil when not recording */
-static int l_trace_stop(lua_State *L) {
-  pipe_state *ps = check_state(L);
-  if (!dl_trace_active(ps->trace)) return 0;
-  char err[1200];
-  long n = dl_trace_write_stop(ps->trace, ps->path, err, sizeof err);
-  if (n < 0) return luaL_error(L, "%s", err);
-  lua_pushstring(L, ps->path);
-  lua_pushinteger(L, n);
-  return 2;
-}
-
-static int l_trace_active(lua_State *L) {
-  pipe_state *ps = check_state(L);
-  int a = dl_trace_active(ps->trace);
-  lua_pushboolean(L, a);
-  if (a) lua_pushstring(L, ps->path);
-  else lua_pushnil(L);
-  return 2;
-}
-
-static int l_trace_now(lua_State *L) {
-  lua_pushinteger(L, dl_trace_now());
-  return 1;
-}
-
-/* _trace_span(name, t0, t1 [, cat]) on the main thread */
-static int l_trace_span(lua_State *L) {
-  pipe_state *ps = check_state(L);
-  const char *name = luaL_checkstring(L, 1);
-  int64_t t0 = (int64_t)luaL_checkinteger(L, 2), t1 = (int64_t)luaL_checkinteger(L, 3);
-  dl_trace_span(ps->trace, name, luaL_optstring(L, 4, "train"), DL_TRACE_MAIN_TID, t0, t1);
-  return 0;
-}
-
-static int state_gc(lua_State *L) {
-  pipe_state *ps = luaL_checkudata(L, 1, "dlua.PipelineState");
-  dl_trace_free(ps->trace);
-  ps->trace = NULL;
-  return 0;
-}
-
-/* ------------------------------------------------------------ registration */
-
 static const luaL_Reg pipeline_funcs[] = {
-  {"_cache_load", l_cache_load},
-  {"_cache_save", l_cache_save},
-  {"_crc32", l_crc32},
-  {"_ds_checksum", l_ds_checksum},
-  {"_ds_column", l_ds_column},
-  {"_ds_fields", l_ds_fields},
-  {"_ds_get", l_ds_get},
-  {"_ds_ids", l_ds_ids},
-  {"_ds_len", l_ds_len},
-  {"_ds_new", l_ds_new},
-  {"_ds_split", l_ds_split},
-  {"_ds_subset", l_ds_subset},
-  {"_pipe_close", l_pipe_close},
-  {"_pipe_new", l_pipe_new},
-  {"_pipe_next", l_pipe_next},
-  {"_pipe_position", l_pipe_position},
-  {"_pipe_stats", l_pipe_stats},
-  {"_read_csv", l_read_csv},
-  {"_read_idx", l_read_idx},
-  {"_tensor_bytes", l_tensor_bytes},
-  {"_tensor_from_bytes", l_tensor_from_bytes},
-  {"_trace_active", l_trace_active},
-  {"_trace_now", l_trace_now},
-  {"_trace_span", l_trace_span},
-  {"_trace_start", l_trace_start},
-  {"_trace_stop", l_trace_stop},
+  {"_pipe_close", pipeline_pipe_close},
+  {"_pipe_new", pipeline_pipe_new},
+  {"_pipe_next", pipeline_pipe_next},
+  {"_pipe_position", pipeline_pipe_position},
+  {"_pipe_stats", pipeline_pipe_stats},
   {NULL, NULL}
 };
 
 void lt_register_pipeline(lua_State *L, int mod, int cidx) {
-  if (luaL_newmetatable(L, "dlua.Dataset")) {
-    lua_pushcfunction(L, ds_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_pop(L, 1);
   if (luaL_newmetatable(L, "dlua.PipelineIter")) {
     lua_pushcfunction(L, pipe_gc);
     lua_setfield(L, -2, "__gc");
@@ -988,20 +636,5 @@ void lt_register_pipeline(lua_State *L, int mod, int cidx) {
     lua_setfield(L, -2, "__close");
   }
   lua_pop(L, 1);
-  if (luaL_newmetatable(L, "dlua.PipelineState")) {
-    lua_pushcfunction(L, state_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_pop(L, 1);
-  pipe_state *ps = lua_newuserdatauv(L, sizeof *ps, 0);   /* after the context: finalized before it */
-  memset(ps, 0, sizeof *ps);
-  luaL_setmetatable(L, "dlua.PipelineState");
-  ps->trace = dl_trace_new();
-  if (!ps->trace) luaL_error(L, "dlua: cannot create the trace recorder");
-  int st = lua_gettop(L);
-  lua_pushvalue(L, mod);
-  lua_pushvalue(L, cidx);
-  lua_pushvalue(L, st);
-  luaL_setfuncs(L, pipeline_funcs, 2);
-  lua_pop(L, 2);
+  lt_setfuncs(L, mod, cidx, pipeline_funcs);
 }

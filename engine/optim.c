@@ -12,10 +12,38 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *const names[DL_NOPTIM] = {"SGD", "Adam", "NAdam", "AdamW", "Adagrad", "RMSProp"};
 
 const char *dl_optim_name(dl_optim_kind k) { return names[k]; }
+
+int dl_optim_kind_from_name(const char *name) {
+  for (int k = 0; k < DL_NOPTIM; k++)
+    if (strcmp(name, names[k]) == 0) return k;
+  return -1;
+}
+
+#define P_NUM(field) {#field, 0, offsetof(dl_optim_opts, field)}
+#define P_END {NULL, 0, 0}
+static const dl_optim_param sgd_params[] = {P_NUM(lr), P_NUM(momentum), {"nesterov", 1, offsetof(dl_optim_opts, nesterov)},
+                                            P_NUM(weight_decay), P_END};
+static const dl_optim_param adam_params[] = {P_NUM(beta1), P_NUM(beta2), P_NUM(eps), P_NUM(lr), P_NUM(weight_decay),
+                                             P_END};
+static const dl_optim_param adagrad_params[] = {P_NUM(eps), P_NUM(lr), P_NUM(weight_decay), P_END};
+static const dl_optim_param rmsprop_params[] = {P_NUM(eps), P_NUM(lr), P_NUM(momentum), P_NUM(rho),
+                                                P_NUM(weight_decay), P_END};
+#undef P_NUM
+#undef P_END
+
+const dl_optim_param *dl_optim_params(dl_optim_kind k) {
+  switch (k) {
+    case DL_SGD: return sgd_params;
+    case DL_ADAGRAD: return adagrad_params;
+    case DL_RMSPROP: return rmsprop_params;
+    default: return adam_params;
+  }
+}
 
 dl_optim_opts dl_optim_defaults(dl_optim_kind k) {
   dl_optim_opts o = {0.01, 0, 0, 0.9, 0.999, 0.99, 1e-8, 0};

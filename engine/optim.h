@@ -19,8 +19,24 @@ typedef struct {
   double weight_decay;  /* coupled L2 (g += wd * p) except AdamW: decoupled (p -= lr * wd * p) */
 } dl_optim_opts;
 
+/* The one set of defaults: every binding, C test and the Lua optimizers use it
+ * (SGD and Adagrad lr 0.01, Adam family 1e-3; AdamW weight_decay 0.01;
+ * Adagrad eps 1e-10, else 1e-8; betas 0.9, 0.999; RMSProp rho 0.99). */
 dl_optim_opts dl_optim_defaults(dl_optim_kind k);
+/* "SGD", "Adam", "NAdam", "AdamW", "Adagrad", "RMSProp" (the Lua constructors' names). */
 const char *dl_optim_name(dl_optim_kind k);
+/* The kind with that name, or -1. */
+int dl_optim_kind_from_name(const char *name);
+
+/* One hyperparameter a rule reads: its option name and its field in dl_optim_opts. */
+typedef struct {
+  const char *name;     /* option key, e.g. "weight_decay" */
+  int boolean;          /* 1: an int flag (nesterov), else a double */
+  size_t offset;        /* offsetof(dl_optim_opts, field) */
+} dl_optim_param;
+/* The hyperparameters kind k reads, in alphabetical order, ending with {NULL}:
+ * the valid option keys of its constructor. */
+const dl_optim_param *dl_optim_params(dl_optim_kind k);
 /* number of state buffers the rule keeps per parameter (0, 1 or 2) */
 int dl_optim_nstate(dl_optim_kind k, const dl_optim_opts *o);
 

@@ -468,7 +468,8 @@ describe("BatchNorm errors", function()
     assert.error_matches(function() nn.BatchNorm(3, {momentum = 2}) end, "momentum must be a number in %[0, 1%]")
     assert.error_matches(function() nn.BatchNorm(0) end, "num_features must be a positive integer")
     assert.error_matches(function() dl.batch_norm(dl.zeros(4, 3), nil, nil, {virtual = 2}) end,
-      "batch_norm: unknown option 'virtual'")
+      "bad argument #4 to 'batch_norm' %(unknown option 'virtual'; expected one of: eps, momentum, replicas, " ..
+      "running_mean, running_var, sync, training, virtual_batch%)")
   end)
 
   it("reports bad inputs to dl.batch_norm with both shapes", function()
@@ -488,13 +489,13 @@ describe("BatchNorm errors", function()
   it("reports bad option values to dl.batch_norm", function()
     local x = dl.zeros(4, 3)
     local function bn(o) return function() dl.batch_norm(x, nil, nil, o) end end
-    assert.error_matches(bn({momentum = "fast"}), "batch_norm: option 'momentum' must be a number, got string")
+    assert.error_matches(bn({momentum = "fast"}), "bad argument #4 to 'batch_norm' %(option 'momentum' %(number expected, got string%)%)")
     assert.error_matches(bn({momentum = 1.5}), "batch_norm: momentum must be in %[0, 1%], got 1.5")
     assert.error_matches(bn({eps = 0}), "batch_norm: eps must be > 0, got 0")
-    assert.error_matches(bn({sync = 1}), "batch_norm: option 'sync' must be a boolean, got number")
+    assert.error_matches(bn({sync = 1}), "option 'sync' %(boolean expected, got number%)")
     assert.error_matches(bn({replicas = 0}), "batch_norm: replicas must be >= 1, got 0")
     assert.error_matches(bn({virtual_batch = -2}), "batch_norm: virtual_batch must be >= 1 %(or 0 for none%), got %-2")
-    assert.error_matches(bn({running_mean = {0, 0, 0}}), "batch_norm: option 'running_mean' must be a tensor, got table")
+    assert.error_matches(bn({running_mean = {0, 0, 0}}), "option 'running_mean' %(dlua.Tensor expected, got table%)")
     assert.error_matches(bn({running_mean = dl.zeros(3)}), "give both running_mean and running_var, or neither")
     assert.error_matches(bn({running_mean = dl.zeros(3):double(), running_var = dl.ones(3)}),
       "batch_norm: running_mean must be a contiguous float32 tensor")

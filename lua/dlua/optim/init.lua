@@ -8,14 +8,9 @@ local M = {}
 
 local is_tensor = util.is_tensor
 
-local specs = {
-  SGD = {lr = 0.01, momentum = 0, nesterov = false, weight_decay = 0},
-  Adam = {lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0},
-  NAdam = {lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0},
-  AdamW = {lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01},
-  Adagrad = {lr = 0.01, eps = 1e-10, weight_decay = 0},
-  RMSProp = {lr = 0.01, rho = 0.99, momentum = 0, eps = 1e-8, weight_decay = 0},
-}
+-- the kinds and their defaults live in C (engine/optim.c), once
+local specs = {}
+for _, kind in ipairs(core.optim_kinds()) do specs[kind] = core.optim_defaults(kind) end
 local nstate = {SGD = 1, Adam = 2, NAdam = 2, AdamW = 2, Adagrad = 1, RMSProp = 2}
 local state_names = {SGD = {"momentum"}, Adam = {"m", "v"}, NAdam = {"m", "v"}, AdamW = {"m", "v"},
                      Adagrad = {"sum_sq"}, RMSProp = {"v", "m"}}
@@ -40,7 +35,8 @@ local function make(kind)
       end
     end
     if o.lr < 0 then error(kind .. ": lr must be non-negative, got " .. o.lr, 2) end
-    local self = setmetatable({kind = kind, opts = o, base_lr = o.lr, t = 0, params = {}, s1 = {}, s2 = {}}, Optimizer)
+    local self = setmetatable({kind = kind, opts = o, base_lr = o.lr, t = 0, params = {}, s1 = {}, s2 = {},
+                               rule = core.optim_new(kind, o)}, Optimizer)
     if opts.params then self:attach(opts.params) end
     return self
   end
@@ -70,7 +66,7 @@ end
 --- One update of every parameter that has a gradient.
 function Optimizer:step()
   self.t = self.t + 1
-  core.optim_update(self.kind, self.params, self.s1, self.s2, self.opts, self.t)
+  core.optim_update(self.rule, self.params, self.s1, self.s2, self.opts.lr, self.t)
 end
 
 --- Sets the learning rate used from the next step on.

@@ -6,7 +6,7 @@
 --   proc.catch()                                  -- SIGINT/SIGTERM now set a flag
 --   local p = proc.spawn({"dlua", "exp.lua", "--quiet"}, {stdout = "run/trial.log", stderr = "stdout"})
 --   while not p:poll() do
---     if proc.interrupted() then p:signal("INT") end   -- forwarded to the trial's process group
+--     if proc.interrupted() then p:kill("INT") end   -- forwarded to the trial's process group
 --     proc.wait_event(1)                          -- wakes when a child ends or a signal arrives
 --   end
 --   print(p.code, p.signal)                        -- 130, nil: the trial stopped cleanly
@@ -100,7 +100,7 @@ local SPAWN = {cwd = "string", env = "table", group = "boolean", death_signal = 
 -- its own process group), death_signal (default "TERM"; false for none).
 -- p.pid; p:poll() -> nil while it runs, else code, signal (also p.code and
 -- p.signal: the exit status, or 128 + the signal that ended it, and that
--- signal's name); p:wait(); p:signal(sig) (its group when it has one).
+-- signal's name); p:wait(); p:kill(sig) (its process group when it has one).
 -- @usage local p = proc.spawn({"dlua", "x.lua"}, {stdout = "x.log", stderr = "stdout"}); p:wait()
 function M.spawn(argv, opts)
   if type(argv) ~= "table" then error("proc.spawn: expected a list of strings (the program and its arguments), got " ..
@@ -136,11 +136,11 @@ function Proc:wait(timeout)
   end
 end
 
---- p:signal(sig): sig to the process (its process group when spawned with one);
--- nothing once it was reaped.
-function Proc:signal(sig)
+--- p:kill(sig): sig ("INT", "TERM", ...) to the process (its process group when
+-- spawned with one); nothing once it was reaped.
+function Proc:kill(sig)
   if self.code then return end
-  call("proc.signal", core._proc_signal, self.pid, sig, self.group)
+  call("proc.kill", core._proc_signal, self.pid, sig, self.group)
 end
 
 function Proc:alive() return self.code == nil and core._proc_alive(self.pid) end

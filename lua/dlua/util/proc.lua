@@ -85,6 +85,27 @@ function M.alive(pid) return call("proc.alive", core._proc_alive, pid) end
 -- or (group = true) to its process group; an ended process is no error.
 function M.kill(pid, sig, group) return call("proc.kill", core._proc_signal, pid, sig, group or false) end
 
+--- proc.test_pause(phase, step): a test hook that widens a window so a spec can
+-- send a signal inside it. DLUA_TEST_PAUSE="step=0.05,eval=0.5,checkpoint=0.5"
+-- sleeps that long at each such point (an interrupt ends the sleep early, the
+-- phase itself then completes); with DLUA_TEST_PAUSE_MARK=FILE each pause first
+-- appends "<phase> <step>" to FILE. Without the variable it does nothing.
+local pauses
+function M.test_pause(phase, step)
+  if pauses == nil then
+    pauses = {}
+    for k, v in (os.getenv("DLUA_TEST_PAUSE") or ""):gmatch("(%w+)=([%d.]+)") do pauses[k] = tonumber(v) end
+  end
+  local s = pauses[phase]
+  if not s then return end
+  local mark = os.getenv("DLUA_TEST_PAUSE_MARK")
+  if mark then
+    local f = io.open(mark, "a")
+    if f then f:write(phase, " ", tostring(step), "\n"); f:close() end
+  end
+  core._sleep(s)
+end
+
 ------------------------------------------------------------------- processes
 
 local Proc = {}

@@ -155,6 +155,8 @@ local valid = {
   _fileio_replace = {args = function() return dir .. "/replace.txt", "x" end},
   _fileio_write_count = {args = function() end},
   _ops = {args = function() end},
+  _gp_fit = {args = function() return {{0.1}, {0.5}, {0.9}}, {1, 2, 3} end},
+  _gp_objective = {args = function() return {{0.1}, {0.5}, {0.9}}, {1, 2, 3}, {0, 0, -2} end},
   _ds_checksum = {args = function() return DS() end},
   _ds_column = {args = function() return DS(), "x" end},
   _ds_fields = {args = function() return DS() end},

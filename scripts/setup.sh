@@ -2,14 +2,14 @@
 # Installs, from Debian 12 packages, everything dlua needs to build, test and run its
 # examples (Open MPI: multi-process training and its mpirun -np 2 tests; chromium: the
 # headless-browser test of the study report, tests/browser/check_report.lua, which the
-# busted suite runs). Idempotent: packages already present are left alone. Run as root.
+# busted suite runs; tmux: the progress line checked in a real terminal, progress_spec.lua). Idempotent: packages already present are left alone. Run as root.
 #   scripts/setup.sh          build + test + run dependencies
 #   scripts/setup.sh --bench  also PyTorch and numpy for the side-by-side benchmarks
 set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
       lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
-      chromium"
+      chromium tmux"
 case "${1:-}" in
   --bench) pkgs="$pkgs python3-torch python3-optuna python3-scipy" ;;
 esac

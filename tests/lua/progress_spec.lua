@@ -189,3 +189,122 @@ describe("study progress", function()
       "  ETA 45s", s:line({done = 3, running = 2, pending = 5, pruned = 1, interrupted = 1}, {id = "t003", value = 0.91}))
   end)
 end)
+
+-- In a real terminal: tmux runs a training process in a pane 80 and 200 columns
+-- wide (and one resized from 200 to 70 mid-run: SIGWINCH); the pane is captured
+-- many times while the run goes (evaluations are slowed with DLUA_TEST_PAUSE so
+-- their indicator is on screen for a while). No row may fill the pane's width (a
+-- progress line that wrapped would), and `eval valid i/5` must show up.
+local H = dofile("tests/lua/helpers.lua")
+local fs = require "dlua.util.fs"
+local util = require "dlua.util"
+local core = require "dlua.core"
+
+local TMUX = (function()
+  local p = io.popen("command -v tmux 2>/dev/null")
+  local s = p:read("l")
+  p:close()
+  return s
+end)()
+
+local EXE = os.getenv("DLUA_EXE") or "build/dlua"
+if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end
+
+local TTY_EXPERIMENT = [[
+local dl = require "dlua"
+local nn, optim, data = dl.nn, dl.optim, dl.data
+return dl.experiment{
+  name = "tty", hparams = {lr = 0.1, steps = 60, batch_size = 8},
+  build = function(hp)
+    local s0, c0 = dl.rng_state()
+    dl.seed(5)
+    local x = dl.randn(160, 6)
+    local y = x:matmul(dl.randn(6, 3)):argmax(2)
+    dl.rng_state(s0, c0)
+    local tr, va = data.tensors{image = x, label = y}:split{120, 40, seed = 0}
+    local model = nn.Sequential{nn.Linear(6, 3)}
+    return {model = model, loss = nn.CrossEntropy(),
+      optimizer = optim.SGD{params = model:parameters(), lr = hp.lr, momentum = 0.9},
+      data = tr:shuffle{seed = hp.data_seed}:batch(hp.batch_size), steps = hp.steps, log_every = 2,
+      eval = {every = 10, batch_size = 8, sets = {valid = va}, metrics = {"loss", "accuracy", "top2"}},
+      checkpoint = {every = 10}}
+  end}
+]]
+
+-- without tmux these are reported pending, with the reason
+local it_tmux = TMUX and it or function(name) pending(name .. ": skipped, tmux is not installed (scripts/setup.sh)") end
+
+describe("progress in a terminal (tmux)", function()
+  local dir, socket
+  setup(function()
+    dir = H.tmpdir("tty")
+    H.spit(dir .. "/tty.lua", TTY_EXPERIMENT)
+    socket = "dlua-spec-" .. util.getpid()
+  end)
+  teardown(function()
+    if TMUX then os.execute(string.format("%s -L %s kill-server 2>/dev/null", TMUX, socket)) end
+    fs.rm_rf(dir)
+  end)
+
+  local function tmux(fmt, ...)
+    local p = io.popen(string.format("%s -L %s " .. fmt .. " 2>&1", TMUX, socket, ...))
+    local s = p:read("a")
+    p:close()
+    return s
+  end
+
+  -- runs the experiment in a pane `width` columns wide; resize = {after = s, width = w}
+  -- changes the width mid-run. Returns every distinct row seen and the rows seen after the resize.
+  local function watch(name, width, resize)
+    local cmd = string.format("cd %s && DLUA_TEST_PAUSE=eval=0.06,step=0.01 %s tty.lua --out %s --no-track " ..
+      "--threads 1; echo finished-run; sleep 30", H.shquote(dir), H.shquote(EXE), name)
+    tmux("new-session -d -s %s -x %d -y 30 %s", name, width, H.shquote(cmd))
+    local seen, after, t0 = {}, {}, core.clock()
+    local resized = false
+    while core.clock() - t0 < 60 do
+      if resize and not resized and core.clock() - t0 > resize.after then
+        tmux("resize-window -t %s -x %d", name, resize.width)
+        resized = true
+        core._sleep(0.05)
+      end
+      local screen = tmux("capture-pane -p -t %s", name)
+      for row in screen:gmatch("([^\n]*)\n") do
+        seen[#seen + 1] = row
+        if resized then after[#after + 1] = row end
+      end
+      if screen:find("finished-run", 1, true) then break end
+      core._sleep(0.03)
+    end
+    tmux("kill-session -t %s", name)
+    return seen, after
+  end
+
+  local function check(rows, width)
+    local indicator, lines = false, 0
+    for _, row in ipairs(rows) do
+      assert.is_true(#row <= width - 1, string.format("a row fills the %d columns: %s", width, row))
+      if row:match("^step ") then lines = lines + 1 end
+      if row:match("eval valid %d/5$") then indicator = true end
+    end
+    assert.is_true(lines > 0, "no progress line was captured")
+    assert.is_true(indicator, "the eval indicator never showed")
+  end
+
+  for _, width in ipairs({80, 200}) do
+    it_tmux("fits " .. width .. " columns and shows the eval indicator", function()
+      check((watch("w" .. width, width)), width)
+    end)
+  end
+
+  it_tmux("re-reads the width after the terminal shrinks (SIGWINCH)", function()
+    local _, after = watch("shrink", 200, {after = 0.8, width = 70})
+    local progress_rows = 0
+    for _, row in ipairs(after) do
+      if row:match("^step ") then
+        progress_rows = progress_rows + 1
+        assert.is_true(#row <= 69, "after the resize a progress row is " .. #row .. " columns: " .. row)
+      end
+    end
+    assert.is_true(progress_rows > 0)
+  end)
+end)

@@ -110,6 +110,25 @@ static void print_badoption (const char *opt) {
 
 /* ------------------------------------------------------------ calls */
 
+/* pushes dlua.util.blame.traceback(msg): the message led by the user's
+ * file:line and the user's frames only (library frames with DLUA_DEBUG=1);
+ * returns 0 with nothing pushed if the library cannot do it */
+static int blame_traceback (lua_State *L, const char *msg) {
+  int top = lua_gettop(L);  /* msg stays referenced below top */
+  if (lua_getglobal(L, "require") == LUA_TFUNCTION) {
+    lua_pushliteral(L, "dlua.util.blame");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)
+        && lua_getfield(L, -1, "traceback") == LUA_TFUNCTION) {
+      lua_pushstring(L, msg);
+      lua_pushinteger(L, 2);  /* level 1 is this handler */
+      if (lua_pcall(L, 2, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
+        return 1;  /* the result on the top */
+    }
+  }
+  lua_settop(L, top);
+  return 0;
+}
+
 /* message handler: appends a traceback to the error message; a non-string
  * error object goes through its __tostring, if it has one */
 static int msghandler (lua_State *L) {
@@ -121,6 +140,7 @@ static int msghandler (lua_State *L) {
       msg = lua_pushfstring(L, "(error object is a %s value)",
                                luaL_typename(L, 1));
   }
+  if (blame_traceback(L, msg)) return 1;
   luaL_traceback(L, L, msg, 1);  /* append a standard traceback */
   return 1;
 }

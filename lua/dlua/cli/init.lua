@@ -15,6 +15,7 @@
 -- determinism check and, after a study, its report and diagnosis.
 local core = require "dlua.core"
 local util = require "dlua.util"
+local blame = require "dlua.util.blame"
 local fs = require "dlua.util.fs"
 local flags = require "dlua.train.flags"
 local checkpoint = require "dlua.train.checkpoint"
@@ -84,16 +85,20 @@ end
 local run_checked
 
 --- Runs an experiment (or a study) returned by a script; exits non-zero on failure.
--- Errors are printed as one line ("dlua: message"); DLUA_DEBUG=1 adds the traceback.
+-- Errors are printed as one line ("dlua: file:line: message"), led by the user's
+-- file and line when the mistake has one (never by a file of the library: a
+-- training failure names the script); DLUA_DEBUG=1 adds the traceback, library
+-- frames included.
 function M.run(obj, script)
   local tb
   local ok, res = xpcall(run_checked, function(e)
-    tb = debug.traceback(tostring(e), 2)
-    return e
+    if type(e) == "table" and e.failed_run then tb = e.traceback or e.message; return e.message end
+    tb = blame.traceback(tostring(e), 2)
+    return blame.message(e, 2)
   end, obj, script)
   if ok then return res end
   io.stderr:write("dlua: ", tostring(res), "\n")
-  if os.getenv("DLUA_DEBUG") then io.stderr:write(tb, "\n") end
+  if blame.debug() then io.stderr:write(tb, "\n") end
   os.exit(1)
 end
 
@@ -125,7 +130,11 @@ function run_checked(obj, script)
   local res = obj:run(o.set, {dir = o.out, resume = o.resume, quiet = o.quiet, steps = o.steps,
                               command = M.command(script, obj, hp, o), tracking = tracking})
   if trace then trace.stop() end
-  if res.status == "failed" then error(string.format("%s: training failed: %s", script, tostring(res.message)), 0) end
+  if res.status == "failed" then                    -- "file:line: training failed: step N: what"
+    local loc, rest = blame.split(tostring(res.message))
+    error({failed_run = true, message = string.format("%s: training failed: %s", loc or script, rest),
+           traceback = res.traceback}, 0)
+  end
   if res.status == "diverged" then
     io.stderr:write(string.format("%s: diverged: %s\n", script, tostring(res.message)))
     os.exit(3)

@@ -87,9 +87,9 @@ function M.kill(pid, sig, group) return call("proc.kill", core._proc_signal, pid
 
 --- proc.test_pause(phase, step): a test hook that widens a window so a spec can
 -- send a signal inside it. DLUA_TEST_PAUSE="step=0.05,eval=0.5,checkpoint=0.5"
--- sleeps that long at each such point (an interrupt ends the sleep early, the
--- phase itself then completes); with DLUA_TEST_PAUSE_MARK=FILE each pause first
--- appends "<phase> <step>" to FILE. Without the variable it does nothing.
+-- sleeps that long at each such point, the full time even after an interrupt (the
+-- window stays open for a second signal); with DLUA_TEST_PAUSE_MARK=FILE each pause
+-- first appends "<phase> <step>" to FILE. Without the variable it does nothing.
 local pauses
 function M.test_pause(phase, step)
   if pauses == nil then
@@ -103,7 +103,8 @@ function M.test_pause(phase, step)
     local f = io.open(mark, "a")
     if f then f:write(phase, " ", tostring(step), "\n"); f:close() end
   end
-  core._sleep(s)
+  local t_end = core.clock() + s
+  while core.clock() < t_end do core._wait_event(t_end - core.clock()) end
 end
 
 ------------------------------------------------------------------- processes

@@ -236,3 +236,127 @@ describe("strict flags", function()
     assert.equal("plain\t1\t--fast\n", text)
   end)
 end)
+
+-- A study interrupted (--jobs 2, and two agents): it exits within a bounded time
+-- with 130 / 143, leaves no trial process behind, records the running trials as
+-- interrupted; the re-run finishes each trial exactly once with the results of
+-- an uninterrupted study (the objective values and the final weights, bit for bit).
+describe("an interrupted study", function()
+  local STUDY = [[
+local dl = require "dlua"
+return dl.study{name = "sig", goal = "signals", experiment = "exp.lua",
+  nuisance = {lr = dl.search.log_uniform(0.02, 0.3)}, trials = 4, seed = 1,
+  objective = {metric = "valid/loss", mode = "min"}}
+]]
+  local PAUSE = "step=0.04"
+
+  local function study(args, env)
+    local argv = {EXE}
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    local log = dir .. "/study-" .. args[#args] .. ".log"
+    return proc.spawn(argv, {cwd = dir, stdout = log, stderr = "stdout", env = env}), log
+  end
+
+  local function journal(sd)
+    local out = {}
+    for l in (fs.read(sd .. "/journal.jsonl") or ""):gmatch("[^\n]+") do out[#out + 1] = json.decode(l) end
+    return out
+  end
+
+  -- per trial: its objective value and final weights, and how often it finished "done"
+  local function results(sd)
+    local r = {}
+    for _, e in ipairs(journal(sd)) do
+      if e.event == "finish" and e.status == "done" then
+        local w = assert(dl.checkpoint.load(sd .. "/" .. e.trial .. "/checkpoints/ckpt-000000040.safetensors"))
+        local weights = {}
+        for k, t in pairs(w) do if k:match("^model/") then weights[k] = t:totable() end end
+        assert.is_nil(r[e.trial], "trial " .. e.trial .. " finished twice")
+        r[e.trial] = {value = e.value, weights = weights}
+      end
+    end
+    return r
+  end
+
+  -- trial processes still running (trial.pid of every trial directory)
+  local function survivors(sd)
+    local alive = {}
+    for _, name in ipairs(fs.list(sd)) do
+      local pid = tonumber((fs.read(sd .. "/" .. name .. "/trial.pid") or ""):match("%d+"))
+      local st = pid and fs.read("/proc/" .. pid .. "/stat")
+      if st and st:match("%) (%a)") ~= "Z" then alive[#alive + 1] = name .. " (" .. pid .. ")" end
+    end
+    return alive
+  end
+
+  local function running_trials(sd)
+    local n = 0
+    for _, name in ipairs(fs.list(sd)) do
+      local m = fs.read(sd .. "/" .. name .. "/metrics.jsonl")
+      if m and m:find('"step":10', 1, true) then n = n + 1 end
+    end
+    return n
+  end
+
+  local full
+  setup(function()
+    H.spit(dir .. "/sig.lua", STUDY)
+    local p = study({"sig.lua", "--jobs", "2", "--threads", "1", "--no-check", "--out", "full"})
+    assert.equal(0, (p:wait(120)))
+    full = results(dir .. "/full/sig")
+    local n = 0
+    for _ in pairs(full) do n = n + 1 end
+    assert.equal(4, n)
+  end)
+
+  local function check_stopped(p, log, sd, code, t0)
+    local got = {p:wait(30)}
+    assert(got[1] == code and got[2] == nil, string.format("exit %s %s: %s", tostring(got[1]), tostring(got[2]),
+      H.slurp(log)))
+    assert.is_true(core.clock() - t0 < 15, "the study took too long to stop")
+    assert.same({}, survivors(sd))
+    local interrupted = 0
+    for _, e in ipairs(journal(sd)) do
+      if e.event == "finish" then
+        assert.is_true(e.status == "done" or e.status == "interrupted", e.status)
+        if e.status == "interrupted" then interrupted = interrupted + 1 end
+      end
+    end
+    assert.is_true(interrupted >= 1, "no trial was recorded as interrupted")
+    return interrupted
+  end
+
+  it("with --jobs 2: SIGINT stops it, the trials checkpoint, the re-run continues them", function()
+    local sd = dir .. "/part/sig"
+    local p, log = study({"sig.lua", "--jobs", "2", "--threads", "1", "--no-check", "--out", "part"},
+      {DLUA_TEST_PAUSE = PAUSE})
+    wait_for(function() return running_trials(sd) >= 2 end, 60, "two trials past step 10")
+    local t0 = core.clock()
+    p:kill("INT")
+    check_stopped(p, log, sd, 130, t0)
+    local text = H.slurp(log)
+    assert.truthy(text:find("SIGINT: no new trials", 1, true), text)
+    assert.truthy(text:find("interrupted", 1, true), text)
+    local q = study({"sig.lua", "--jobs", "2", "--threads", "1", "--no-check", "--out", "part"})
+    assert.equal(0, (q:wait(120)))
+    assert.same(full, results(sd))
+  end)
+
+  it("with two agents: SIGTERM stops both, the re-run continues the trials", function()
+    local sd = dir .. "/agents/sig"
+    local c = study({"sig.lua", "--no-check", "--out", "agents", "--create"})
+    assert.equal(0, (c:wait(60)))
+    local env = {DLUA_TEST_PAUSE = PAUSE}
+    local a = study({"agent", sd, "--threads", "1", "--quiet"}, env)
+    local b, blog = study({"agent", sd, "--threads", "1", "--jobs", "1"}, env)
+    wait_for(function() return running_trials(sd) >= 2 end, 60, "two trials past step 10")
+    local t0 = core.clock()
+    a:kill("TERM")
+    b:kill("TERM")
+    assert.same({143}, {a:wait(30)})
+    check_stopped(b, blog, sd, 143, t0)
+    local q = study({"agent", sd, "--threads", "1", "--jobs", "2"})
+    assert.equal(0, (q:wait(120)))
+    assert.same(full, results(sd))
+  end)
+end)

@@ -108,6 +108,7 @@ function run_checked(obj, script)
   for i = 1, #(arg or {}) do args[i] = arg[i] end
   if obj._dlua_kind == "study" then                  -- trials over ranks (alone: study:main), then the report
     local res = ranks.run_study(obj, args, script)
+    if res and res.interrupted then os.exit(proc.exit_code(res.interrupted)) end   -- no report of half a study
     M.report_study(res)
     return res
   end

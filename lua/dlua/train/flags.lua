@@ -62,6 +62,7 @@ end
 --- Parses args (a list of strings) against hparams; returns options and overrides.
 -- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}).
 function M.parse(args, hparams, opts)
+  M.parsed = true                               -- the script reads dlua's flags (check_unused)
   opts = opts or {}
   local o = {set = {}, positional = {}, extra = {}}
   local extra = {}
@@ -138,8 +139,10 @@ function M.flags_in(args)
 end
 
 --- Raises when args hold dlua flags but the script returned no experiment or study
--- (they would be silently ignored): called by dlua.c after such a script ran.
+-- and parsed no flags itself (M.parsed: flags.parse and the study's parser set it;
+-- a recipe parses its own): they would be silently ignored. Called by dlua.c.
 function M.check_unused(args, script)
+  if M.parsed then return end
   local found = M.flags_in(args)
   if #found == 0 then return end
   error(string.format("%s returned no experiment or study, so %s %s not apply (dlua's flags configure what a " ..

@@ -214,7 +214,7 @@ static int has_flag (char **argv) {
 
 /* runs the script argv[0] ('-' alone: stdin) with arg[1..] as '...' */
 static int handle_script (lua_State *L, char **argv) {
-  int status, command = 0, ran_object = 0;
+  int status, command = 0, ran_object = 0, watched = 0;
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
     fname = NULL;  /* stdin */
@@ -227,6 +227,11 @@ static int handle_script (lua_State *L, char **argv) {
   }
   if (status == LUA_OK) {
     int n = pushargs(L);
+    if (!command && has_flag(argv)) {  /* notes whether the script reads arg (flags.check_unused) */
+      int w = luaL_dostring(L, "require('dlua.train.flags').watch_arg()");
+      if (w != LUA_OK) lua_pop(L, 1);  /* no library: no check */
+      else watched = 1;
+    }
     status = docall(L, n, 1);
   }
   /* a script whose main chunk returns an experiment or a study is run by dlua.cli */
@@ -249,8 +254,8 @@ static int handle_script (lua_State *L, char **argv) {
   }
   /* dlua's flags (--out, --steps, ...) given to a script that returned no experiment
    * or study would be ignored silently: an error (dlua.train.flags.check_unused) */
-  if (status == LUA_OK && !command && !ran_object && has_flag(argv)) {
-    status = luaL_loadstring(L, "return require('dlua.train.flags').check_unused(arg, ...)");
+  if (status == LUA_OK && watched && !ran_object) {
+    status = luaL_loadstring(L, "return require('dlua.train.flags').check_unused(...)");
     if (status == LUA_OK) {
       lua_pushstring(L, fname ? fname : "stdin");
       status = lua_pcall(L, 1, 0, 0);          /* a usage error: the message alone, no traceback */

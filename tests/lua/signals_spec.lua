@@ -224,16 +224,20 @@ describe("strict flags", function()
     assert.truthy(text:find("--steps: missing value (the next argument '--quiet' is a flag", 1, true), text)
   end)
 
-  it("refuses dlua's flags given to a script that returns no experiment", function()
-    H.spit(dir .. "/plain.lua", "print('plain', ...)\n")
+  it("refuses dlua's flags given to a script that returns no experiment and ignores its arguments", function()
+    H.spit(dir .. "/plain.lua", "print('plain')\n")
     local code, text = run({dir .. "/plain.lua", "--out", "x", "--steps=3", "other"})
     assert.equal(1, code)
-    assert.equal("plain\t--out\tx\t--steps=3\tother\n" .. "dlua: " .. dir .. "/plain.lua returned no experiment or " ..
-      "study, so --out, --steps do not apply (dlua's flags configure what a script returns; a plain script reads " ..
-      "its own arguments from arg)\n", text)
-    code, text = run({dir .. "/plain.lua", "1", "--fast"})     -- its own flags are its business
+    assert.equal("plain\n" .. "dlua: " .. dir .. "/plain.lua returned no experiment or study, so --out, --steps do " ..
+      "not apply (dlua's flags configure what a script returns; a plain script reads its own arguments from arg)\n",
+      text)
+    H.spit(dir .. "/reads.lua", "print('reads', #arg, arg[1])\n")   -- reads them: its business (the recipes)
+    code, text = run({dir .. "/reads.lua", "--out", "x"})
     assert.equal(0, code)
-    assert.equal("plain\t1\t--fast\n", text)
+    assert.equal("reads\t2\t--out\n", text)
+    code, text = run({dir .. "/plain.lua", "1", "--fast"})     -- no flag of dlua's
+    assert.equal(0, code)
+    assert.equal("plain\n", text)
   end)
 end)
 

@@ -13,7 +13,6 @@ local spec = require "dlua.study.spec"
 local results = require "dlua.study.results"
 local agent_mod = require "dlua.study.agent"
 local dryrun = require "dlua.study.dryrun"
-local train_flags = require "dlua.train.flags"
 
 local M = {}
 
@@ -114,7 +113,6 @@ local STUDY_FLAGS = {
 }
 
 local function parse_flags(args, flags, usage)
-  train_flags.parsed = true                     -- dlua.c: these flags were read, not ignored
   local o = {positional = {}}
   local i = 1
   while i <= #args do

@@ -62,7 +62,6 @@ end
 --- Parses args (a list of strings) against hparams; returns options and overrides.
 -- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}).
 function M.parse(args, hparams, opts)
-  M.parsed = true                               -- the script reads dlua's flags (check_unused)
   opts = opts or {}
   local o = {set = {}, positional = {}, extra = {}}
   local extra = {}
@@ -138,11 +137,28 @@ function M.flags_in(args)
   return found
 end
 
---- Raises when args hold dlua flags but the script returned no experiment or study
--- and parsed no flags itself (M.parsed: flags.parse and the study's parser set it;
--- a recipe parses its own): they would be silently ignored. Called by dlua.c.
-function M.check_unused(args, script)
-  if M.parsed then return end
+--- watch_arg(): replaces the global arg by a proxy that notes being read (an index,
+-- its length, pairs); dlua.c calls it before a script given flags runs, so
+-- check_unused can tell a script that reads its arguments from one that ignores them.
+function M.watch_arg()
+  local real = arg
+  if type(real) ~= "table" then return end
+  M.real_arg, M.arg_read = real, false
+  arg = setmetatable({}, {
+    __index = function(_, k) M.arg_read = true; return real[k] end,
+    __newindex = function(_, k, v) M.arg_read = true; real[k] = v end,
+    __len = function() M.arg_read = true; return #real end,
+    __pairs = function() M.arg_read = true; return next, real, nil end,
+  })
+end
+
+--- Raises when the arguments hold dlua's flags but the script returned no
+-- experiment or study and never read arg: the flags would be silently ignored.
+-- Called by dlua.c after such a script ran (a script reading `...` only is not seen
+-- reading its arguments).
+function M.check_unused(script)
+  local args = M.real_arg or arg
+  if M.arg_read or type(args) ~= "table" then return end
   local found = M.flags_in(args)
   if #found == 0 then return end
   error(string.format("%s returned no experiment or study, so %s %s not apply (dlua's flags configure what a " ..

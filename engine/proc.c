@@ -36,7 +36,7 @@ extern char **environ;
 
 /* ------------------------------------------------------------ signals */
 
-static volatile sig_atomic_t g_interrupts;   /* SIGINT/SIGTERM caught since the first catch */
+static volatile sig_atomic_t g_interrupts;   /* SIGINT/SIGTERM caught (until dl_signal_clear) */
 static volatile sig_atomic_t g_first;        /* the first of them, or 0 */
 static volatile sig_atomic_t g_winch;        /* SIGWINCH caught (wraps; only changes matter) */
 static int g_pipe[2] = {-1, -1};             /* the self-pipe: read end, write end */
@@ -106,8 +106,6 @@ int dl_signal_catch(dl_ctx *ctx) {
     g_pipe[1] = p[1];
   }
   drain_pipe();                                /* wake-ups from an earlier catch are stale */
-  g_interrupts = 0;
-  g_first = 0;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;

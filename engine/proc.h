@@ -42,9 +42,10 @@
 
 /* ------------------------------------------------------------ signals */
 
-/* Installs the handlers (see above); nests. The first catch clears the
- * interrupt count and the first signal. Returns 0, or -1 with ctx->err
- * ("cannot catch signals: <reason>"). */
+/* Installs the handlers (see above); nests. Interrupts caught earlier stay
+ * pending (a process that loops over several runs stops at the next one too,
+ * and a further signal ends it at once) until dl_signal_clear. Returns 0, or
+ * -1 with ctx->err ("cannot catch signals: <reason>"). */
 int dl_signal_catch(dl_ctx *ctx);
 
 /* Undoes one dl_signal_catch; the last one restores the dispositions that
@@ -55,8 +56,8 @@ void dl_signal_release(void);
 /* Is a catch installed? */
 int dl_signal_caught(void);
 
-/* The first interrupting signal caught since the first catch (SIGINT or
- * SIGTERM), or 0; *count (if not NULL) gets how many were caught. */
+/* The first interrupting signal caught (SIGINT or SIGTERM) since the start or
+ * the last dl_signal_clear, or 0; *count (if not NULL) gets how many were caught. */
 int dl_signal_pending(int *count);
 
 /* Forgets caught interrupts (count and first signal). */

@@ -129,10 +129,17 @@ static void test_signals(void) {
   raise(SIGWINCH);
   DL_CHECK(dl_signal_winch_count() == w + 1);
 
+  raise(SIGINT);                                /* pending across release and a new catch */
   dl_signal_release();
   DL_CHECK(dl_signal_caught());
   dl_signal_release();
   DL_CHECK(!dl_signal_caught());
+  DL_CHECK(dl_signal_pending(&count) == SIGINT && count == 1);
+  DL_CHECK(dl_signal_catch(ctx) == 0);
+  DL_CHECK(dl_signal_pending(&count) == SIGINT && count == 1);
+  DL_CHECK(dl_sleep(1) == 1);
+  dl_signal_release();
+  dl_signal_clear();
   dl_signal_release();                          /* one too many: nothing */
   struct sigaction sa;
   sigaction(SIGINT, NULL, &sa);

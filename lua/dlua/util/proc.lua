@@ -41,8 +41,9 @@ end
 
 --- proc.catch(): from now on SIGINT and SIGTERM set a flag instead of ending
 -- the process (the second one still ends it); SIGWINCH and SIGCHLD wake
--- proc.wait_event. Nests with proc.release(); the outermost catch forgets
--- earlier interrupts.
+-- proc.wait_event. Nests with proc.release(). An interrupt stays pending until
+-- proc.clear(): a script looping over several runs stops each at its first step,
+-- and the next signal ends the process.
 function M.catch() call("proc.catch", core._signal_catch) end
 
 --- proc.release(): undoes one proc.catch (the last restores the dispositions).

@@ -52,7 +52,7 @@ local function start(out, o)
   local env = {}
   if o.pause then env.DLUA_TEST_PAUSE = o.pause end
   if o.mark then env.DLUA_TEST_PAUSE_MARK = o.mark end
-  local log = out .. ".log"
+  local log = dir .. "/" .. out .. ".log"
   os.remove(log)
   return proc.spawn(args, {cwd = dir, stdout = log, stderr = "stdout", env = env}), log
 end

@@ -195,6 +195,17 @@ describe("dlua commands in the build tree", function()
     out, rc = sh(work, q(exe) .. " batch-size --help")
     assert.are.equal(0, rc, out)
     assert.truthy(has(out, "usage: dlua recipes/batch_size.lua"), out)
+    -- dlua run FILE says what dlua FILE says: unused flags, a study file's mistake at its line
+    H.spit(work .. "/plain.lua", 'print("hi")\n')
+    H.spit(work .. "/bad.lua", 'local dl = require "dlua"\nreturn dl.study{\n  name = "x", experiment = "e.lua",\n  trails = 3,\n}\n')
+    for _, c in ipairs({"plain.lua --steps 5", "bad.lua"}) do
+      local o1, r1 = sh(work, q(exe) .. " " .. c)
+      local o2, r2 = sh(work, q(exe) .. " run " .. c)
+      assert.are.equal(1, r1, o1)
+      assert.are.equal(r1, r2)
+      assert.are.equal(o1, o2)
+    end
+    assert.truthy(has((sh(work, q(exe) .. " run bad.lua")), "dlua: bad.lua:4: dl.study: unknown option 'trails'"))
     out, rc = sh(work, q(exe) .. " reprot x")
     assert.are.equal(1, rc, out)
     assert.are.equal("dlua: unknown command 'reprot' (and no such file); did you mean 'report'?\n", out)

@@ -13,10 +13,15 @@
 -- file), or the source tree's recipes/ when run from there; never through the
 -- working directory. A command's summary in `dlua help` is the first sentence of its
 -- recipe's header without its parentheses, up to the first colon or full stop. An unknown
--- command is one line with the nearest command, exit status 1.
+-- command is one line with the nearest command, exit status 1. The agent's errors print
+-- as one line led by the user's location when there is one (dlua.util.blame);
+-- DLUA_DEBUG=1 adds the traceback.
 local util = require "dlua.util"
 local fs = require "dlua.util.fs"
+local blame = require "dlua.util.blame"
+local flags = require "dlua.train.flags"
 local study = require "dlua.study"
+local site = require "dlua.study.site"
 local cli = require "dlua.cli"
 
 local M = {}
@@ -100,7 +105,10 @@ local function set_arg(path, args)
 end
 
 -- runs the file at path as `dlua path args...` does: a script whose chunk returns an
--- experiment or a study is run by dlua.cli; a file that cannot be loaded is one line
+-- experiment or a study is run by dlua.cli, one that returns neither must not be given
+-- dlua's flags unless it reads arg (flags.check_unused); a file that cannot be loaded
+-- is one line. The chunk runs through study.site.load_file, so a mistake in a study
+-- file names the file and line as it does for `dlua FILE`.
 local function run_file(path, args)
   local chunk, err = loadfile(path)
   if not chunk then
@@ -108,17 +116,28 @@ local function run_file(path, args)
     os.exit(1)
   end
   set_arg(path, args)
-  local res = chunk(table.unpack(args))
-  if type(res) == "table" and type(res._dlua_kind) == "string" then cli.run(res, path) end
+  local watched = false
+  for _, a in ipairs(args) do if a:match("^%-%-.") then watched = true end end
+  if watched then flags.watch_arg() end
+  local res = site.load_file(path, table.unpack(args))
+  if type(res) == "table" and type(res._dlua_kind) == "string" then return cli.run(res, path) end
+  if watched then
+    local ok, msg = pcall(flags.check_unused, path)
+    if not ok then
+      io.stderr:write("dlua: ", tostring(msg), "\n")
+      os.exit(1)
+    end
+  end
 end
 
--- errors as one line ("dlua: message"), exit status 1; DLUA_DEBUG=1 adds the traceback
+-- errors as one line ("dlua: message" led by the user's file:line), exit status 1;
+-- DLUA_DEBUG=1 adds the traceback
 local function one_line(fn, args)
   local tb
-  local ok, err = xpcall(fn, function(e) tb = debug.traceback(tostring(e), 2); return e end, args)
+  local ok, err = xpcall(fn, function(e) tb = blame.traceback(tostring(e), 2); return blame.message(e, 2) end, args)
   if ok then return end
   io.stderr:write("dlua: ", tostring(err), "\n")
-  if os.getenv("DLUA_DEBUG") then io.stderr:write(tb, "\n") end
+  if blame.debug() then io.stderr:write(tb, "\n") end
   os.exit(1)
 end
 

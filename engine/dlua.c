@@ -6,8 +6,10 @@
  * terminal, stdin as the script otherwise, errors with a traceback and
  * exit status 1). On top of that it makes 'require "dlua"' work with no
  * environment variables: the engine's C modules go into package.preload,
- * and the directory of the Lua library (installed layout first, then the
- * source tree it was built from) is prepended to package.path. The prompt
+ * and the directory of the Lua library (installed layout first:
+ * <prefix>/share/lua/5.4 next to <prefix>/bin/dlua; then the source tree it
+ * was built from) is prepended to package.path. A bare word that is no file
+ * ('dlua study FILE', 'dlua help') is a command of dlua.cli.commands. The prompt
  * reads lines with fgets, so there is no readline dependency, and there is
  * no SIGINT handler (lua.c needs a global lua_State for one).
  */
@@ -35,7 +37,8 @@
 #define DLUA_PROMPT     "> "
 #define DLUA_PROMPT2    ">> "
 #define DLUA_MAXINPUT   512     /* fgets chunk; longer lines are joined */
-#define DLUA_INSTALLED  "/share/dlua/lua"   /* relative to the prefix */
+#define DLUA_INSTALLED  "/share/lua/5.4"    /* relative to the prefix */
+#define DLUA_MARKER     "/dlua/init.lua"    /* what makes it the library */
 #define EOFMARK         "<eof>"
 #define MARKLEN         (sizeof(EOFMARK) - 1)
 
@@ -82,6 +85,7 @@ static void print_version (void) {
 static void print_usage (FILE *f) {
   fprintf(f,
   "usage: %s [options] [script [args]]\n"
+  "       %s COMMAND [args]   (%s help lists the commands: run, study, report, ...)\n"
   "Available options are:\n"
   "  -e stat   execute string 'stat'\n"
   "  -i        enter interactive mode after executing 'script'\n"
@@ -94,7 +98,7 @@ static void print_usage (FILE *f) {
   "  --        stop handling options\n"
   "  -         stop handling options and execute stdin\n"
   "With no script: a prompt if stdin is a terminal, else stdin is the script.\n",
-  DLUA_PROGNAME);
+  DLUA_PROGNAME, DLUA_PROGNAME, DLUA_PROGNAME);
   fflush(f);
 }
 
@@ -196,17 +200,27 @@ static int pushargs (lua_State *L) {
   return n;
 }
 
-/* a lowercase word with no such file: a command ('dlua agent'), not a script */
+/* a word of lowercase letters and '-' that is no regular file (none, or a
+ * directory such as ./report): a command ('dlua agent', 'dlua batch-size') */
 static int is_command (const char *name) {
   const char *c;
+  struct stat st;
   for (c = name; *c; c++)
-    if (*c < 'a' || *c > 'z') return 0;
-  return c != name && access(name, F_OK) != 0;
+    if ((*c < 'a' || *c > 'z') && *c != '-') return 0;
+  return c != name && name[0] != '-' && (stat(name, &st) != 0 || !S_ISREG(st.st_mode));
+}
+
+/* does an argument after the script look like a flag ('--x')? */
+static int has_flag (char **argv) {
+  int i;
+  for (i = 1; argv[i] != NULL; i++)
+    if (strncmp(argv[i], "--", 2) == 0 && argv[i][2] != '\0') return 1;
+  return 0;
 }
 
 /* runs the script argv[0] ('-' alone: stdin) with arg[1..] as '...' */
 static int handle_script (lua_State *L, char **argv) {
-  int status;
+  int status, command = 0, ran_object = 0, watched = 0;
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
     fname = NULL;  /* stdin */
@@ -215,9 +229,15 @@ static int handle_script (lua_State *L, char **argv) {
     /* 'dlua agent DIR ...': a bare word that is no file names a command of dlua.cli.commands */
     lua_pop(L, 1);
     status = luaL_loadstring(L, "return require('dlua.cli.commands').main(arg[0], ...)");
+    command = 1;
   }
   if (status == LUA_OK) {
     int n = pushargs(L);
+    if (!command && has_flag(argv)) {  /* notes whether the script reads arg (flags.check_unused) */
+      int w = luaL_dostring(L, "require('dlua.train.flags').watch_arg()");
+      if (w != LUA_OK) lua_pop(L, 1);  /* no library: no check */
+      else watched = 1;
+    }
     status = docall(L, n, 1);
   }
   /* a script whose main chunk returns an experiment or a study is run by dlua.cli */
@@ -225,6 +245,7 @@ static int handle_script (lua_State *L, char **argv) {
     int kind = lua_getfield(L, -1, "_dlua_kind");
     lua_pop(L, 1);
     if (kind == LUA_TSTRING) {
+      ran_object = 1;
       lua_getglobal(L, "require");
       lua_pushliteral(L, "dlua.cli");
       status = docall(L, 1, 1);
@@ -235,6 +256,15 @@ static int handle_script (lua_State *L, char **argv) {
         lua_pushstring(L, fname ? fname : "stdin");
         status = docall(L, 2, 0);
       }
+    }
+  }
+  /* dlua's flags (--out, --steps, ...) given to a script that returned no experiment
+   * or study would be ignored silently: an error (dlua.train.flags.check_unused) */
+  if (status == LUA_OK && watched && !ran_object) {
+    status = luaL_loadstring(L, "return require('dlua.train.flags').check_unused(...)");
+    if (status == LUA_OK) {
+      lua_pushstring(L, fname ? fname : "stdin");
+      status = lua_pcall(L, 1, 0, 0);          /* a usage error: the message alone, no traceback */
     }
   }
   return report(L, status, DLUA_PROGNAME);
@@ -379,13 +409,13 @@ static int push_exedir (lua_State *L) {
   }
 }
 
-static int isdir (const char *path) {
+static int isfile (const char *path) {
   struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* pushes the Lua library directory: <exe dir>/../share/dlua/lua if it
- * exists (installed layout), else the source tree's lua/ (build tree) */
+/* pushes the Lua library directory: <exe dir>/../share/lua/5.4 if it holds
+ * dlua/init.lua (installed layout), else the source tree's lua/ (build tree) */
 static void push_libdir (lua_State *L) {
   if (push_exedir(L)) {
     const char *dir = lua_tostring(L, -1);
@@ -395,12 +425,14 @@ static void push_libdir (lua_State *L) {
       lua_pushlstring(L, dir, (size_t)(slash - dir));
       lua_pushliteral(L, DLUA_INSTALLED);
       lua_concat(L, 2);
+      lua_pushfstring(L, "%s" DLUA_MARKER, lua_tostring(L, -1));
       cand = lua_tostring(L, -1);
-      if (isdir(cand)) {
+      if (isfile(cand)) {
+        lua_pop(L, 1);  /* marker path */
         lua_remove(L, -2);  /* exe dir */
         return;
       }
-      lua_pop(L, 1);
+      lua_pop(L, 2);  /* marker path, candidate */
     }
     lua_pop(L, 1);
   }

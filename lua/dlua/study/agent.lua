@@ -4,12 +4,17 @@
 -- trials.csv, and completes the study once every planned trial settled. Agents
 -- in other processes or on other hosts share a study through the journal; a
 -- trial whose owner died (same host: its pid is gone; other hosts: its lease
--- expired) is claimed again.
+-- expired) is claimed again. A first SIGINT or SIGTERM stops new claims, is
+-- forwarded to the running trials (each checkpoints and exits) and records them
+-- as "interrupted": not final, so the next session resumes them (agent.interrupted
+-- then names the signal; the caller exits 130 / 143).
 local core = require "dlua.core"
 local util = require "dlua.util"
+local proc = require "dlua.util.proc"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local track = require "dlua.train.track"
+local progress = require "dlua.train.progress"
 local search = require "dlua.search"
 local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
@@ -41,6 +46,7 @@ function M.new(study, dir, opts)
     quiet = opts.quiet, exe = opts.exe, running = {}, started = 0, ran = {}, n = opts.trials or study.trials,
   }, Agent)
   self.threads = opts.threads or math.max(1, util.cores() // self.jobs)
+  self.sprog = progress.study{total = 0, jobs = self.jobs, metric = study.objective.metric}
   return self
 end
 
@@ -207,8 +213,10 @@ function Agent:rows(st)
     for _, k in ipairs(sorted_keys(seen)) do hp_names[#hp_names + 1] = k end
   end
   for _, n in ipairs(sorted_keys(study.fixed)) do if n ~= "seed" then hp_names[#hp_names + 1] = n end end
-  for _, n in ipairs(hp_names) do cols[#cols + 1] = n end
-  for _, c in ipairs({"seed", "best_metric", "best_value", "best_step", "steps", "wall_time", "dir", "message"}) do
+  -- hyperparameters as hp.NAME (hp.seed too), apart from the run's own columns: a
+  -- hyperparameter named steps or status can never shadow one (csv.DictReader keeps one)
+  for _, n in ipairs(hp_names) do cols[#cols + 1] = "hp." .. n end
+  for _, c in ipairs({"hp.seed", "best_metric", "best_value", "best_step", "steps_run", "wall_time", "dir", "message"}) do
     cols[#cols + 1] = c
   end
   local fins = {}
@@ -220,12 +228,12 @@ function Agent:rows(st)
   end)
   local rows = {}
   for i, f in ipairs(fins) do
-    local r = {id = f.trial, status = f.status, seed = f.hp and f.hp.seed or 0, best_metric = study.objective.metric,
-               best_value = f.value and fmtv(f.value) or "", best_step = f.step or "", steps = f.steps or "",
+    local r = {id = f.trial, status = f.status, ["hp.seed"] = f.hp and f.hp.seed or 0, best_metric = study.objective.metric,
+               best_value = f.value and fmtv(f.value) or "", best_step = f.step or "", steps_run = f.steps or "",
                wall_time = f.wall and string.format("%.1f", f.wall) or "", dir = f.dir, message = f.message or ""}
     for _, n in ipairs(hp_names) do
       local v = f.hp and f.hp[n]
-      r[n] = v ~= nil and fmtv(v) or ""
+      r["hp." .. n] = v ~= nil and fmtv(v) or ""
     end
     rows[i] = r
   end
@@ -247,7 +255,7 @@ end
 function Agent:is_complete(st, session_start)
   for _, t in ipairs(self:all_trials(st, session_start)) do
     local s = st.trials[t.id]
-    if not s or not s.finish or s.running then return false end
+    if not s or not s.finish or s.running or s.finish.status == "interrupted" then return false end
   end
   if self.study.seeds > 0 then
     for _, g in ipairs(self.study.groups) do
@@ -259,6 +267,29 @@ function Agent:is_complete(st, session_start)
   return true
 end
 
+-- "trials 3/12 done, 2 running, 7 pending, 1 interrupted  best ... (t003)  ETA 2m10s"
+-- from the journal state: a trial left unsettled by an earlier session is pending
+function Agent:progress_line(st, session_start)
+  local trials = self:all_trials(st, session_start)
+  local c = {done = 0, running = 0, pending = 0, pruned = 0, interrupted = 0, failed = 0}
+  local best
+  local mode = self.study.objective.mode
+  for _, t in ipairs(trials) do
+    local s = st.trials[t.id]
+    local f = s and s.finish
+    if s and s.running then c.running = c.running + 1
+    elseif f and (FINAL[f.status] or s.finish_at >= session_start) then
+      local k = FINAL[f.status] and "done" or f.status
+      c[k] = (c[k] or 0) + 1
+      if f.status == "done" and f.value ~= nil and (not best or better(f.value, best.value, mode)) then
+        best = {id = t.id, value = f.value}
+      end
+    else c.pending = c.pending + 1 end
+  end
+  self.sprog.total = #trials
+  return self.sprog:line(c, best)
+end
+
 function Agent:finish(r, code, session_start)
   local study = self.study
   local res = results.outcome(study, r.dir, code)
@@ -267,7 +298,7 @@ function Agent:finish(r, code, session_start)
   local value_txt = res.value and string.format("%s %.4f at step %s", study.objective.metric, res.value,
     tostring(res.step)) or (res.message or "")
   self:say("trial %s %s: %s (%.1f s)", t.id, res.status, value_txt, wall)
-  local completed
+  local completed, progress_line
   self.journal:locked(function(events, append)
     local st = replay(events)
     local s = st.trials[t.id]
@@ -281,11 +312,14 @@ function Agent:finish(r, code, session_start)
             base = t.base, dir = r.dir})
     st = replay(events)
     self:write_trials_csv(st)
+    if res.status ~= "interrupted" then self.sprog:finished(wall) end
+    progress_line = self:progress_line(st, session_start)
     if self:is_complete(st, session_start) and st.complete_at < st.last_finish then
       append({event = "complete"})
       completed = true
     end
   end)
+  if progress_line then self:say("%s", progress_line) end
   self.ran[#self.ran + 1] = {id = t.id, status = res.status, value = res.value, message = res.message}
   if completed then results.complete(study, self.dir, self.opts) end
 end
@@ -305,25 +339,35 @@ end
 -- count trials ran). wait = true (the study runner) also waits for trials other
 -- agents hold, reclaiming them when their lease expires.
 function Agent:loop()
+  proc.catch()                                  -- SIGINT/SIGTERM: stop cleanly (below)
+  local _ <close> = setmetatable({}, {__close = function() proc.release() end})
   local session_start = #self.journal:events() + 1
   local last_renew = core.clock()
-  local poll = self.opts.poll or 0.1
+  local poll = self.opts.poll or 0.5            -- the longest wait: a trial's end wakes it at once
   while true do
+    local sig = proc.interrupted()
+    if sig and not self.interrupted then        -- no new trials; the running ones checkpoint and stop
+      self.interrupted = sig
+      self:say("%s: no new trials; waiting for %d running trial(s) to checkpoint and stop", sig, #self.running)
+      for _, r in ipairs(self.running) do
+        if r.handle.kill then r.handle:kill(sig == "SIGTERM" and "TERM" or "INT") end
+      end
+    end
     local why
-    while #self.running < self.jobs and (not self.count or self.started < self.count) do
+    while not self.interrupted and #self.running < self.jobs and (not self.count or self.started < self.count) do
       local t
       t, why = self:claim(session_start)
       if not t then break end
       self:start(t)
     end
     if #self.running == 0 then
-      if why == "wait" or (why == "held" and self.wait) then
-        util.sleep(0.5)
+      if not self.interrupted and (why == "wait" or (why == "held" and self.wait)) then
+        proc.sleep(0.5)
       else
         break
       end
     else
-      util.sleep(poll)
+      proc.wait_event(poll)
       local keep = {}
       for _, r in ipairs(self.running) do
         local code = r.handle:poll()
@@ -340,6 +384,7 @@ function Agent:loop()
       end
     end
   end
+  if self.interrupted then return self.ran end
   -- a study whose last trial finished without the completion being recorded
   -- (the process died in between) completes now
   local completed = self.journal:locked(function(events, append)

@@ -595,7 +595,7 @@ describe("dl.search.suggester", function()
     assert.error_matches(function() S.suggester(space1, {theta = {0, 0}}) end,
       "dl.search.suggester: option 'theta' must be a list of 3 finite numbers %(s:state%(%).theta for this space%)")
     local s = S.suggester(space1)
-    assert.error_matches(function() s:suggest(0) end, "dl.search.suggester: suggest: n must be an integer >= 1, got 0")
+    assert.error_matches(function() s:suggest(0) end, "dl.search.suggester: suggest: n must be an integer in %[1, 100000%], got 0")
     assert.error_matches(function() s:observe({x = 0.5}, 1) end,
       "dl.search.suggester: observe: argument 1 must be a suggestion returned by suggest")
     assert.error_matches(function() s:observe(s:suggest()[1], "1.5") end,
@@ -656,5 +656,27 @@ describe("dl.search.importance", function()
     assert.error_matches(function() S.importance(space5, {}, {bin = 3}) end, "dl.search.importance: unknown option 'bin'")
     assert.error_matches(function() S.importance(space5, {}, {bins = 1}) end,
       "dl.search.importance: option 'bins' must be >= 2, got 1")
+  end)
+end)
+
+describe("dl.search bounds (api fuzzer findings 10 and 12)", function()
+  local dl = require "dlua"
+  local S = dl.search
+  it("refuses counts, dimensions and bases that would loop without bound, naming the argument", function()
+    assert.error_matches(function() S.primes(1000000000) end,
+      "bad argument #1 to 'dl.search.primes' %(n must be an integer in %[0, 10000%], got 1000000000%)")
+    assert.error_matches(function() S.halton(1, 1 << 31) end,
+      "bad argument #2 to 'dl.search.halton' %(d must be an integer in %[1, 10000%], got 2147483648%)")
+    assert.error_matches(function() S.halton_sequence((1 << 62) + 1, 1) end,
+      "bad argument #1 to 'dl.search.halton_sequence' %(d must be an integer in %[1, 10000%]")
+    assert.error_matches(function() S.random_point(1, 1 << 40, 1) end,
+      "bad argument #2 to 'dl.search.random_point' %(d must be an integer in %[1, 10000%]")
+    assert.error_matches(function() S.halton_permutations(1, 3, 1) end,
+      "bad argument #1 to 'dl.search.halton_permutations' %(base must be an integer in %[2, 104729%], got 1%)")
+    assert.error_matches(function() S.halton(0 / 0, 2) end, "i must be an integer in %[1, 9007199254740992%], got %-?nan")
+    assert.error_matches(function() dl.track.csv_row({}, 1000000000) end,
+      "bad argument #2 to 'dl.track.csv_row' %(n must be an integer in %[0, 100000%]")
+    assert.are.same({2, 3, 5, 7}, S.primes(4))
+    assert.are.same(S.halton(3, 2), S.halton(3.0, 2.0))
   end)
 end)

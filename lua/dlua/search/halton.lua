@@ -6,15 +6,21 @@
 -- many points are drawn or in which order. Also the centered L2 discrepancy
 -- that measures how uniform a point set is. No global state.
 local rng = require "dlua.search.rng"
+local util = require "dlua.util"
 
 local M = {}
 
 ------------------------------------------------------------------- halton
 
 local ONE_BELOW = 1 - 2.0 ^ -53
+-- bounds on what drives the loops below: a search space of more dimensions, a base
+-- beyond the MAX_DIMS-th prime, or an index past 2^53 (doubles) is refused
+local MAX_DIMS, MAX_BASE, MAX_INDEX = 10000, 104729, 1 << 53
+M.MAX_DIMS = MAX_DIMS
 
 --- The first n primes.
 function M.primes(n)
+  n = util.check_integer("dl.search.primes", 1, n, "n", 0, MAX_DIMS)
   local out, c = {}, 2
   while #out < n do
     local prime = true
@@ -37,6 +43,7 @@ end
 -- one independent Fisher-Yates shuffle of {0..b-1} per digit position j,
 -- keyed by (seed, dim). `seed = false` gives identity permutations (plain Halton).
 function M.halton_permutations(b, seed, dim)
+  b = util.check_integer("dl.search.halton_permutations", 1, b, "base", 2, MAX_BASE)
   local perms = {}
   for j = 1, M.digits(b) do
     local p = {}
@@ -70,6 +77,7 @@ Halton.__index = Halton
 
 --- A d-dimensional scrambled Halton sequence for seed (false: unscrambled).
 function M.halton_sequence(d, seed)
+  d = util.check_integer("dl.search.halton_sequence", 1, d, "d", 1, MAX_DIMS)
   local self = setmetatable({d = d, seed = seed, bases = M.primes(d), perms = {}}, Halton)
   for k = 1, d do self.perms[k] = M.halton_permutations(self.bases[k], seed, k) end
   return self
@@ -77,6 +85,7 @@ end
 
 --- Point i (1-based) of the sequence: index i - 1 of the radical inverses.
 function Halton:point(i)
+  i = util.check_integer("point", 1, i, "i", 1, MAX_INDEX)
   local u = {}
   for k = 1, self.d do u[k] = M.radical_inverse(i - 1, self.bases[k], self.perms[k]) end
   return u
@@ -84,6 +93,8 @@ end
 
 --- Point i (1-based) of the d-dimensional scrambled Halton sequence for seed.
 function M.halton(i, d, opts)
+  i = util.check_integer("dl.search.halton", 1, i, "i", 1, MAX_INDEX)
+  d = util.check_integer("dl.search.halton", 2, d, "d", 1, MAX_DIMS)
   local seed = opts and opts.seed
   if seed == nil then seed = 0 end
   return M.halton_sequence(d, seed):point(i)
@@ -91,6 +102,8 @@ end
 
 --- Point i of plain pseudo-random search: uniform, keyed by (seed, i).
 function M.random_point(i, d, seed)
+  i = util.check_integer("dl.search.random_point", 1, i, "i", 1, MAX_INDEX)
+  d = util.check_integer("dl.search.random_point", 2, d, "d", 1, MAX_DIMS)
   local r = rng.rng("random", seed or 0, i)
   local u = {}
   for k = 1, d do u[k] = r:uniform() end

@@ -67,8 +67,8 @@ end
 
 function Suggester:suggest(n)
   n = n or 1
-  if math.type(n) ~= "integer" or n < 1 then
-    error("dl.search.suggester: suggest: n must be an integer >= 1, got " .. spaces._fmt(n), 2)
+  if math.type(n) ~= "integer" or n < 1 or n > 100000 then
+    error("dl.search.suggester: suggest: n must be an integer in [1, 100000], got " .. spaces._fmt(n), 2)
   end
   local out = {}
   local adaptive = {}

@@ -21,16 +21,45 @@ int dl_needs_grad(dl_ctx *ctx, int n, dl_tensor **in) {
   return 0;
 }
 
-dl_node *dl_node_new(dl_ctx *ctx, const char *name, dl_backward_fn bw, int nin, dl_tensor **in) {
+/* ------------------------------------------------------------ the op table */
+
+#define DL_OP_INFO_(id, name, fw, bw, lua) {name, #fw, #bw, lua, bw},
+static const dl_op_info op_table[DL_NOPS] = {DL_OP_TABLE(DL_OP_INFO_)};
+#undef DL_OP_INFO_
+
+const dl_op_info *dl_op_get(dl_op op) { return &op_table[op]; }
+
+/* the backward of DL_OP_FUNCTION: the one its creator (a binding) put in the node */
+int dl_bw_function(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+  if (!n->user_backward) {
+    dl_fail(ctx, "backward of %s: the function has no backward", n->name);
+    return -1;
+  }
+  return n->user_backward(ctx, n, g, gin);
+}
+
+/* ------------------------------------------------------------ recording */
+
+dl_node *dl_tape_record(dl_ctx *ctx, dl_op op, dl_tensor **out, int nin, dl_tensor **in) {
+  if (!*out || !dl_needs_grad(ctx, nin, in)) return NULL;
   dl_node *n = dl_alloc(ctx, sizeof *n);
-  if (!n) return NULL;
+  if (!n) {
+    dl_tensor_release(*out);
+    *out = NULL;
+    return NULL;
+  }
   memset(n, 0, sizeof *n);
   atomic_init(&n->refs, 1);
   n->ctx = ctx;
-  n->name = name;
-  n->backward = bw;
+  n->op = op;
+  n->name = op_table[op].name;
+  n->backward = op_table[op].fn;
   n->nin = nin;
   for (int i = 0; i < nin; i++) n->in[i] = dl_tensor_retain(in[i]);
+  dl_tensor *t = *out;
+  t->requires_grad = 1;
+  dl_node_release(t->grad_fn);
+  t->grad_fn = n;
   return n;
 }
 
@@ -71,12 +100,17 @@ void dl_node_release(dl_node *n) {
   draining = 0;
 }
 
-dl_tensor *dl_record(dl_ctx *ctx, dl_tensor *out, dl_node *n) {
-  (void)ctx;
-  out->requires_grad = 1;
-  dl_node_release(out->grad_fn);
-  out->grad_fn = n;
-  return out;
+int dl_set_requires_grad(dl_ctx *ctx, dl_tensor *t, int flag) {
+  if (flag && !dl_dtype_is_float(t->dtype)) {
+    dl_fail(ctx, "requires_grad: only float tensors can require grad, got %s", dl_dtype_name(t->dtype));
+    return -1;
+  }
+  if (!flag && t->grad_fn) {
+    dl_fail(ctx, "requires_grad: cannot clear the flag of a non-leaf tensor (use detach)");
+    return -1;
+  }
+  t->requires_grad = flag != 0;
+  return 0;
 }
 
 dl_tensor *dl_detach(dl_ctx *ctx, dl_tensor *a) {

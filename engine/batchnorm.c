@@ -54,6 +54,8 @@ int dl_bn_geom_init(dl_ctx *ctx, dl_bn_geom *g, int64_t N, int64_t C, int64_t P,
   g->k = (virtual_batch == 0 || virtual_batch > g->Nr) ? g->Nr : virtual_batch;
   g->G = g->Nr ? g->Nr / g->k : 1;          /* the remainder joins the last group */
   g->sync = sync != 0;
+  int64_t stats[3] = {g->R, g->G, C};           /* per replica, group and channel: bounds every product of them */
+  if (dl_shape_check(ctx, "batch_norm", 3, stats, NULL) < 0) return -1;
   g->S = g->sync ? g->G : g->R * g->G;
   return 0;
 }
@@ -502,15 +504,15 @@ static int check_running(dl_ctx *ctx, const char *what, const dl_tensor *t, cons
     dl_fail(ctx, "batch_norm: %s must be a contiguous float32 tensor", what);
     return -1;
   }
-  if (dl_numel(t) != R * x->shape[1] || t->shape[t->ndim - 1] != x->shape[1]) {
+  int64_t want;
+  if (dl_shape_mul(ctx, "batch_norm", "replicas x channels", R, x->shape[1], &want) < 0) return -1;
+  if (dl_numel(t) != want || t->ndim < 1 || t->shape[t->ndim - 1] != x->shape[1]) {
     dl_fail(ctx, "batch_norm: %s %s does not hold %lld replicas x %lld channels of input %s", what, b,
             (long long)R, (long long)x->shape[1], a);
     return -1;
   }
   return 0;
 }
-
-static int bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
 
 #define IV_GEOM 10               /* node->iv: the 10 geometry fields, then frozen */
 
@@ -535,7 +537,7 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
     return NULL;
   if (running_mean && running_mean->st == running_var->st)
     return dl_fail(ctx, "batch_norm: running_mean and running_var share storage");
-  int64_t N = x->shape[0], C = x->shape[1], P = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
+  int64_t N = x->shape[0], C = x->shape[1], P = dl_shape_numel(x->ndim - 2, x->shape + 2);
   int cn = x->ndim == 2, frozen = !o->training;
   dl_bn_geom g;
   if (dl_bn_geom_init(ctx, &g, N, C, P, cn, frozen ? 1 : o->replicas, frozen ? 0 : o->virtual_batch,
@@ -605,11 +607,10 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
   dl_tensor *out = cn ? transposed(ctx, yc, yc->dtype) : dl_tensor_retain(yc);
   dl_tensor_release(yc);
   dl_tensor *in[3] = {x, weight, bias};
-  int record = dl_needs_grad(ctx, 3, in);
-  dl_node *nd = (out && record) ? dl_node_new(ctx, "batch_norm", bw_batch_norm, 3, in) : NULL;
-  if (!out || (record && !nd)) {
+  dl_node *nd = dl_tape_record(ctx, DL_OP_BATCH_NORM, &out, 3, in);   /* out is NULL if that failed */
+  if (!out) {
     dl_free(ctx, w, wbytes);
-    dl_tensor_release(xc); dl_tensor_release(stats); dl_tensor_release(out);
+    dl_tensor_release(xc); dl_tensor_release(stats);
     return NULL;
   }
   if (!frozen && running_mean)
@@ -626,7 +627,7 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
   nd->saved[0] = stats;
   nd->saved[1] = xc;
   nd->user = staged ? (void *)o->reducer : NULL;    /* borrowed: outlives the graph (see dl_bn_reducer) */
-  return dl_record(ctx, out, nd);
+  return out;
 }
 
 /* ------------------------------------------------------------ backward */
@@ -700,7 +701,7 @@ static dl_tensor *param_grad(dl_ctx *ctx, dl_dtype d, const double *v, int64_t C
   return t;
 }
 
-static int bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
+int dl_bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_bn_geom g;
   memcpy(&g, n->iv, sizeof g);
   int frozen = (int)n->iv[IV_GEOM];

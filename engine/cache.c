@@ -238,26 +238,34 @@ dl_dataset *dl_cache_read_new(dl_ctx *ctx, const char *path, const char *fingerp
       goto done;
     }
     shapes[i][0] = n;
-    long long per = 1;
     for (uint32_t d = 0; d < nds[i]; d++) {
       take(&c, &shapes[i][d + 1], 8);
-      if (c.bad || shapes[i][d + 1] < 0 || shapes[i][d + 1] > ((int64_t)1 << 32)) {
+      if (c.bad) {
         corrupt(ctx, st, path, 16 + (long long)c.at, "bad field shape");
         goto done;
       }
-      per *= shapes[i][d + 1];
-      if (per > ((long long)1 << 36)) {
-        corrupt(ctx, st, path, 16 + (long long)c.at, "field too large");
-        goto done;
-      }
     }
-    data += per * (long long)dl_dtype_size((dl_dtype)dts[i]) * n;
+    /* [examples, field shape...] through the checked shape arithmetic, before any size is used */
+    int64_t numel, bytes;
+    if (dl_shape_check(ctx, names[i], (int)nds[i] + 1, shapes[i], &numel) < 0 ||
+        dl_shape_bytes(ctx, names[i], numel, dl_dtype_size((dl_dtype)dts[i]), &bytes) < 0) {
+      char m[sizeof ctx->err + 8];
+      snprintf(m, sizeof m, "field %s", ctx->err);
+      corrupt(ctx, st, path, 16 + (long long)c.at, m);
+      goto done;
+    }
+    data += bytes;                  /* <= DL_MAXFIELDS * 2^51: no overflow */
   }
   if (c.at != c.n) {
     corrupt(ctx, st, path, 16 + (long long)c.at, "trailing bytes in the header");
     goto done;
   }
-  long long expect = 16 + (long long)hlen + 8 * n + data + 4;
+  int64_t idbytes;
+  if (dl_shape_bytes(ctx, "cache", n, 8, &idbytes) < 0) {
+    corrupt(ctx, st, path, 16, "bad example count");
+    goto done;
+  }
+  long long expect = 16 + (long long)hlen + idbytes + data + 4;
   if (size != expect) {
     char m[160];
     snprintf(m, sizeof m, "the file has %lld bytes, its header implies %lld (truncated or overwritten)", size, expect);
@@ -278,7 +286,7 @@ dl_dataset *dl_cache_read_new(dl_ctx *ctx, const char *path, const char *fingerp
     fields[i] = dl_tensor_new_empty(ctx, (dl_dtype)dts[i], (int)nds[i] + 1, shapes[i]);
     if (!fields[i]) goto done;
   }
-  size_t want = (size_t)n * 8;
+  size_t want = (size_t)idbytes;
   if (fread(ids->st->data, 1, want, f) != want) {
     corrupt(ctx, st, path, 16 + (long long)hlen, "short read of the ids");
     goto done;
@@ -308,7 +316,7 @@ dl_dataset *dl_cache_read_new(dl_ctx *ctx, const char *path, const char *fingerp
   for (int64_t i = 0; i < n; i++) {
     int64_t id = ((int64_t *)ids->st->data)[i];
     if (id < 0) {
-      corrupt(ctx, st, path, 16 + (long long)hlen + 8 * i, "negative example id");
+      corrupt(ctx, st, path, 16 + (long long)hlen + (long long)sizeof(int64_t) * i, "negative example id");
       goto done;
     }
   }

@@ -56,19 +56,29 @@ static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const 
     dl_fail(ctx, "conv2d: bias must be [%lld]", (long long)g->O);
     return -1;
   }
-  int64_t eh = (int64_t)o->dil[0] * (g->kh - 1) + 1, ew = (int64_t)o->dil[1] * (g->kw - 1) + 1;
-  g->Ho = (g->H + 2 * o->pad[0] - eh) / o->stride[0] + 1;
-  g->Wo = (g->W + 2 * o->pad[1] - ew) / o->stride[1] + 1;
-  if (g->H + 2 * o->pad[0] < eh || g->W + 2 * o->pad[1] < ew || g->Ho < 1 || g->Wo < 1) {
+  /* the dilated kernel and the padded input, then every buffer shape, through the checked arithmetic */
+  int64_t eh, ew;
+  if (dl_shape_mul(ctx, "conv2d", "dilation x (kernel height - 1)", o->dil[0], g->kh - 1, &eh) < 0 ||
+      dl_shape_mul(ctx, "conv2d", "dilation x (kernel width - 1)", o->dil[1], g->kw - 1, &ew) < 0)
+    return -1;
+  eh += 1;
+  ew += 1;
+  g->Hp = g->H + 2 * (int64_t)o->pad[0];
+  g->Wp = g->W + 2 * (int64_t)o->pad[1];
+  if (g->Hp < eh || g->Wp < ew) {
     dl_fail(ctx, "conv2d: input %s is smaller than the (dilated) kernel %lldx%lld after padding", a,
             (long long)eh, (long long)ew);
     return -1;
   }
-  g->K = g->Cg * g->kh * g->kw;
-  g->P = g->Ho * g->Wo;
-  g->Hp = g->H + 2 * o->pad[0];
-  g->Wp = g->W + 2 * o->pad[1];
-  return 0;
+  g->Ho = (g->Hp - eh) / o->stride[0] + 1;
+  g->Wo = (g->Wp - ew) / o->stride[1] + 1;
+  g->K = g->Cg * g->kh * g->kw;                  /* <= numel(w) */
+  int64_t out_shape[4] = {g->N, g->O, g->Ho, g->Wo}, padded[3] = {g->Cg, g->Hp, g->Wp};
+  if (dl_shape_check(ctx, "conv2d", 4, out_shape, NULL) < 0 || dl_shape_check(ctx, "conv2d", 3, padded, NULL) < 0)
+    return -1;
+  g->P = g->Ho * g->Wo;                          /* checked just above */
+  int64_t patches[2] = {g->K, g->P < 128 ? 256 : 2 * g->P};   /* the patch matrix of up to m examples */
+  return dl_shape_check(ctx, "conv2d", 2, patches, NULL);
 }
 
 /* Patches are cut from a zero-padded copy of one example's group channels,
@@ -318,8 +328,6 @@ static int conv_tasks(dl_ctx *ctx, int64_t nchunks) {
   return (int)(nchunks < th ? nchunks : th);
 }
 
-static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
-
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
   geom g;
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
@@ -342,16 +350,13 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   dl_tensor_release(col); dl_tensor_release(bc); dl_tensor_release(xc); dl_tensor_release(wc);
   if (!col) { dl_tensor_release(out); return NULL; }
   dl_tensor *in[3] = {x, w, b};
-  int nin = b ? 3 : 2;
-  if (!dl_needs_grad(ctx, nin, in)) return out;
-  dl_node *nd = dl_node_new(ctx, "conv2d", bw_conv, nin, in);
-  if (!nd) { dl_tensor_release(out); return NULL; }
+  dl_node *nd = dl_tape_record(ctx, DL_OP_CONV2D, &out, b ? 3 : 2, in);
   _Static_assert(sizeof(dl_conv_opts) <= sizeof nd->iv, "conv options fit the node");
-  memcpy(&nd->iv[0], o, sizeof *o);
-  return dl_record(ctx, out, nd);
+  if (nd) memcpy(&nd->iv[0], o, sizeof *o);
+  return out;
 }
 
-static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
+int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_conv_opts o;
   memcpy(&o, &n->iv[0], sizeof o);
   dl_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
@@ -412,8 +417,6 @@ static int bw_conv(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
 }
 
 /* ------------------------------------------------------------ pooling */
-
-static int bw_pool(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin);
 
 /* pooling runs over planes (n, c) split into equal chunks on the pool */
 typedef struct {
@@ -513,11 +516,12 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
   if (x->ndim != 4 || x->dtype != DL_F32) return dl_fail(ctx, "%s: input %s must be a float32 [N, C, H, W]", name, a);
   for (int i = 0; i < 2; i++) {
     if (k[i] < 1 || s[i] < 1 || p[i] < 0) return dl_fail(ctx, "%s: kernel and stride must be >= 1, padding >= 0", name);
-    if (2 * p[i] > k[i]) return dl_fail(ctx, "%s: padding %d must be at most half the kernel %d", name, p[i], k[i]);
+    if (2 * (int64_t)p[i] > k[i]) return dl_fail(ctx, "%s: padding %d must be at most half the kernel %d", name, p[i], k[i]);
   }
   int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
-  int64_t Ho = (H + 2 * p[0] - k[0]) / s[0] + 1, Wo = (W + 2 * p[1] - k[1]) / s[1] + 1;
-  if (H + 2 * p[0] < k[0] || W + 2 * p[1] < k[1])
+  int64_t Hp = H + 2 * (int64_t)p[0], Wp = W + 2 * (int64_t)p[1];
+  int64_t Ho = (Hp - k[0]) / s[0] + 1, Wo = (Wp - k[1]) / s[1] + 1;
+  if (Hp < k[0] || Wp < k[1])
     return dl_fail(ctx, "%s: input %s is smaller than the kernel %dx%d", name, a, k[0], k[1]);
   int64_t osh[4] = {N, C, Ho, Wo};
   dl_tensor *xc = dl_contiguous(ctx, x);
@@ -528,16 +532,15 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
                 out->st->data, arg ? (int64_t *)arg->st->data : NULL};
   pool_run(ctx, &j, pool_fwd_task);
   dl_tensor_release(xc);
-  if (!dl_needs_grad(ctx, 1, &x)) { dl_tensor_release(arg); return out; }
-  dl_node *nd = dl_node_new(ctx, name, bw_pool, 1, &x);
-  if (!nd) { dl_tensor_release(arg); dl_tensor_release(out); return NULL; }
+  dl_node *nd = dl_tape_record(ctx, max ? DL_OP_MAX_POOL2D : DL_OP_AVG_POOL2D, &out, 1, &x);
+  if (!nd) { dl_tensor_release(arg); return out; }
   nd->saved[0] = arg;
   nd->iv[0] = max; nd->iv[1] = k[0]; nd->iv[2] = k[1]; nd->iv[3] = s[0]; nd->iv[4] = s[1];
   nd->iv[5] = p[0]; nd->iv[6] = p[1];
-  return dl_record(ctx, out, nd);
+  return out;
 }
 
-static int bw_pool(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
+int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *x = n->in[0];
   int max = (int)n->iv[0], k0 = (int)n->iv[1], k1 = (int)n->iv[2], s0 = (int)n->iv[3], s1 = (int)n->iv[4];
   int p0 = (int)n->iv[5], p1 = (int)n->iv[6];

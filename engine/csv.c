@@ -4,8 +4,10 @@
  * (RFC 4180 quotes within a line are honoured; a quoted newline is not), and
  * every field is parsed with strtod. The result is a [rows, columns] float64
  * tensor plus, per column, whether all its values were written as integers,
- * which the Lua side uses to pick int32 or float32. Typing, grouping columns
- * into fields and 0-based labels are the Lua side's business (data.csv).
+ * which the Lua side uses to pick int32 or float32, and the first value each
+ * integer dtype could not hold (dl_csv_dtype_problem), so a column stored as
+ * int32 never saturates 2147483648 to 2147483647 in silence. Typing, grouping
+ * columns into fields and 0-based labels are the Lua side's business (data.csv).
  */
 /* See LICENSE */
 #include "csv.h"
@@ -28,6 +30,7 @@ void dl_csv_free(dl_csv *c) {
     for (int i = 0; i < c->ncols; i++) free(c->names[i]);
   free(c->names);
   free(c->integral);
+  free(c->bad);
   dl_tensor_release(c->values);
   memset(c, 0, sizeof *c);
 }
@@ -117,6 +120,39 @@ static int blank(const char *s) {
   return 1;
 }
 
+static const dl_dtype int_dtypes[DL_CSV_NINT] = {DL_I32, DL_I64, DL_U8};
+
+/* 1 if v is an integer that dtype k of int_dtypes holds exactly */
+static int fits(double v, int k) {
+  if (!(v == floor(v))) return 0;                        /* also NaN and infinities */
+  switch (k) {
+    case 0: return v >= -2147483648.0 && v <= 2147483647.0;
+    case 1: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    default: return v >= 0 && v <= 255;
+  }
+}
+
+static void note_bad(dl_csv *c, int col, long line, double v, const char *text) {
+  for (int k = 0; k < DL_CSV_NINT; k++) {
+    dl_csv_bad *b = &c->bad[col * DL_CSV_NINT + k];
+    if (b->line || fits(v, k)) continue;
+    b->line = line;
+    b->nonint = !(v == floor(v));
+    snprintf(b->text, sizeof b->text, "%s", text);
+  }
+}
+
+const char *dl_csv_dtype_problem(const dl_csv *c, const char *path, int col, dl_dtype d, char *buf, size_t n) {
+  for (int k = 0; k < DL_CSV_NINT; k++) {
+    const dl_csv_bad *b = &c->bad[col * DL_CSV_NINT + k];
+    if (int_dtypes[k] != d || !b->line) continue;
+    snprintf(buf, n, "csv: '%s' line %ld, column '%s' (%d): %s %s %s", path, b->line, c->names[col], col + 1, b->text,
+             b->nonint ? "is not an integer, as" : "is out of range for", dl_dtype_name(d));
+    return buf;
+  }
+  return NULL;
+}
+
 static int written_as_integer(const char *s) {
   if (*s == '+' || *s == '-') s++;
   if (!*s) return 0;
@@ -152,7 +188,8 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
   if (c.ncols < 0) goto oom;
   c.names = calloc((size_t)c.ncols, sizeof *c.names);
   c.integral = malloc((size_t)c.ncols * sizeof *c.integral);
-  if (!c.names || !c.integral) goto oom;
+  c.bad = calloc((size_t)c.ncols * DL_CSV_NINT, sizeof *c.bad);
+  if (!c.names || !c.integral || !c.bad) goto oom;
   for (int i = 0; i < c.ncols; i++) {
     char num[16];
     snprintf(num, sizeof num, "%d", i + 1);
@@ -200,6 +237,7 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
         }
         v = o->missing;
         if (v != floor(v)) c.integral[i] = 0;
+        note_bad(&c, i, r.lineno, v, "(missing)");
       } else {
         char *end;
         errno = 0;
@@ -210,6 +248,7 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
           goto done;
         }
         if (!written_as_integer(s) || fabs(v) > 9007199254740992.0) c.integral[i] = 0;
+        note_bad(&c, i, r.lineno, v, s);
       }
       vals[nvals++] = v;
     }

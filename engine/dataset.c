@@ -176,7 +176,7 @@ uint32_t dl_dataset_checksum(const dl_dataset *ds) {
     int32_t meta[2] = {(int32_t)t->dtype, t->ndim};
     crc = dl_crc32(crc, meta, sizeof meta);
     crc = dl_crc32(crc, t->shape + 1, sizeof(int64_t) * (size_t)(t->ndim - 1));
-    size_t row = (size_t)(t->shape[0] ? dl_numel(t) / t->shape[0] : 0) * dl_dtype_size(t->dtype);
+    size_t row = (size_t)dl_shape_numel(t->ndim - 1, t->shape + 1) * dl_dtype_size(t->dtype);
     const char *base = dl_data(t);
     if (!ds->index) {
       crc = dl_crc32(crc, base, row * (size_t)ds->rows);
@@ -216,17 +216,14 @@ void dl_example_remove(dl_example *ex, int i) {
   ex->f[ex->n].data = NULL;
 }
 
-int64_t dl_exfield_numel(const dl_exfield *f) {
-  int64_t n = 1;
-  for (int i = 0; i < f->ndim; i++) n *= f->shape[i];
-  return n;
-}
+int64_t dl_exfield_numel(const dl_exfield *f) { return dl_shape_numel(f->ndim, f->shape); }
 
 void *dl_example_begin(dl_example *ex, int i, dl_dtype d, int ndim, const int64_t *shape) {
   dl_exfield *f = &ex->f[i];
-  int64_t n = 1;
-  for (int k = 0; k < ndim; k++) n *= shape[k];
-  size_t bytes = (size_t)n * dl_dtype_size(d);
+  int64_t n, nb;
+  if (dl_shape_check(NULL, "example", ndim, shape, &n) < 0 || dl_shape_bytes(NULL, "example", n, dl_dtype_size(d), &nb) < 0)
+    return NULL;
+  size_t bytes = (size_t)nb;
   if (bytes == 0) bytes = 1;
   if (bytes > f->spare_cap) {
     size_t cap = f->spare_cap ? f->spare_cap : 64;

@@ -83,6 +83,47 @@ void dl_pool_free(dl_pool *p);
 int dl_pool_threads(const dl_pool *p);
 void dl_pool_run(dl_pool *p, int n, void (*fn)(void *arg, int i), void *arg);
 
+/* --------------------------------------------------------- shape arithmetic
+ *
+ * The one place the core multiplies sizes (shape.c). Every shape that enters
+ * the core goes through dl_shape_resolve or dl_shape_check before anything is
+ * allocated or indexed, so a tensor never holds more than DL_MAX_NUMEL
+ * elements: 2^48 (256 Ti elements, far past any real tensor), which keeps a
+ * tensor's element count, strides, offsets and byte size (count * <= 8) well
+ * inside int64. Code may then compute those from a tensor's own shape without
+ * checks (dl_shape_numel, dl_shape_strides); any other count that is a product
+ * (header data bytes, a batch of N examples, a dilated kernel) goes through
+ * dl_shape_mul / dl_shape_add / dl_shape_bytes. All return 0, or -1 with a
+ * message in ctx->err that starts with op ("view: shape [4611686018427387905,
+ * 4] overflows (more than 2^48 elements)"); ctx may be NULL (no message), for
+ * pipeline workers that report a failure their own way.
+ */
+#define DL_MAX_NUMEL ((int64_t)1 << 48)
+
+/* Checks and resolves shape[0..ndim) in place for op. known is the element count the shape must
+ * hold (view, reshape, a file's declared size) or -1 when the shape stands alone (creation,
+ * headers). With known >= 0, one size may be -1 and is inferred; it is refused when the other
+ * sizes multiply to 0 (ambiguous), as are two -1s. Fails on: ndim outside [0, DL_MAXDIM], a
+ * negative size, a product of the non-zero sizes past DL_MAX_NUMEL (even when another size is 0,
+ * so strides never overflow), a product other than known. *numel (may be NULL) gets the product. */
+int dl_shape_resolve(dl_ctx *ctx, const char *op, int ndim, int64_t *shape, int64_t known, int64_t *numel);
+/* dl_shape_resolve(ctx, op, ndim, copy of shape, -1, numel) for a shape that must not change. */
+int dl_shape_check(dl_ctx *ctx, const char *op, int ndim, const int64_t *shape, int64_t *numel);
+/* *out = a * b or a + b for counts a, b >= 0 (what names them in the message: "records x bytes");
+ * fails on a negative factor or a result past DL_MAX_NUMEL. */
+int dl_shape_mul(dl_ctx *ctx, const char *op, const char *what, int64_t a, int64_t b, int64_t *out);
+int dl_shape_add(dl_ctx *ctx, const char *op, const char *what, int64_t a, int64_t b, int64_t *out);
+/* *bytes = numel * elsize for 0 <= numel <= DL_MAX_NUMEL and elsize <= 64; fails otherwise. */
+int dl_shape_bytes(dl_ctx *ctx, const char *op, int64_t numel, size_t elsize, int64_t *bytes);
+/* Unchecked helpers for a shape that already passed the checks: its element count, its
+ * row-major contiguous strides. */
+int64_t dl_shape_numel(int ndim, const int64_t *shape);
+void dl_shape_strides(int ndim, const int64_t *shape, int64_t *stride);
+/* 1 if every element of the strided view (shape, stride, offset) lies in [0, limit), else 0
+ * (products checked); a view with no elements always fits. */
+int dl_shape_fits(int ndim, const int64_t *shape, const int64_t *stride, int64_t offset, int64_t limit);
+void dl_shape_str(const int64_t *shape, int ndim, char *buf, size_t n); /* "[2, 3]", truncated to n */
+
 /* ------------------------------------------------------------------ tensors */
 
 typedef struct {
@@ -117,10 +158,12 @@ double dl_get_flat(const dl_tensor *t, int64_t i);       /* i-th element in row-
 void dl_set_flat(dl_tensor *t, int64_t i, double v);
 double dl_load(const void *base, dl_dtype d, int64_t i); /* raw element access */
 void dl_store(void *base, dl_dtype d, int64_t i, double v);
-void dl_shape_str(const int64_t *shape, int ndim, char *buf, size_t n); /* "[2, 3]" */
 
 dl_tensor *dl_tensor_retain(dl_tensor *t);
-void dl_tensor_release(dl_tensor *t);            /* NULL is a no-op */
+/* Drops a reference; the last one frees the tensor, its grad and its reference to grad_fn
+ * (through dl_node_release, defined by the tape: autograd.c). NULL is a no-op. */
+void dl_tensor_release(dl_tensor *t);
+void dl_node_release(dl_node *n);                /* NULL is a no-op */
 
 /* Creation. Fail on negative sizes, ndim > DL_MAXDIM, overflow, memory. */
 dl_tensor *dl_tensor_new_empty(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape);
@@ -131,10 +174,14 @@ dl_tensor *dl_tensor_new_arange(dl_ctx *ctx, dl_dtype d, double start, double st
 dl_tensor *dl_tensor_new_rand(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape, int normal);
 dl_tensor *dl_tensor_new_like_shape(dl_ctx *ctx, const dl_tensor *t, dl_dtype d);
 
-/* Views: share storage; no autograd (see ops). Fail on bad dims/sizes. */
+/* Views: share storage; no autograd (see ops). dl_view_new fails on a bad shape and on a view
+ * that leaves t's storage; dl_view_new_reshape resolves one -1 and copies when strides forbid
+ * a view. */
 dl_tensor *dl_view_new(dl_ctx *ctx, dl_tensor *t, int ndim, const int64_t *shape,
                        const int64_t *stride, int64_t offset);
 dl_tensor *dl_view_new_reshape(dl_ctx *ctx, dl_tensor *t, int ndim, const int64_t *shape);
+/* 1 if t can be viewed as the (resolved, same element count) shape without a copy */
+int dl_view_possible(const dl_tensor *t, int ndim, const int64_t *shape);
 
 /* Copies src into dst (same numel, any strides, dtype converted). */
 int dl_copy_into(dl_ctx *ctx, dl_tensor *dst, const dl_tensor *src);

@@ -107,8 +107,9 @@ static int autograd_record_function(lua_State *L) {
     memcpy(f->shapes[i], in[i]->shape, sizeof(int64_t) * (size_t)in[i]->ndim);
   }
   snprintf(f->name, sizeof f->name, "%s", name);
-  dl_node *nd = dl_node_new(ctx, "function", bw_lua, n, in);
-  if (!nd) {
+  tensor_box *box = lua_touserdata(L, -1);
+  dl_node *nd = dl_tape_record(ctx, DL_OP_FUNCTION, &box->t, n, in);
+  if (!nd) {                  /* the inputs need grad, so NULL is a failure (box->t is NULL) */
     free(f);
     return lt_raise(L);
   }
@@ -116,8 +117,24 @@ static int autograd_record_function(lua_State *L) {
   f->ref = luaL_ref(L, LUA_REGISTRYINDEX);
   nd->name = f->name;         /* lives as long as the node: freed with it in fn_free */
   nd->user = f;
+  nd->user_backward = bw_lua;
   nd->user_free = fn_free;
-  dl_record(ctx, r, nd);
+  return 1;
+}
+
+/* _ops() -> {{name =, forward =, backward =, lua =}, ...}: the core's op table (ops.h), in order */
+static int autograd__ops(lua_State *L) {
+  lt_checkargs(L, 0);
+  lua_createtable(L, DL_NOPS, 0);
+  for (int i = 0; i < DL_NOPS; i++) {
+    const dl_op_info *o = dl_op_get((dl_op)i);
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, o->name); lua_setfield(L, -2, "name");
+    lua_pushstring(L, o->forward); lua_setfield(L, -2, "forward");
+    lua_pushstring(L, o->backward); lua_setfield(L, -2, "backward");
+    lua_pushstring(L, o->lua); lua_setfield(L, -2, "lua");
+    lua_rawseti(L, -2, i + 1);
+  }
   return 1;
 }
 
@@ -131,12 +148,7 @@ static int autograd_requires_grad(lua_State *L) {
     lua_pushboolean(L, t->requires_grad);
     return 1;
   }
-  int flag = lt_checkboolean(L, 2);
-  if (flag && !dl_dtype_is_float(t->dtype))
-    return luaL_error(L, "requires_grad: only float tensors can require grad, got %s", dl_dtype_name(t->dtype));
-  if (t->grad_fn && !flag)
-    return luaL_error(L, "requires_grad: cannot clear the flag of a non-leaf tensor (use detach)");
-  t->requires_grad = flag;
+  if (dl_set_requires_grad(lt_ctx(L), t, lt_checkboolean(L, 2)) < 0) return lt_raise(L);
   lua_settop(L, 1);
   return 1;
 }
@@ -207,6 +219,7 @@ static int autograd_is_grad_enabled(lua_State *L) {
 }
 
 static const luaL_Reg autograd_funcs[] = {
+  {"_ops", autograd__ops},
   {"backward", autograd_backward},
   {"detach", autograd_detach},
   {"grad_fn", autograd_grad_fn},

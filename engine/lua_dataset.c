@@ -231,7 +231,9 @@ static int dataset__read_idx(lua_State *L) {
 
 static const char *const csv_keys[] = {"delimiter", "header", "missing", NULL};
 
-/* _read_csv(path [, {delimiter =, header =, missing =}]) -> names, integral, values */
+/* _read_csv(path [, {delimiter =, header =, missing =}]) -> names, integral, values, problems
+ * with problems[column][dtype] why an integer dtype cannot hold the column
+ * (present only where it cannot: out of range, not an integer) */
 static int dataset_read_csv(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lt_opts opts;
@@ -263,9 +265,25 @@ static int dataset_read_csv(lua_State *L) {
     lua_pushboolean(L, c.integral[i]);
     lua_rawseti(L, -2, i + 1);
   }
-  dl_csv_free(&c);
   lua_pushvalue(L, vals);
-  return 3;
+  static const dl_dtype ints[] = {DL_I32, DL_I64, DL_U8};
+  lua_createtable(L, 0, 0);
+  for (int i = 0; i < c.ncols; i++)
+    for (int k = 0; k < 3; k++) {
+      char m[600];
+      if (!dl_csv_dtype_problem(&c, path, i, ints[k], m, sizeof m)) continue;
+      if (lua_rawgeti(L, -1, i + 1) == LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 3);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, -3, i + 1);
+      }
+      lua_pushstring(L, m);
+      lua_setfield(L, -2, dl_dtype_name(ints[k]));
+      lua_pop(L, 1);
+    }
+  dl_csv_free(&c);
+  return 4;
 }
 
 /* ------------------------------------------------------------ cache, bytes */

@@ -81,6 +81,7 @@ int luaopen_dlua_core(lua_State *L) {
   lt_register_trace(L, mod, cidx);
   lt_register_checkpoint(L, mod, cidx);
   lt_register_fileio(L, mod, cidx);
+  lt_register_gp(L, mod, cidx);
   lt_register_dist(L, mod, cidx);
 
   lua_pushvalue(L, mt);

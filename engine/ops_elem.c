@@ -367,27 +367,6 @@ static dl_tensor *unary_raw(dl_ctx *ctx, int op, dl_tensor *a) {
   return out;
 }
 
-/* ------------------------------------------------------- sum to a shape */
-
-dl_tensor *dl_sum_to(dl_ctx *ctx, dl_tensor *g, int ndim, const int64_t *shape) {
-  int same = g->ndim == ndim;
-  for (int d = 0; same && d < ndim; d++) same = g->shape[d] == shape[d];
-  if (same) return dl_tensor_retain(g);
-  unsigned mask = 0;
-  int lead = g->ndim - ndim;
-  for (int d = 0; d < g->ndim; d++) {
-    if (d < lead) mask |= 1u << d;
-    else if (shape[d - lead] == 1 && g->shape[d] != 1) mask |= 1u << d;
-  }
-  dl_tensor *s;
-  if (mask == 0) s = dl_tensor_retain(g);
-  else s = dl_reduce(ctx, DL_RSUM, g, mask, 1, 0, NULL);
-  if (!s) return NULL;
-  dl_tensor *r = dl_reshape(ctx, s, ndim, shape);
-  dl_tensor_release(s);
-  return r;
-}
-
 /* --------------------------------------------------------- backwards */
 
 static int grad_reduce(dl_ctx *ctx, dl_tensor *g, dl_tensor *like, dl_tensor **out) {
@@ -397,7 +376,7 @@ static int grad_reduce(dl_ctx *ctx, dl_tensor *g, dl_tensor *like, dl_tensor **o
   return *out ? 0 : -1;
 }
 
-static int bw_binary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_binary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *b = n->in[1];
   int op = (int)n->iv[0];
   int need_a = a->requires_grad, need_b = b->requires_grad;
@@ -490,20 +469,19 @@ dl_tensor *dl_binary(dl_ctx *ctx, dl_binop op, dl_tensor *a, dl_tensor *b) {
   if (op == DL_POW && !dl_dtype_is_float(outd)) outd = DL_F32;
   dl_tensor *out = binary_raw(ctx, op, a, b, outd);
   if (!out || op >= DL_EQ) return out;
+  static const dl_op ops[DL_EQ] = {DL_OP_ADD, DL_OP_SUB, DL_OP_MUL, DL_OP_DIV, DL_OP_POW, DL_OP_MAXIMUM, DL_OP_MINIMUM};
   dl_tensor *in[2] = {a, b};
-  if (!dl_needs_grad(ctx, 2, in)) return out;
-  dl_node *n = dl_node_new(ctx, binop_names[op], bw_binary, 2, in);
-  if (!n) { dl_tensor_release(out); return NULL; }
+  dl_node *n = dl_tape_record(ctx, ops[op], &out, 2, in);
+  if (!n) return out;
   n->iv[0] = op;
   if ((op == DL_DIV || op == DL_POW) && !(n->saved[0] = dl_detach(ctx, out))) {
-    dl_node_release(n);
     dl_tensor_release(out);
     return NULL;
   }
-  return dl_record(ctx, out, n);
+  return out;
 }
 
-static int bw_unary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_unary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *out = n->saved[0];
   int op = (int)n->iv[0];
   dl_tensor *t = NULL, *r = NULL;
@@ -572,22 +550,23 @@ static int bw_unary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 dl_tensor *dl_unary(dl_ctx *ctx, dl_unop op, dl_tensor *a) {
   dl_tensor *out = unary_raw(ctx, op, a);
   if (!out) return NULL;
-  if (!dl_needs_grad(ctx, 1, &a) || !dl_dtype_is_float(a->dtype)) return out;
-  dl_node *n = dl_node_new(ctx, unop_names[op], bw_unary, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
+  static const dl_op ops[DL_NUNARY] = {DL_OP_NEG, DL_OP_EXP, DL_OP_LOG, DL_OP_SQRT, DL_OP_ABS, DL_OP_RELU,
+                                       DL_OP_SIGMOID, DL_OP_TANH, DL_OP_GELU, DL_OP_SIGN, DL_OP_SQUARE, DL_OP_RSQRT};
+  if (!dl_dtype_is_float(a->dtype)) return out;
+  dl_node *n = dl_tape_record(ctx, ops[op], &out, 1, &a);
+  if (!n) return out;
   n->iv[0] = op;
   if ((op == DL_EXP || op == DL_SQRT || op == DL_SIGMOID || op == DL_TANH || op == DL_RSQRT) &&
       !(n->saved[0] = dl_detach(ctx, out))) {
-    dl_node_release(n);
     dl_tensor_release(out);
     return NULL;
   }
-  return dl_record(ctx, out, n);
+  return out;
 }
 
 /* ------------------------------------------------- scale/shift and clamp */
 
-static int bw_scale(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_scale(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   gin[0] = dl_scale_shift(ctx, g, n->sc[0], 0);
   return gin[0] ? 0 : -1;
 }
@@ -605,14 +584,12 @@ dl_tensor *dl_scale_shift(dl_ctx *ctx, dl_tensor *a, double scale, double shift)
   } else {
     for (int64_t i = 0; i < n; i++) dl_store(out->st->data, d, i, dl_get_flat(a, i) * scale + shift);
   }
-  if (!dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *nd = dl_node_new(ctx, "scale", bw_scale, 1, &a);
-  if (!nd) { dl_tensor_release(out); return NULL; }
-  nd->sc[0] = scale;
-  return dl_record(ctx, out, nd);
+  dl_node *nd = dl_tape_record(ctx, DL_OP_SCALE, &out, 1, &a);
+  if (nd) nd->sc[0] = scale;
+  return out;
 }
 
-static int bw_clamp(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_clamp(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
   dl_tensor *m = dl_tensor_new_empty(ctx, g->dtype, a->ndim, a->shape);
   if (!m) return -1;
@@ -635,12 +612,12 @@ dl_tensor *dl_clamp(dl_ctx *ctx, dl_tensor *a, double lo, double hi) {
     double v = dl_get_flat(a, i);
     dl_store(out->st->data, out->dtype, i, v < lo ? lo : v > hi ? hi : v);
   }
-  if (!dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *n = dl_node_new(ctx, "clamp", bw_clamp, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  n->sc[0] = lo;
-  n->sc[1] = hi;
-  return dl_record(ctx, out, n);
+  dl_node *n = dl_tape_record(ctx, DL_OP_CLAMP, &out, 1, &a);
+  if (n) {
+    n->sc[0] = lo;
+    n->sc[1] = hi;
+  }
+  return out;
 }
 
 /* ------------------------------------------------------------- where */
@@ -679,7 +656,7 @@ static dl_tensor *where_raw(dl_ctx *ctx, dl_tensor *c, dl_tensor *a, dl_tensor *
   return out;
 }
 
-static int bw_where(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_where(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *c = n->saved[0];
   dl_tensor *z = dl_tensor_new_scalar(ctx, g->dtype, 0);
   if (!z) return -1;
@@ -696,16 +673,14 @@ dl_tensor *dl_where(dl_ctx *ctx, dl_tensor *cond, dl_tensor *a, dl_tensor *b) {
   dl_tensor *out = where_raw(ctx, cond, a, b, promote(a->dtype, b->dtype));
   if (!out) return NULL;
   dl_tensor *in[2] = {a, b};
-  if (!dl_needs_grad(ctx, 2, in)) return out;
-  dl_node *n = dl_node_new(ctx, "where", bw_where, 2, in);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  n->saved[0] = dl_tensor_retain(cond);
-  return dl_record(ctx, out, n);
+  dl_node *n = dl_tape_record(ctx, DL_OP_WHERE, &out, 2, in);
+  if (n) n->saved[0] = dl_tensor_retain(cond);
+  return out;
 }
 
 /* -------------------------------------------------------------- cast */
 
-static int bw_cast(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_cast(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   gin[0] = dl_tensor_new_contiguous(ctx, g, n->in[0]->dtype);
   return gin[0] ? 0 : -1;
 }
@@ -713,10 +688,8 @@ static int bw_cast(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 dl_tensor *dl_cast(dl_ctx *ctx, dl_tensor *a, dl_dtype d) {
   dl_tensor *out = dl_tensor_new_contiguous(ctx, a, d);
   if (!out) return NULL;
-  if (!dl_dtype_is_float(d) || !dl_dtype_is_float(a->dtype) || !dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *n = dl_node_new(ctx, "cast", bw_cast, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  return dl_record(ctx, out, n);
+  if (dl_dtype_is_float(d) && dl_dtype_is_float(a->dtype)) dl_tape_record(ctx, DL_OP_CAST, &out, 1, &a);
+  return out;
 }
 
 /* ------------------------------------------------------------ in place */

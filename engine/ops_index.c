@@ -206,12 +206,10 @@ static void scatter_add_kernel(dl_tensor *dst, int dim, dl_tensor *index, dl_ten
   }
 }
 
+/* the element counts before and after dim: parts of t's own (checked) shape */
 static void outer_inner(const dl_tensor *t, int dim, int64_t *outer, int64_t *inner) {
-  int64_t o = 1, in = 1;
-  for (int d = 0; d < dim; d++) o *= t->shape[d];
-  for (int d = dim + 1; d < t->ndim; d++) in *= t->shape[d];
-  *outer = o;
-  *inner = in;
+  *outer = dl_shape_numel(dim, t->shape);
+  *inner = dl_shape_numel(t->ndim - dim - 1, t->shape + dim + 1);
 }
 
 /* index value j of a validated 0-d or 1-d index */
@@ -222,7 +220,7 @@ static int64_t index_1d(const dl_tensor *index, const void *base, int64_t j) {
 
 /* ----------------------------------------------------------- gather */
 
-static int bw_gather(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_gather(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *index = n->saved[0];
   int dim = (int)n->iv[0];
   if (!a->requires_grad) return 0;
@@ -243,18 +241,18 @@ dl_tensor *dl_gather(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index) {
   dl_tensor *out = dl_tensor_new_empty(ctx, a->dtype, index->ndim, index->shape);
   if (!out) return NULL;
   gather_kernel(out, a, dim, index);
-  if (!dl_dtype_is_float(a->dtype) || !dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *n = dl_node_new(ctx, op, bw_gather, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  n->iv[0] = dim;
-  n->niv = 1;
-  n->saved[0] = dl_tensor_retain(index);
-  return dl_record(ctx, out, n);
+  dl_node *n = dl_dtype_is_float(a->dtype) ? dl_tape_record(ctx, DL_OP_GATHER, &out, 1, &a) : NULL;
+  if (n) {
+    n->iv[0] = dim;
+    n->niv = 1;
+    n->saved[0] = dl_tensor_retain(index);
+  }
+  return out;
 }
 
 /* ------------------------------------------------------ index_select */
 
-static int bw_index_select(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_index_select(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *index = n->saved[0];
   int dim = (int)n->iv[0];
   if (!a->requires_grad) return 0;
@@ -315,18 +313,18 @@ dl_tensor *dl_index_select(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index)
         memcpy(ob + (size_t)(o * k + j) * row, cb + (size_t)(o * A + v) * row, row);
       }
   dl_tensor_release(c);
-  if (!dl_dtype_is_float(a->dtype) || !dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *n = dl_node_new(ctx, op, bw_index_select, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  n->iv[0] = dim;
-  n->niv = 1;
-  n->saved[0] = dl_tensor_retain(index);
-  return dl_record(ctx, out, n);
+  dl_node *n = dl_dtype_is_float(a->dtype) ? dl_tape_record(ctx, DL_OP_INDEX_SELECT, &out, 1, &a) : NULL;
+  if (n) {
+    n->iv[0] = dim;
+    n->niv = 1;
+    n->saved[0] = dl_tensor_retain(index);
+  }
+  return out;
 }
 
 /* ------------------------------------------------------- scatter_add */
 
-static int bw_scatter_add(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_scatter_add(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *src = n->in[1], *index = n->saved[0];
   int dim = (int)n->iv[0];
   if (a->requires_grad) gin[0] = dl_tensor_retain(g);
@@ -368,13 +366,13 @@ dl_tensor *dl_scatter_add(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index, 
   if (!out) return NULL;
   scatter_add_kernel(out, dim, index, src);
   dl_tensor *in[2] = {a, src};
-  if (!dl_dtype_is_float(a->dtype) || !dl_needs_grad(ctx, 2, in)) return out;
-  dl_node *n = dl_node_new(ctx, op, bw_scatter_add, 2, in);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  n->iv[0] = dim;
-  n->niv = 1;
-  n->saved[0] = dl_tensor_retain(index);
-  return dl_record(ctx, out, n);
+  dl_node *n = dl_dtype_is_float(a->dtype) ? dl_tape_record(ctx, DL_OP_SCATTER_ADD, &out, 2, in) : NULL;
+  if (n) {
+    n->iv[0] = dim;
+    n->niv = 1;
+    n->saved[0] = dl_tensor_retain(index);
+  }
+  return out;
 }
 
 /* ----------------------------------------------------------- one_hot */
@@ -417,7 +415,7 @@ dl_tensor *dl_one_hot(dl_ctx *ctx, dl_tensor *labels, int64_t classes) {
 /* One cat node: iv[0] = dim, iv[1 + i] = size of slot i along dim. Slots
  * that need no gradient are NULL. A slot whose tensor has one dimension less
  * than the gradient is a stacked input: its slice is reshaped to its shape. */
-static int bw_cat(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_cat(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   int dim = (int)n->iv[0];
   int64_t start = 0;
   for (int i = 0; i < n->nin; i++) {
@@ -454,13 +452,14 @@ static void release_items(cat_item *it, int n) {
 static int cat_node(dl_ctx *ctx, dl_tensor *t, int dim, cat_item *items, int k) {
   dl_tensor *in[4];
   for (int i = 0; i < k; i++) in[i] = items[i].t;
-  dl_node *n = dl_node_new(ctx, "cat", bw_cat, k, in);
-  if (!n) return -1;
+  dl_tensor *ref = dl_tensor_retain(t);      /* the tape helper releases it (not t) on failure */
+  dl_node *n = dl_tape_record(ctx, DL_OP_CAT, &ref, k, in);
+  dl_tensor_release(ref);
+  if (!n) return -1;                         /* (some item needs grad: NULL is a failure) */
   n->iv[0] = dim;
   for (int i = 0; i < k; i++) n->iv[1 + i] = items[i].len;
   n->niv = 1 + k;
   release_items(items, k);          /* the node holds its own references now */
-  dl_record(ctx, t, n);
   return 0;
 }
 
@@ -604,7 +603,7 @@ dl_tensor *dl_cat(dl_ctx *ctx, int n, dl_tensor **ts, int dim) {
       return dl_fail(ctx, "cat: tensor %d has shape %s, expected %s (sizes must match except in dimension %d)",
                      i + 1, x, y, dim + 1);
     }
-    sh[dim] += t->shape[dim];
+    if (dl_shape_add(ctx, op, "sizes along the dimension", sh[dim], t->shape[dim], &sh[dim]) < 0) return NULL;
   }
   return cat_impl(ctx, n, ts, dim, 0, t0->ndim, sh);
 }

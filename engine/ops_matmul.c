@@ -18,8 +18,6 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, int *
   return 0;
 }
 
-static int bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
-
 /* the product of a [..., M, K] and b [..., K, N] with no autograd (both >= 2-D) */
 static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   int na = a->ndim, nb = b->ndim;
@@ -48,8 +46,7 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
       if (!tb) goto fail;
       blas_layout(K, N, tb->stride[0], tb->stride[1], &trans, &ld);
     }
-    int64_t rows = 1;
-    for (int d = 0; d < na - 1; d++) rows *= a->shape[d];
+    int64_t rows = dl_shape_numel(na - 1, a->shape);
     dl_gemm(ctx, a->dtype, 0, trans, rows, N, K, 1.0, dl_data(ta), K ? K : 1, dl_data(tb), ld, 0.0, out->st->data,
             N ? N : 1);
     dl_tensor_release(ta);
@@ -154,13 +151,11 @@ dl_tensor *dl_matmul(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   dl_tensor *out = matmul_raw(ctx, a, b);
   if (!out) return NULL;
   dl_tensor *in[2] = {a, b};
-  if (!dl_needs_grad(ctx, 2, in)) return out;
-  dl_node *n = dl_node_new(ctx, "matmul", bw_matmul, 2, in);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  return dl_record(ctx, out, n);
+  dl_tape_record(ctx, DL_OP_MATMUL, &out, 2, in);
+  return out;
 }
 
-static int bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *b = n->in[1];
   int na = a->ndim, nb = b->ndim;
   if (a->requires_grad) {               /* ga = g b^T */
@@ -201,12 +196,8 @@ static int bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
  * the backward writes gw directly as [out, in] = g^T x, so a Linear layer
  * makes no transposed copies and no separate bias pass. */
 
-static int bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
-
 static int64_t rows_of(const dl_tensor *x) {
-  int64_t r = 1;
-  for (int d = 0; d < x->ndim - 1; d++) r *= x->shape[d];
-  return r;
+  return dl_shape_numel(x->ndim - 1, x->shape);
 }
 
 dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
@@ -242,14 +233,11 @@ dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
   dl_tensor_release(xc);
   dl_tensor_release(wc);
   dl_tensor *in[3] = {x, w, b};
-  int nin = b ? 3 : 2;
-  if (!dl_needs_grad(ctx, nin, in)) return out;
-  dl_node *n = dl_node_new(ctx, "linear", bw_linear, nin, in);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  return dl_record(ctx, out, n);
+  dl_tape_record(ctx, DL_OP_LINEAR, &out, b ? 3 : 2, in);
+  return out;
 }
 
-static int bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
   int64_t R = rows_of(x), I = w->shape[1], O = w->shape[0];
   dl_tensor *gc = dl_contiguous(ctx, g);

@@ -16,13 +16,14 @@ static const char *const red_names[] = {"sum", "mean", "max", "min", "var", "log
 /* a with the masked dims moved last, contiguous (new ref); rows x R */
 static dl_tensor *rows_of(dl_ctx *ctx, dl_tensor *a, unsigned mask, int64_t *rows, int64_t *R) {
   int perm[DL_MAXDIM], k = 0;
-  int64_t r = 1, o = 1;
+  int64_t kept[DL_MAXDIM], red[DL_MAXDIM];
+  int nk = 0, nr = 0;
   for (int d = 0; d < a->ndim; d++)
-    if (!(mask >> d & 1)) { perm[k++] = d; o *= a->shape[d]; }
+    if (!(mask >> d & 1)) { perm[k++] = d; kept[nk++] = a->shape[d]; }
   for (int d = 0; d < a->ndim; d++)
-    if (mask >> d & 1) { perm[k++] = d; r *= a->shape[d]; }
-  *rows = o;
-  *R = r;
+    if (mask >> d & 1) { perm[k++] = d; red[nr++] = a->shape[d]; }
+  *rows = dl_shape_numel(nk, kept);
+  *R = dl_shape_numel(nr, red);
   int ident = 1;
   for (int d = 0; d < a->ndim; d++) ident &= perm[d] == d;
   if (ident && dl_is_contiguous(a)) return dl_tensor_retain(a);
@@ -149,7 +150,7 @@ static dl_tensor *expand_back(dl_ctx *ctx, dl_tensor *g, const dl_tensor *a, uns
   return e;
 }
 
-static int bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
   unsigned mask = (unsigned)n->iv[1];
   int op = (int)n->iv[0];
@@ -214,9 +215,7 @@ dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int 
   while (nlead < a->ndim && (mask >> nlead & 1)) lead |= 1u << nlead++;
   if ((op == DL_RSUM || op == DL_RMEAN) && a->dtype == DL_F32 && mask == lead && nlead < a->ndim &&
       dl_is_contiguous(a) && dl_numel(a) > 0) {
-    int64_t cols = 1, nrow = 1;
-    for (int d = nlead; d < a->ndim; d++) cols *= a->shape[d];
-    for (int d = 0; d < nlead; d++) nrow *= a->shape[d];
+    int64_t cols = dl_shape_numel(a->ndim - nlead, a->shape + nlead), nrow = dl_shape_numel(nlead, a->shape);
     dl_tensor *acc = dl_tensor_new_zeros(ctx, DL_F64, 1, &cols);
     dl_tensor *out = acc ? dl_tensor_new_empty(ctx, DL_F32, nd, sh) : NULL;
     if (!out) { dl_tensor_release(acc); return NULL; }
@@ -268,23 +267,46 @@ dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int 
 
 static dl_tensor *record_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int64_t R,
                                 int correction, dl_tensor *out, dl_tensor **idx) {
-  dl_node *n = dl_node_new(ctx, red_names[op], bw_reduce, 1, &a);
-  if (!n) {
-    dl_tensor_release(out);
-    if (idx) { dl_tensor_release(*idx); *idx = NULL; }
-    return NULL;
+  static const dl_op ops[] = {DL_OP_SUM, DL_OP_MEAN, DL_OP_MAX, DL_OP_MIN, DL_OP_VAR, DL_OP_LOGSUMEXP};
+  dl_node *n = dl_tape_record(ctx, ops[op], &out, 1, &a);
+  if (n) {
+    n->iv[0] = op;
+    n->iv[1] = mask;
+    n->sc[0] = (double)R;
+    n->sc[1] = correction;
+    if ((op == DL_RMAX || op == DL_RMIN || op == DL_RLOGSUMEXP) && !(n->saved[0] = dl_detach(ctx, out))) {
+      dl_tensor_release(out);
+      out = NULL;
+    }
   }
-  n->iv[0] = op;
-  n->iv[1] = mask;
-  n->sc[0] = (double)R;
-  n->sc[1] = correction;
-  if ((op == DL_RMAX || op == DL_RMIN || op == DL_RLOGSUMEXP) && !(n->saved[0] = dl_detach(ctx, out))) {
-    dl_node_release(n);
-    dl_tensor_release(out);
-    if (idx) { dl_tensor_release(*idx); *idx = NULL; }
-    return NULL;
+  if (!out && idx) {
+    dl_tensor_release(*idx);
+    *idx = NULL;
   }
-  return dl_record(ctx, out, n);
+  return out;
+}
+
+/* ------------------------------------------------------- sum to a shape */
+
+/* the backward of broadcasting: g summed over the dims that shape broadcast (leading ones and
+ * size-1 ones), reshaped to shape */
+dl_tensor *dl_sum_to(dl_ctx *ctx, dl_tensor *g, int ndim, const int64_t *shape) {
+  int same = g->ndim == ndim;
+  for (int d = 0; same && d < ndim; d++) same = g->shape[d] == shape[d];
+  if (same) return dl_tensor_retain(g);
+  unsigned mask = 0;
+  int lead = g->ndim - ndim;
+  for (int d = 0; d < g->ndim; d++) {
+    if (d < lead) mask |= 1u << d;
+    else if (shape[d - lead] == 1 && g->shape[d] != 1) mask |= 1u << d;
+  }
+  dl_tensor *s;
+  if (mask == 0) s = dl_tensor_retain(g);
+  else s = dl_reduce(ctx, DL_RSUM, g, mask, 1, 0, NULL);
+  if (!s) return NULL;
+  dl_tensor *r = dl_reshape(ctx, s, ndim, shape);
+  dl_tensor_release(s);
+  return r;
 }
 
 dl_tensor *dl_argmax(dl_ctx *ctx, dl_tensor *a, int dim, int keepdim, int min) {
@@ -336,7 +358,7 @@ static void softmax_rows_d(double *x, int64_t rows, int64_t R, int log_) {
   }
 }
 
-static int bw_softmax(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_softmax(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *y = n->saved[0];
   unsigned mask = 1u << n->iv[0];
   dl_tensor *r = NULL;
@@ -389,15 +411,13 @@ dl_tensor *dl_softmax(dl_ctx *ctx, dl_tensor *a, int dim, int log_) {
     dl_tensor_release(v);
     if (!out) return NULL;
   }
-  if (!dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *n = dl_node_new(ctx, name, bw_softmax, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
+  dl_node *n = dl_tape_record(ctx, log_ ? DL_OP_LOG_SOFTMAX : DL_OP_SOFTMAX, &out, 1, &a);
+  if (!n) return out;
   n->iv[0] = dim;
   n->iv[1] = log_;
   if (!(n->saved[0] = dl_detach(ctx, out))) {
-    dl_node_release(n);
     dl_tensor_release(out);
     return NULL;
   }
-  return dl_record(ctx, out, n);
+  return out;
 }

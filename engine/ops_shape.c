@@ -9,29 +9,27 @@
 
 #include <string.h>
 
-int dl_resolve_shape(dl_ctx *ctx, const char *op, int64_t numel, int ndim, const int64_t *in, int64_t *out);
-int dl_view_possible(const dl_tensor *t, int ndim, const int64_t *shape);
-
-static int bw_reshape(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_reshape(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
   gin[0] = dl_view_new_reshape(ctx, g, a->ndim, a->shape);
   return gin[0] ? 0 : -1;
 }
 
-static dl_tensor *record1(dl_ctx *ctx, dl_tensor *out, dl_tensor *a, const char *name, dl_backward_fn bw) {
-  if (!out || !dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *n = dl_node_new(ctx, name, bw, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
-  return dl_record(ctx, out, n);
+/* out with a node of op over a alone, which needs no arguments */
+static dl_tensor *record1(dl_ctx *ctx, dl_tensor *out, dl_tensor *a, dl_op op) {
+  dl_tape_record(ctx, op, &out, 1, &a);
+  return out;
 }
 
 dl_tensor *dl_reshape(dl_ctx *ctx, dl_tensor *a, int ndim, const int64_t *shape) {
-  return record1(ctx, dl_view_new_reshape(ctx, a, ndim, shape), a, "reshape", bw_reshape);
+  return record1(ctx, dl_view_new_reshape(ctx, a, ndim, shape), a, DL_OP_RESHAPE);
 }
 
 dl_tensor *dl_view(dl_ctx *ctx, dl_tensor *a, int ndim, const int64_t *shape) {
   int64_t sh[DL_MAXDIM];
-  if (dl_resolve_shape(ctx, "view", dl_numel(a), ndim, shape, sh) < 0) return NULL;
+  if (ndim < 0 || ndim > DL_MAXDIM) return dl_fail(ctx, "view: %d dimensions, at most %d supported", ndim, DL_MAXDIM);
+  memcpy(sh, shape, sizeof(int64_t) * (size_t)ndim);
+  if (dl_shape_resolve(ctx, "view", ndim, sh, dl_numel(a), NULL) < 0) return NULL;
   if (!dl_view_possible(a, ndim, sh)) {
     char x[128], y[128];
     dl_shape_str(a->shape, a->ndim, x, sizeof x);
@@ -42,7 +40,7 @@ dl_tensor *dl_view(dl_ctx *ctx, dl_tensor *a, int ndim, const int64_t *shape) {
   return dl_reshape(ctx, a, ndim, sh);
 }
 
-static int bw_permute(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_permute(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   int inv[DL_MAXDIM];
   for (int d = 0; d < n->niv; d++) inv[n->iv[d]] = d;
   gin[0] = dl_permute(ctx, g, inv);
@@ -61,12 +59,11 @@ dl_tensor *dl_permute(dl_ctx *ctx, dl_tensor *a, const int *perm) {
     st[d] = a->stride[perm[d]];
   }
   dl_tensor *out = dl_view_new(ctx, a, a->ndim, sh, st, a->offset);
-  if (!out || !dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *n = dl_node_new(ctx, "permute", bw_permute, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
+  dl_node *n = dl_tape_record(ctx, DL_OP_PERMUTE, &out, 1, &a);
+  if (!n) return out;
   n->niv = a->ndim;
   for (int d = 0; d < a->ndim; d++) n->iv[d] = perm[d];
-  return dl_record(ctx, out, n);
+  return out;
 }
 
 dl_tensor *dl_transpose(dl_ctx *ctx, dl_tensor *a, int d0, int d1) {
@@ -81,7 +78,7 @@ dl_tensor *dl_transpose(dl_ctx *ctx, dl_tensor *a, int d0, int d1) {
 }
 
 /* backward of narrow: zeros of the input shape with g copied into the slice */
-static int bw_narrow(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_narrow(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
   dl_tensor *z = dl_tensor_new_zeros(ctx, g->dtype, a->ndim, a->shape);
   if (!z) return -1;
@@ -101,20 +98,19 @@ static int bw_narrow(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 dl_tensor *dl_narrow(dl_ctx *ctx, dl_tensor *a, int dim, int64_t start, int64_t len) {
   if (dim < 0 || dim >= a->ndim)
     return dl_fail(ctx, "narrow: dimension %d out of range for a %d-d tensor", dim + 1, a->ndim);
-  if (start < 0 || len < 0 || start + len > a->shape[dim])
+  if (start < 0 || len < 0 || start > a->shape[dim] || len > a->shape[dim] - start)
     return dl_fail(ctx, "narrow: start %lld and length %lld out of range for dimension %d of size %lld",
                    (long long)start + 1, (long long)len, dim + 1, (long long)a->shape[dim]);
   int64_t sh[DL_MAXDIM];
   memcpy(sh, a->shape, sizeof sh);
   sh[dim] = len;
   dl_tensor *out = dl_view_new(ctx, a, a->ndim, sh, a->stride, a->offset + start * a->stride[dim]);
-  if (!out || !dl_needs_grad(ctx, 1, &a)) return out;
-  dl_node *n = dl_node_new(ctx, "narrow", bw_narrow, 1, &a);
-  if (!n) { dl_tensor_release(out); return NULL; }
+  dl_node *n = dl_tape_record(ctx, DL_OP_NARROW, &out, 1, &a);
+  if (!n) return out;
   n->iv[0] = dim;
   n->iv[1] = start;
   n->iv[2] = len;
-  return dl_record(ctx, out, n);
+  return out;
 }
 
 dl_tensor *dl_select(dl_ctx *ctx, dl_tensor *a, int dim, int64_t index) {
@@ -130,7 +126,7 @@ dl_tensor *dl_select(dl_ctx *ctx, dl_tensor *a, int dim, int64_t index) {
   return out;
 }
 
-static int bw_expand(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_expand(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
   gin[0] = dl_sum_to(ctx, g, a->ndim, a->shape);
   return gin[0] ? 0 : -1;
@@ -160,7 +156,8 @@ dl_tensor *dl_expand(dl_ctx *ctx, dl_tensor *a, int ndim, const int64_t *shape) 
     st[d] = (ad < 0 || as == 1) ? 0 : a->stride[ad];
     if (ad >= 0 && as == 1 && want == 1) st[d] = a->stride[ad];
   }
-  return record1(ctx, dl_view_new(ctx, a, ndim, sh, st, a->offset), a, "expand", bw_expand);
+  if (dl_shape_check(ctx, "expand", ndim, sh, NULL) < 0) return NULL;
+  return record1(ctx, dl_view_new(ctx, a, ndim, sh, st, a->offset), a, DL_OP_EXPAND);
 }
 
 dl_tensor *dl_unsqueeze(dl_ctx *ctx, dl_tensor *a, int dim) {
@@ -187,7 +184,7 @@ dl_tensor *dl_squeeze(dl_ctx *ctx, dl_tensor *a, int dim) {
   return dl_reshape(ctx, a, k, sh);
 }
 
-static int bw_identity(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+int dl_bw_identity(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   (void)ctx;
   (void)n;
   gin[0] = dl_tensor_retain(g);
@@ -195,7 +192,7 @@ static int bw_identity(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 }
 
 dl_tensor *dl_clone(dl_ctx *ctx, dl_tensor *a) {
-  return record1(ctx, dl_tensor_new_contiguous(ctx, a, a->dtype), a, "clone", bw_identity);
+  return record1(ctx, dl_tensor_new_contiguous(ctx, a, a->dtype), a, DL_OP_CLONE);
 }
 
 dl_tensor *dl_contiguous(dl_ctx *ctx, dl_tensor *a) {

@@ -199,7 +199,7 @@ static void read_example(const dl_pipe *p, dl_example *ex, int64_t pos) {
     e->dtype = t->dtype;
     e->ndim = t->ndim - 1;
     for (int k = 1; k < t->ndim; k++) e->shape[k - 1] = t->shape[k];
-    size_t rb = (size_t)dl_exfield_numel(e) * dl_dtype_size(t->dtype);
+    size_t rb = (size_t)dl_exfield_numel(e) * dl_dtype_size(t->dtype);   /* a row of a checked tensor */
     e->data = (const char *)dl_data(t) + (size_t)row * rb;
   }
 }
@@ -379,11 +379,22 @@ static int probe(dl_ctx *ctx, dl_pipe *p) {
               DL_MAXDIM);
       return -1;
     }
+    /* the batch of p->rows examples of this field: [rows, shape...], checked before any slot is made */
+    int64_t bshape[DL_MAXDIM], numel, rb;
+    bshape[0] = p->rows;
+    memcpy(bshape + 1, f->shape, sizeof(int64_t) * (size_t)f->ndim);
+    if (dl_shape_check(ctx, "batch", f->ndim + 1, bshape, &numel) < 0 ||
+        dl_shape_bytes(ctx, "batch", dl_exfield_numel(f), dl_dtype_size(f->dtype), &rb) < 0) {
+      char m[sizeof ctx->err];
+      snprintf(m, sizeof m, "%s", ctx->err);
+      dl_fail(ctx, "pipeline: field '%s': %s", f->name, m);
+      return -1;
+    }
     snprintf(p->names[j], DL_NAMELEN, "%s", f->name);
     p->dtype[j] = f->dtype;
     p->ndim[j] = f->ndim;
     memcpy(p->shape[j], f->shape, sizeof p->shape[j]);
-    p->rowbytes[j] = (size_t)dl_exfield_numel(f) * dl_dtype_size(f->dtype);
+    p->rowbytes[j] = (size_t)rb;
   }
   if (p->weight) {
     int j = p->nout;
@@ -433,9 +444,14 @@ dl_pipe *dl_pipe_new(dl_ctx *ctx, const dl_pipe_opts *o) {
             (long long)p->per_epoch);
     goto fail;
   }
-  int64_t start = o->start_epoch * p->per_epoch + o->start_batch;
+  int64_t start, end_epoch, end = 0;
+  if (dl_shape_mul(ctx, "pipeline", "start epoch x batches per epoch", o->start_epoch, p->per_epoch, &start) < 0 ||
+      dl_shape_add(ctx, "pipeline", "start batch", start, o->start_batch, &start) < 0 ||
+      (o->epochs >= 0 && (dl_shape_add(ctx, "pipeline", "start epoch + epochs", o->start_epoch, o->epochs, &end_epoch) < 0 ||
+                          dl_shape_mul(ctx, "pipeline", "epochs x batches per epoch", end_epoch, p->per_epoch, &end) < 0)))
+    goto fail;
   p->next_gen = p->cons_gen = start;
-  p->end_gen = p->per_epoch == 0 ? start : o->epochs < 0 ? NO_FAIL - 1 : (o->start_epoch + o->epochs) * p->per_epoch;
+  p->end_gen = p->per_epoch == 0 ? start : o->epochs < 0 ? NO_FAIL - 1 : end;
   if (p->end_gen < start) p->end_gen = start;
   p->nworkers = o->workers > 0 ? o->workers : 1;
   p->nslots = o->workers > 0 ? o->prefetch + o->workers : 1;

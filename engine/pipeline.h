@@ -110,7 +110,8 @@ int dl_example_find(const dl_example *ex, const char *name);    /* index, or -1 
 int dl_example_add(dl_example *ex, const char *name);
 void dl_example_remove(dl_example *ex, int i);
 /* Starts rewriting field i as dtype d and shape: returns a buffer for its new
- * values, or NULL when out of memory. The old values stay readable through
+ * values, or NULL when out of memory or when shape fails dl_shape_check (a
+ * negative size, more than DL_MAX_NUMEL elements). The old values stay readable through
  * f[i].data until dl_example_commit(ex, i) makes the new ones current. */
 void *dl_example_begin(dl_example *ex, int i, dl_dtype d, int ndim, const int64_t *shape);
 void dl_example_commit(dl_example *ex, int i);

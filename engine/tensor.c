@@ -1,12 +1,14 @@
 /* tensor.c -- the tensor struct: dtypes, creation, views over shared storage, copies.
  *
  * A tensor is (shape, strides, offset) over a reference-counted storage. Views
- * share the storage and take their own reference. No autograd here: ops.c
- * builds differentiable views on top of dl_view_new. Sizes are validated
- * before any allocation, so a failure leaves nothing allocated.
+ * share the storage and take their own reference. No autograd here: the ops
+ * build differentiable views on top of dl_view_new, and a tensor only holds a
+ * reference to its (opaque) grad_fn. Shapes are checked by shape.c before any
+ * allocation, so a failure leaves nothing allocated, and a view must lie inside
+ * its storage, so no shape or stride can make an element access leave the block.
  */
 /* See LICENSE */
-#include "ops.h"
+#include "dl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,11 +32,7 @@ int dl_dtype_from_name(const char *name) {
   return -1;
 }
 
-int64_t dl_numel(const dl_tensor *t) {
-  int64_t n = 1;
-  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
-  return n;
-}
+int64_t dl_numel(const dl_tensor *t) { return dl_shape_numel(t->ndim, t->shape); }
 
 int dl_is_contiguous(const dl_tensor *t) {
   int64_t s = 1;
@@ -96,14 +94,6 @@ void dl_set_flat(dl_tensor *t, int64_t i, double v) {
   dl_store(dl_data(t), t->dtype, flat_offset(t, i), v);
 }
 
-void dl_shape_str(const int64_t *shape, int ndim, char *buf, size_t n) {
-  size_t k = 0;
-  k += (size_t)snprintf(buf + k, n - k, "[");
-  for (int i = 0; i < ndim && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-}
-
 dl_tensor *dl_tensor_retain(dl_tensor *t) {
   if (t) atomic_fetch_add(&t->refs, 1);
   return t;
@@ -143,36 +133,21 @@ static dl_tensor *header_new(dl_ctx *ctx, dl_storage *st, dl_dtype d, int ndim,
   return t;
 }
 
-static int check_shape(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape, int64_t *numel) {
-  if (ndim < 0 || ndim > DL_MAXDIM) {
-    dl_fail(ctx, "tensor: %d dimensions, at most %d supported", ndim, DL_MAXDIM);
-    return -1;
-  }
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0) {
-      dl_fail(ctx, "tensor: size %lld of dimension %d is negative", (long long)shape[i], i + 1);
-      return -1;
-    }
-    if (shape[i] && n > ((int64_t)1 << 40) / shape[i] / (int64_t)dl_dtype_size(d)) {
-      char s[256];
-      dl_shape_str(shape, ndim, s, sizeof s);
-      ctx->oom = 1;
-      dl_fail(ctx, "out of memory: tensor of shape %s is too large", s);
-      return -1;
-    }
-    n *= shape[i];
-  }
-  *numel = n;
-  return 0;
-}
+#define MAX_TENSOR_BYTES ((int64_t)1 << 40)   /* past this a request is "out of memory" up front */
 
 dl_tensor *dl_tensor_new_empty(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape) {
-  int64_t n;
-  if (check_shape(ctx, d, ndim, shape, &n) < 0) return NULL;
+  int64_t n, bytes;
+  if (dl_shape_check(ctx, "tensor", ndim, shape, &n) < 0) return NULL;
+  if (dl_shape_bytes(ctx, "tensor", n, dl_dtype_size(d), &bytes) < 0) return NULL;
+  if (bytes > MAX_TENSOR_BYTES) {
+    char s[256];
+    dl_shape_str(shape, ndim, s, sizeof s);
+    ctx->oom = 1;
+    return dl_fail(ctx, "out of memory: tensor of shape %s is too large", s);
+  }
   dl_storage *st = dl_alloc(ctx, sizeof *st);
   if (!st) return NULL;
-  st->nbytes = (size_t)n * dl_dtype_size(d);
+  st->nbytes = (size_t)bytes;
   st->data = dl_alloc(ctx, st->nbytes);
   if (!st->data) {
     dl_free(ctx, st, sizeof *st);
@@ -180,11 +155,8 @@ dl_tensor *dl_tensor_new_empty(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t 
   }
   st->ctx = ctx;
   atomic_init(&st->refs, 0);
-  int64_t stride[DL_MAXDIM], s = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    stride[i] = s;
-    s *= shape[i];
-  }
+  int64_t stride[DL_MAXDIM];
+  dl_shape_strides(ndim, shape, stride);
   atomic_fetch_add(&st->refs, 1);            /* keep alive across header_new failure */
   dl_tensor *t = header_new(ctx, st, d, ndim, shape, stride, 0);
   storage_release(st);
@@ -247,18 +219,21 @@ dl_tensor *dl_tensor_new_like_shape(dl_ctx *ctx, const dl_tensor *t, dl_dtype d)
 
 dl_tensor *dl_view_new(dl_ctx *ctx, dl_tensor *t, int ndim, const int64_t *shape,
                        const int64_t *stride, int64_t offset) {
-  if (ndim > DL_MAXDIM) return dl_fail(ctx, "view: %d dimensions, at most %d supported", ndim, DL_MAXDIM);
+  if (dl_shape_check(ctx, "view", ndim, shape, NULL) < 0) return NULL;
+  int64_t cap = (int64_t)(t->st->nbytes / dl_dtype_size(t->dtype));
+  if (!dl_shape_fits(ndim, shape, stride, offset, cap)) {
+    char s[256];
+    dl_shape_str(shape, ndim, s, sizeof s);
+    return dl_fail(ctx, "view: shape %s at offset %lld leaves the storage of %lld elements", s,
+                   (long long)offset, (long long)cap);
+  }
   return header_new(ctx, t->st, t->dtype, ndim, shape, stride, offset);
 }
 
 /* Strides for viewing t as shape without a copy, or -1 if impossible. */
 static int view_strides(const dl_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
-  if (dl_is_contiguous(t)) {
-    int64_t s = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-      stride[i] = s;
-      s *= shape[i];
-    }
+  if (dl_is_contiguous(t) || dl_numel(t) == 0) {    /* (the chunk walk below needs elements) */
+    dl_shape_strides(ndim, shape, stride);
     return 0;
   }
   /* general case (as numpy's attempt_nocopy_reshape): chunks of old dims that
@@ -283,50 +258,16 @@ static int view_strides(const dl_tensor *t, int ndim, const int64_t *shape, int6
   return 0;
 }
 
-int dl_resolve_shape(dl_ctx *ctx, const char *op, int64_t numel, int ndim, const int64_t *in, int64_t *out);
-int dl_resolve_shape(dl_ctx *ctx, const char *op, int64_t numel, int ndim, const int64_t *in, int64_t *out) {
-  int infer = -1;
-  int64_t n = 1;
-  if (ndim > DL_MAXDIM) {
-    dl_fail(ctx, "%s: %d dimensions, at most %d supported", op, ndim, DL_MAXDIM);
-    return -1;
-  }
-  for (int i = 0; i < ndim; i++) {
-    out[i] = in[i];
-    if (in[i] == -1) {
-      if (infer >= 0) {
-        dl_fail(ctx, "%s: only one dimension can be -1", op);
-        return -1;
-      }
-      infer = i;
-    } else if (in[i] < 0) {
-      dl_fail(ctx, "%s: size %lld of dimension %d is negative", op, (long long)in[i], i + 1);
-      return -1;
-    } else {
-      n *= in[i];
-    }
-  }
-  if (infer >= 0 && n != 0 && numel % n == 0) {
-    out[infer] = numel / n;
-    n = numel;
-  }
-  if (n != numel) {
-    char s[256];
-    dl_shape_str(in, ndim, s, sizeof s);
-    dl_fail(ctx, "%s: shape %s is invalid for %lld elements", op, s, (long long)numel);
-    return -1;
-  }
-  return 0;
-}
-
 dl_tensor *dl_view_new_reshape(dl_ctx *ctx, dl_tensor *t, int ndim, const int64_t *shape) {
   int64_t sh[DL_MAXDIM], st[DL_MAXDIM];
-  if (dl_resolve_shape(ctx, "reshape", dl_numel(t), ndim, shape, sh) < 0) return NULL;
+  if (ndim < 0 || ndim > DL_MAXDIM)
+    return dl_fail(ctx, "reshape: %d dimensions, at most %d supported", ndim, DL_MAXDIM);
+  for (int i = 0; i < ndim; i++) sh[i] = shape[i];
+  if (dl_shape_resolve(ctx, "reshape", ndim, sh, dl_numel(t), NULL) < 0) return NULL;
   if (dl_numel(t) == 0 || view_strides(t, ndim, sh, st) < 0) {
     dl_tensor *c = dl_tensor_new_contiguous(ctx, t, t->dtype);
     if (!c) return NULL;
-    int64_t s = 1;
-    for (int i = ndim - 1; i >= 0; i--) { st[i] = s; s *= sh[i]; }
+    dl_shape_strides(ndim, sh, st);
     dl_tensor *v = dl_view_new(ctx, c, ndim, sh, st, 0);
     dl_tensor_release(c);
     return v;
@@ -334,7 +275,6 @@ dl_tensor *dl_view_new_reshape(dl_ctx *ctx, dl_tensor *t, int ndim, const int64_
   return dl_view_new(ctx, t, ndim, sh, st, t->offset);
 }
 
-int dl_view_possible(const dl_tensor *t, int ndim, const int64_t *shape);
 int dl_view_possible(const dl_tensor *t, int ndim, const int64_t *shape) {
   int64_t st[DL_MAXDIM];
   return view_strides(t, ndim, shape, st) == 0;

@@ -11,7 +11,7 @@ pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib
       lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
       chromium"
 case "${1:-}" in
-  --bench) pkgs="$pkgs python3-torch" ;;
+  --bench) pkgs="$pkgs python3-torch python3-optuna python3-scipy" ;;
 esac
 
 missing=""

@@ -373,7 +373,10 @@ describe("dlua.search.gp", function()
 
   it("predicts the posterior mean of an independent solve with its fitted hyperparameters", function()
     local m = gp.fit(X, y)
-    assert(m.lml > gp._objective(X, m.ys, {0, 0, 0, math.log(0.5)}, 2), "fit did not improve on a default")
+    local ys = {}
+    for i = 1, #y do ys[i] = (y[i] - m.mean) / m.sd end
+    assert(math.abs(m.lml - gp._objective(X, ys, m.theta, 2)) < 1e-8, "lml is the objective at theta")
+    assert(m.lml > gp._objective(X, ys, {0, 0, 0, math.log(0.5)}, 2), "fit did not improve on a default")
     local ls = {math.exp(m.theta[1]), math.exp(m.theta[2])}
     local sf2, sn2 = math.exp(m.theta[3]), math.exp(m.theta[4])
     local K = {}
@@ -381,7 +384,7 @@ describe("dlua.search.gp", function()
       K[i] = {}
       for j = 1, #X do K[i][j] = matern(X[i], X[j], ls, sf2) + (i == j and sn2 + 1e-9 or 0) end
     end
-    local alpha = solve(K, m.ys)
+    local alpha = solve(K, ys)
     for _, x in ipairs({{0.1, 0.2}, {0.5, 0.5}, {0.9, 0.7}}) do
       local mu = 0
       for i = 1, #X do mu = mu + matern(x, X[i], ls, sf2) * alpha[i] end
@@ -477,5 +480,82 @@ describe("dl.search bayes", function()
     local stuck = 0
     for _, l in ipairs(blind) do if not l.feasible then stuck = stuck + 1 end end
     assert(stuck >= 8, "without the feasibility model only " .. stuck .. " of 10 were infeasible")
+  end)
+end)
+
+describe("dl.search.suggester", function()
+  local space1 = S.space{x = S.uniform(0, 1)}
+
+  it("reports the best point by posterior mean, not the luckiest noisy value", function()
+    -- f(x) = (x - 0.7)^2 observed with noise sd 0.05 at 20 points, and x = 0.3 (f = 0.16)
+    -- once with a lucky draw 4 sd low: the best observed value is there, the best
+    -- estimate (the lowest posterior mean at an observed point) near 0.7
+    local s = S.suggester(space1, {algorithm = "bayes", seed = 1})
+    local r = S.rng("suggester-noise")
+    local vmin = math.huge
+    for _, sg in ipairs(s:suggest(20)) do
+      local v = (sg.hp.x - 0.7) ^ 2 + 0.05 * r:normal()
+      s:observe(sg, v)
+      vmin = math.min(vmin, v)
+    end
+    local lucky = {index = 99, u = {0.3}}
+    s:observe(lucky, 0.16 - 0.2)
+    assert(0.16 - 0.2 < vmin, "the lucky value is the best observed")
+    local b = s:best()
+    assert(math.abs(b.hp.x - 0.7) < 0.15, "best x " .. b.hp.x)
+    assert(b.index ~= 99)
+    local m = s.fit.model
+    assert(m.noise > 0.05 ^ 2 / 3 and m.noise < 0.05 ^ 2 * 3, "fitted noise variance " .. m.noise)
+    local mu = m:observed_mean()
+    for i = 1, #mu do assert(b.estimate <= mu[i]) end
+    -- quasirandom has no model: the best observed value
+    local q = S.suggester(space1, {algorithm = "quasirandom"})
+    for _, sg in ipairs(q:suggest(3)) do q:observe(sg, sg.hp.x) end
+    q:observe({index = 9, u = {0.1}}, -0.2)
+    assert.are.same({index = 9, u = {0.1}, hp = {x = 0.1}, value = -0.2, estimate = -0.2}, q:best())
+  end)
+
+  it("keeps batch suggestions apart under noise (noise-free kriging beliefs)", function()
+    local space = S.space{x1 = S.uniform(0, 1), x2 = S.uniform(0, 1)}
+    local s = S.suggester(space, {algorithm = "bayes", seed = 2, init = 8})
+    local r = S.rng("batch-noise")
+    for _, sg in ipairs(s:suggest(8)) do s:observe(sg, sg.hp.x1 + sg.hp.x2 + 0.3 * r:normal()) end
+    local batch = s:suggest(5)
+    assert.are.equal(5, #batch)
+    for i = 1, 5 do
+      for j = i + 1, 5 do
+        local d = math.abs(batch[i].u[1] - batch[j].u[1]) + math.abs(batch[i].u[2] - batch[j].u[2])
+        assert(d > 0.02, string.format("batch points %d and %d are %.4f apart", i, j, d))
+      end
+    end
+  end)
+
+  it("hands its GP hyperparameters out as plain data and takes them back as a warm start", function()
+    local s = S.suggester(space1, {algorithm = "bayes", seed = 3, init = 4})
+    assert.are.same({}, s:state())
+    for _ = 1, 6 do local sg = s:suggest()[1]; s:observe(sg, math.sin(6 * sg.hp.x)) end
+    s:suggest()
+    local st = s:state()
+    assert.are.equal(3, #st.theta)                  -- one length scale, amplitude, noise
+    local w = S.suggester(space1, {algorithm = "bayes", seed = 3, init = 4, theta = st.theta})
+    assert.are.same(st.theta, w:state().theta)
+  end)
+
+  it("rejects unknown options, bad values and foreign observations", function()
+    assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", sed = 1}) end,
+      "dl.search.suggester: unknown option 'sed' %(valid: algorithm, candidates, context, feasibility, grid_points, " ..
+      "init, max_points, mode, seed, theta%)")
+    assert.error_matches(function() S.suggester(space1, {init = 0}) end,
+      "dl.search.suggester: option 'init' must be an integer >= 1, got 0")
+    assert.error_matches(function() S.suggester(space1, {mode = "maximise"}) end,
+      "dl.search.suggester: option 'mode' must be \"min\" or \"max\", got \"maximise\"")
+    assert.error_matches(function() S.suggester(space1, {theta = {0, 0}}) end,
+      "dl.search.suggester: option 'theta' must be a list of 3 finite numbers %(s:state%(%).theta for this space%)")
+    local s = S.suggester(space1)
+    assert.error_matches(function() s:suggest(0) end, "dl.search.suggester: suggest: n must be an integer >= 1, got 0")
+    assert.error_matches(function() s:observe({x = 0.5}, 1) end,
+      "dl.search.suggester: observe: argument 1 must be a suggestion returned by suggest")
+    assert.error_matches(function() s:observe(s:suggest()[1], "1.5") end,
+      "dl.search.suggester: observe: value must be a number or nil %(infeasible%), got string")
   end)
 end)

@@ -172,6 +172,9 @@ function M.idx(opts)
   local names, ts = {"image"}, {x}
   if opts.labels ~= nil then
     local y = check(2, pcall(core._read_idx, opts.labels, limit))
+    if y:dim() ~= 1 then
+      errorf(2, "idx: labels %s must have 1 dimension (one label per image), got %d", opts.labels, y:dim())
+    end
     if y:size(1) ~= x:size(1) then
       errorf(2, "idx: %s has %d images but %s has %d labels", opts.images, x:size(1), opts.labels, y:size(1))
     end
@@ -224,7 +227,7 @@ function M.csv(opts)
     errorf(2, "csv: delimiter must be one character")
   end
   if opts.missing ~= nil and type(opts.missing) ~= "number" then errorf(2, "csv: missing must be a number") end
-  local names, integral, values = check(2, pcall(core._read_csv, opts.path,
+  local names, integral, values, problems = check(2, pcall(core._read_csv, opts.path,
     {header = opts.header ~= false, delimiter = opts.delimiter, missing = opts.missing}))
   local col = {}
   for i, n in ipairs(names) do col[n] = i end
@@ -268,6 +271,10 @@ function M.csv(opts)
       t = values:select(2, i)
     end
     local dtype = types[f] or (allint and "int32" or "float32")
+    for _, c in ipairs(type(s) == "table" and s or {s}) do        -- refused, not saturated
+      local why = problems[column(f, c)] and problems[column(f, c)][dtype]
+      if why then errorf(2, "%s (field '%s')", why, f) end
+    end
     local ok, r = pcall(function() return t:to(dtype) end)
     if not ok then errorf(2, "csv: field '%s': %s", f, r) end
     if zb[f] then r = r:scale(1, 1) end

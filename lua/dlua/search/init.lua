@@ -748,50 +748,71 @@ end
 local MIN_FEASIBLE = 0.2
 M.MIN_FEASIBLE = MIN_FEASIBLE
 
-local function same(a, b)
-  for i = 1, #a do if math.abs(a[i] - b[i]) > 1e-12 then return false end end
-  return true
+local function feature_key(x)
+  local parts = {}
+  for i = 1, #x do parts[i] = string.format("%.12g", x[i]) end
+  return table.concat(parts, ",")
 end
 
---- Chooses the next n points by expected improvement (minimising) under a GP
--- fitted to the feasible observations, times the probability of feasibility
--- from a second GP fitted to the feasible / infeasible labels when any trial
--- was infeasible. Batches use the kriging believer: each chosen point, and every
--- pending one, joins the training data with the GP's mean as its value.
---   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}
---   opts: seed, step (suggestion counter, for fresh candidate streams),
---         candidates (1000), mode ("min" | "max"), context, theta (warm start),
---         feasibility (false: no feasibility model, infeasible trials only left
---         out of the objective's GP; for comparisons)
--- Returns the list of u and diagnostics {theta =, ei =}.
-function M.bayes_suggest(space, history, pending, n, opts)
-  opts = util.check_options("dl.search.bayes_suggest", opts, {seed = "integer", step = "integer",
-    candidates = "integer", mode = "string", context = "table", theta = "table", feasibility = "boolean"}, 2)
-  local sign = (opts.mode == "max") and -1 or 1
-  local X, y, Xall, feas = {}, {}, {}, {}
-  local seen = {}
+-- the surrogate's data: features and signed values (minimisation) of the
+-- feasible observations, and feasibility labels of all of them
+local function observations(space, history, sign, context)
+  local X, y, used, Xall, labels, seen = {}, {}, {}, {}, {}, {}
   for _, h in ipairs(history) do
-    local x = space:encode(h.u, opts.context)
+    local x = space:encode(h.u, context)
     Xall[#Xall + 1] = x
-    seen[#seen + 1] = x
+    seen[feature_key(x)] = true
     if h.value ~= nil and h.value == h.value then
-      X[#X + 1] = x
-      y[#y + 1] = sign * h.value
-      feas[#feas + 1] = 1
+      X[#X + 1], y[#y + 1], used[#used + 1] = x, sign * h.value, h
+      labels[#labels + 1] = 1
     else
-      feas[#feas + 1] = -1
+      labels[#labels + 1] = -1
     end
   end
-  local model = gp.fit(X, y, {theta = opts.theta, seed = opts.seed})
+  return X, y, used, Xall, labels, seen
+end
+
+local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
+                       theta = "table", feasibility = "boolean", max_points = "integer"}
+
+--- Chooses the next n points by noise-aware expected improvement (minimising)
+-- under a GP fitted to the feasible observations, times the probability of
+-- feasibility from a second GP fitted to the feasible / infeasible labels when
+-- any trial was infeasible. The incumbent is the lowest posterior mean over
+-- the observed points, not the lowest observation, and the improvement is of
+-- the latent function: with noise the best noisy value is biased low and EI
+-- below it only explores; without noise the two coincide. Batches use the
+-- kriging believer: every pending point and each chosen one joins the model as
+-- a noise-free belief at its posterior mean (which may lower the incumbent),
+-- so the next choice moves elsewhere.
+--   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}
+--   opts: seed, step (suggestion counter, for fresh candidate streams),
+--         candidates (1000), mode ("min" | "max"), context, theta (warm start:
+--         info.theta of the previous call), max_points (800: the GP's subset
+--         size above that many observations), feasibility (false: no
+--         feasibility model, infeasible trials only left out of the
+--         objective's GP; for comparisons)
+-- Returns the list of u and info {theta =, ei =, noise =, model =}.
+function M.bayes_suggest(space, history, pending, n, opts)
+  opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
+  local sign = (opts.mode == "max") and -1 or 1
+  local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)
+  local fitted = gp.fit(X, y, {theta = opts.theta, dim = space.features, max_points = opts.max_points})
+  local model = fitted
   local fmodel
   local any_infeasible = false
-  for _, f in ipairs(feas) do if f < 0 then any_infeasible = true end end
-  if any_infeasible and opts.feasibility ~= false then fmodel = gp.fit(Xall, feas, {classify = true}) end
-  for _, p in ipairs(pending or {}) do
-    local x = space:encode(p.u, opts.context)
-    seen[#seen + 1] = x
+  for _, f in ipairs(labels) do if f < 0 then any_infeasible = true end end
+  if any_infeasible and opts.feasibility ~= false then fmodel = gp.fit(Xall, labels, {classify = true}) end
+  local obs_mean = fitted:observed_mean()
+  local best = math.huge
+  for i = 1, #obs_mean do best = math.min(best, obs_mean[i]) end
+  if best == math.huge then best = 0 end                -- no feasible observation: the prior mean
+  local function believe(x)
+    best = math.min(best, (model:predict(x)))
     model = model:believe(x)
+    seen[feature_key(x)] = true
   end
+  for _, p in ipairs(pending or {}) do believe(space:encode(p.u, opts.context)) end
   local rng = M.rng("bayes-candidates", opts.seed or 0, opts.step or #history)
   local ncand = opts.candidates or 1000
   local d = space.d
@@ -803,12 +824,12 @@ function M.bayes_suggest(space, history, pending, n, opts)
     for k = 1, d do u[k] = rng:uniform() end
     base[#base + 1] = u
   end
-  -- local candidates around the best observations
+  -- local candidates around the five observations with the best posterior means
   local order = {}
-  for i = 1, #history do if history[i].value ~= nil and history[i].value == history[i].value then order[#order + 1] = i end end
-  table.sort(order, function(a, b) return sign * history[a].value < sign * history[b].value end)
+  for i = 1, #used do order[i] = i end
+  table.sort(order, function(a, b) return obs_mean[a] < obs_mean[b] end)
   for r = 1, math.min(5, #order) do
-    local u0 = history[order[r]].u
+    local u0 = used[order[r]].u
     for j = 1, 40 do
       local s = (j % 3 == 0) and 0.2 or ((j % 3 == 1) and 0.05 or 0.01)
       local u = {}
@@ -816,78 +837,119 @@ function M.bayes_suggest(space, history, pending, n, opts)
       base[#base + 1] = u
     end
   end
+  -- acquisition of a list of points: EI, times Pr(feasible) when modelled;
+  -- candidates below MIN_FEASIBLE rank after every candidate above it, seen
+  -- points after everything
+  local function acq(us)
+    local xs = {}
+    for i, u in ipairs(us) do xs[i] = space:encode(u, opts.context) end
+    local a = model:ei_many(xs, best)
+    local pf = fmodel and fmodel:prob_feasible_many(xs)
+    for i, x in ipairs(xs) do
+      if seen[feature_key(x)] then a[i] = -2
+      elseif pf then a[i] = pf[i] < MIN_FEASIBLE and pf[i] - 1 or a[i] * pf[i] end
+    end
+    return a
+  end
   local out, eis = {}, {}
   for _ = 1, n do
-    local function acq(u)
-      local x = space:encode(u, opts.context)
-      for _, s in ipairs(seen) do if same(s, x) then return -2, x end end
-      local a = model:expected_improvement(x)
-      if fmodel then
-        -- constraint-weighted EI, and a probabilistic constraint: candidates
-        -- below MIN_FEASIBLE rank after every candidate above it (by feasibility)
-        local pf = fmodel:prob_feasible(x)
-        if pf < MIN_FEASIBLE then a = pf - 1 else a = a * pf end
-      end
-      return a, x
-    end
+    local a = acq(base)
     local scored = {}
-    for i, u in ipairs(base) do scored[i] = {u = u, a = acq(u)} end
-    table.sort(scored, function(a, b) return a.a > b.a end)
-    -- refine the best few by a shrinking random local search
-    local best = scored[1]
+    for i, u in ipairs(base) do scored[i] = {u = u, a = a[i]} end
+    table.sort(scored, function(p, q) return p.a > q.a end)
+    -- refine the best few by a shrinking random local search, 8 rounds of 4 points
+    local top = scored[1]
     for t = 1, math.min(3, #scored) do
       local cur = scored[t]
       local step = 0.05
-      for _ = 1, 25 do
-        local u = {}
-        for k = 1, d do u[k] = math.max(0, math.min(ONE_BELOW, cur.u[k] + step * rng:normal())) end
-        local a = acq(u)
-        if a > cur.a then cur = {u = u, a = a} else step = step * 0.85 end
+      for _ = 1, 8 do
+        local us = {}
+        for j = 1, 4 do
+          local u = {}
+          for k = 1, d do u[k] = math.max(0, math.min(ONE_BELOW, cur.u[k] + step * rng:normal())) end
+          us[j] = u
+        end
+        local sa = acq(us)
+        local improved = false
+        for j = 1, 4 do if sa[j] > cur.a then cur, improved = {u = us[j], a = sa[j]}, true end end
+        if not improved then step = step * 0.7 end
       end
-      if cur.a > best.a then best = cur end
+      if cur.a > top.a then top = cur end
     end
-    out[#out + 1] = best.u
-    eis[#eis + 1] = best.a
-    local x = space:encode(best.u, opts.context)
-    seen[#seen + 1] = x
-    model = model:believe(x)
+    out[#out + 1] = top.u
+    eis[#eis + 1] = top.a
+    if #out < n then believe(space:encode(top.u, opts.context)) end
   end
-  return out, {theta = model.theta, ei = eis}
+  return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted}
 end
 
 local Suggester = {}
 Suggester.__index = Suggester
 
---- suggester(space, {algorithm =, seed =, mode = "min" | "max", init =, context =}):
--- an ask / tell object. s:suggest([n]) returns a list of suggestions
--- {index =, u =, hp =}; s:observe(suggestion, value) records the result (nil or
--- NaN: infeasible). Non-adaptive algorithms give point `index` of their
--- sequence; bayes gives the first `init` (default max(5, d + 1)) quasirandom
--- points and chooses the rest by expected improvement.
+local function suggester_error(msg, ...) error("dl.search.suggester: " .. string.format(msg, ...), 3) end
+
+local function check_count(opts, k, min)
+  local v = opts[k]
+  if v ~= nil and (math.type(v) ~= "integer" or v < min) then
+    suggester_error("option '%s' must be an integer >= %d, got %s", k, min, fmt(v))
+  end
+end
+
+--- suggester(space [, opts]): an ask / tell object (docs/studies.md).
+--   s:suggest([n]) --> list of n suggestions {index =, u =, hp =}
+--   s:observe(suggestion, value)   value: a number, or nil / NaN for an infeasible trial;
+--                                  a suggestion may be observed more than once (repeats)
+--   s:best() --> {index =, u =, hp =, value =, estimate =} or nil
+--   s:state() --> plain data; state.theta is the warm start of opts.theta
+-- opts: algorithm ("quasirandom" | "random" | "grid" | "bayes"), seed (0), mode
+-- ("min" | "max"), init (bayes: quasirandom points first, max(5, 2 (d + 1))),
+-- context, candidates (bayes: 1000), feasibility (bayes: model infeasible
+-- regions, true), max_points (bayes: GP subset size, 800), theta (bayes: warm
+-- start), grid_points (grid: 5). Non-adaptive algorithms give point `index` of
+-- their sequence; bayes chooses by noise-aware expected improvement once
+-- `init` points and two feasible observations exist.
 function M.suggester(space, opts)
   opts = util.check_options("dl.search.suggester", opts, {algorithm = "string", seed = "integer", mode = "string",
-    init = "integer", context = "table", candidates = "integer", grid_points = "integer", feasibility = "boolean"}, 2)
+    init = "integer", context = "table", candidates = "integer", grid_points = "integer", feasibility = "boolean",
+    max_points = "integer", theta = "table"}, 2)
   space = M.space(space)
   local alg = opts.algorithm or "quasirandom"
   check_algorithm(alg)
-  if opts.mode and opts.mode ~= "min" and opts.mode ~= "max" then
-    error("dl.search.suggester: mode must be \"min\" or \"max\", got " .. tostring(opts.mode), 2)
+  if opts.mode ~= nil and opts.mode ~= "min" and opts.mode ~= "max" then
+    suggester_error("option 'mode' must be \"min\" or \"max\", got %s", fmt(opts.mode))
+  end
+  check_count(opts, "seed", math.mininteger)
+  check_count(opts, "init", 1)
+  check_count(opts, "candidates", 1)
+  check_count(opts, "max_points", 2)
+  check_count(opts, "grid_points", 1)
+  local theta = opts.theta
+  if theta ~= nil then
+    local ok = type(theta) == "table" and #theta == space.features + 2
+    for _, v in ipairs(ok and theta or {}) do ok = ok and finite(v) end
+    if not ok then
+      suggester_error("option 'theta' must be a list of %d finite numbers (s:state().theta for this space)",
+        space.features + 2)
+    end
   end
   return setmetatable({space = space, alg = alg, seed = opts.seed or 0, mode = opts.mode or "min",
-    init = opts.init or math.max(5, space.d + 1), context = opts.context, history = {}, pending = {},
+    init = opts.init or math.max(5, 2 * (space.d + 1)), context = opts.context, history = {}, pending = {},
     next_index = 1, cache = {}, candidates = opts.candidates, grid_points = opts.grid_points,
-    feasibility = opts.feasibility}, Suggester)
+    feasibility = opts.feasibility, max_points = opts.max_points, theta = theta}, Suggester)
 end
 
 function Suggester:suggest(n)
   n = n or 1
+  if math.type(n) ~= "integer" or n < 1 then
+    error("dl.search.suggester: suggest: n must be an integer >= 1, got " .. fmt(n), 2)
+  end
   local out = {}
   local adaptive = {}
+  local feasible = 0
+  for _, h in ipairs(self.history) do if h.value ~= nil then feasible = feasible + 1 end end
   for _ = 1, n do
     local i = self.next_index
     local u
-    local feasible = 0
-    for _, h in ipairs(self.history) do if h.value ~= nil then feasible = feasible + 1 end end
     if self.alg ~= "bayes" or i <= self.init or feasible < 2 then
       u = M.point(self.space, i, {algorithm = self.alg, seed = self.seed, cache = self.cache,
                                   grid_points = self.grid_points})
@@ -902,11 +964,13 @@ function Suggester:suggest(n)
   if #adaptive > 0 then
     local pend = {}
     for _, p in pairs(self.pending) do pend[#pend + 1] = p end
+    table.sort(pend, function(a, b) return a.index < b.index end)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
     local us, info = M.bayes_suggest(self.space, self.history, pend, #adaptive,
       {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
-       candidates = self.candidates, feasibility = self.feasibility})
+       candidates = self.candidates, feasibility = self.feasibility, max_points = self.max_points})
     self.theta = info.theta
+    self.fit = {count = #self.history, model = info.model}
     local j = 0
     for _, s in ipairs(out) do
       if not s.u then j = j + 1; s.u = us[j] end
@@ -920,22 +984,50 @@ function Suggester:suggest(n)
 end
 
 function Suggester:observe(s, value)
-  if value ~= nil and (type(value) ~= "number" or value ~= value) then value = nil end
+  if type(s) ~= "table" or math.type(s.index) ~= "integer" or type(s.u) ~= "table" or #s.u ~= self.space.d then
+    error("dl.search.suggester: observe: argument 1 must be a suggestion returned by suggest", 2)
+  end
+  if value ~= nil and type(value) ~= "number" then
+    error("dl.search.suggester: observe: value must be a number or nil (infeasible), got " .. type(value), 2)
+  end
+  if value ~= value then value = nil end
   self.pending[s.index] = nil
   self.history[#self.history + 1] = {u = s.u, value = value, index = s.index}
 end
 
---- Best observation so far: {index, u, value} (nil before any feasible one).
+--- The best observation: {index, u, hp, value (observed), estimate}, nil
+-- before any feasible one. bayes (two or more feasible observations) chooses
+-- by the GP's posterior mean at the observed points, which averages repeats
+-- and noise; estimate is that mean. Other algorithms (no model) take the best
+-- observed value, and estimate = value.
 function Suggester:best()
-  local best
-  for _, h in ipairs(self.history) do
-    if h.value ~= nil then
-      if not best or (self.mode == "max" and h.value > best.value) or (self.mode ~= "max" and h.value < best.value) then
-        best = h
-      end
+  local sign = self.mode == "max" and -1 or 1
+  local feas = {}
+  for _, h in ipairs(self.history) do if h.value ~= nil then feas[#feas + 1] = h end end
+  if #feas == 0 then return nil end
+  local bi, be
+  if self.alg == "bayes" and #feas >= 2 then
+    if not (self.fit and self.fit.count == #self.history) then
+      local X, y = observations(self.space, self.history, sign, self.context)
+      local model = gp.fit(X, y, {theta = self.theta, max_points = self.max_points})
+      self.theta = model.theta
+      self.fit = {count = #self.history, model = model}
     end
+    local mu = self.fit.model:observed_mean()
+    for i = 1, #feas do if not be or mu[i] < be then bi, be = i, mu[i] end end
+    be = sign * be
+  else
+    for i, h in ipairs(feas) do if not bi or sign * h.value < sign * feas[bi].value then bi = i end end
+    be = feas[bi].value
   end
-  return best
+  local h = feas[bi]
+  return {index = h.index, u = h.u, hp = self.space:point(h.u, self.context), value = h.value, estimate = be}
+end
+
+--- Plain data for a warm start: {theta = list of numbers} (theta is nil
+-- before the first bayes fit). Pass state.theta back as opts.theta.
+function Suggester:state()
+  return {theta = self.theta and {table.unpack(self.theta)} or nil}
 end
 
 -------------------------------------------------------------- discrepancy

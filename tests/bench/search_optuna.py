@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""tests/bench/search_optuna.py -- the Optuna side of tests/bench/search_bench.lua.
+
+Optuna's TPE (multivariate=True) and QMC (scrambled Halton) samplers on Branin,
+Hartmann-6 and their noisy variants (Gaussian noise, sd 10% of the function's
+range), `seeds` seeds, budgets 20 and 50. The incumbent is the trial with the
+best OBSERVED (noisy) value, Optuna's own notion of best_trial; its regret is
+that of the TRUE function at the trial's parameters. Prints one JSON object:
+{"regret": {sampler: {problem: {budget: [regrets by seed]}}}, "cost": {...}}.
+With `cost`, also the seconds of CPU per TPE suggestion after n trials.
+
+  /usr/bin/python3 tests/bench/search_optuna.py [seeds=20] [cost]
+
+Runs over Debian's python3-optuna (scripts/setup.sh --bench).
+"""
+import json
+import math
+import sys
+import time
+import warnings
+
+import numpy as np
+import optuna
+
+warnings.filterwarnings("ignore")
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def branin(x):
+    x1, x2 = x["x1"], x["x2"]
+    b, c, t = 5.1 / (4 * math.pi ** 2), 5 / math.pi, 1 / (8 * math.pi)
+    return (x2 - b * x1 ** 2 + c * x1 - 6) ** 2 + 10 * (1 - t) * math.cos(x1) + 10
+
+
+ALPHA = [1.0, 1.2, 3.0, 3.2]
+A = [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14], [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]]
+P = [[1312, 1696, 5569, 124, 8283, 5886], [2329, 4135, 8307, 3736, 1004, 9991],
+     [2348, 1451, 3522, 2883, 3047, 6650], [4047, 8828, 8732, 5743, 1091, 381]]
+
+
+def hartmann6(x):
+    v = [x["x%d" % (j + 1)] for j in range(6)]
+    f = 0.0
+    for i in range(4):
+        s = sum(A[i][j] * (v[j] - P[i][j] * 1e-4) ** 2 for j in range(6))
+        f -= ALPHA[i] * math.exp(-s)
+    return f
+
+
+# the same constants as search_bench.lua: minimum and range (max - min over the domain)
+PROBLEMS = [
+    {"name": "Branin", "f": branin, "min": 0.397887, "range": 308.129 - 0.397887,
+     "bounds": {"x1": (-5.0, 10.0), "x2": (0.0, 15.0)}},
+    {"name": "Hartmann-6", "f": hartmann6, "min": -3.32237, "range": 3.32237,
+     "bounds": {"x%d" % (j + 1): (0.0, 1.0) for j in range(6)}},
+]
+BUDGETS = [20, 50]
+
+
+def make_sampler(kind, seed):
+    if kind == "tpe":
+        return optuna.samplers.TPESampler(multivariate=True, seed=seed)
+    return optuna.samplers.QMCSampler(qmc_type="halton", scramble=True, seed=seed)
+
+
+def run(kind, pr, noisy, seed):
+    rng = np.random.RandomState(10007 * seed + (1 if noisy else 0))
+    sd = 0.1 * pr["range"] if noisy else 0.0
+    truth = []
+
+    def objective(trial):
+        x = {k: trial.suggest_float(k, lo, hi) for k, (lo, hi) in pr["bounds"].items()}
+        f = pr["f"](x)
+        truth.append(f)
+        return f + sd * rng.randn()
+
+    study = optuna.create_study(sampler=make_sampler(kind, seed), direction="minimize")
+    study.optimize(objective, n_trials=max(BUDGETS))
+    out = {}
+    for b in BUDGETS:
+        trials = study.trials[:b]
+        best = min(range(b), key=lambda i: trials[i].value)    # best observed value: Optuna's best_trial
+        out[str(b)] = truth[best] - pr["min"]
+    return out
+
+
+def cost(n_list):
+    """CPU seconds of one TPE (multivariate) suggestion after n Hartmann-6 trials."""
+    pr = PROBLEMS[1]
+    out = {}
+    for n in n_list:
+        study = optuna.create_study(sampler=optuna.samplers.TPESampler(multivariate=True, seed=1))
+        rng = np.random.RandomState(n)
+        dists = {k: optuna.distributions.FloatDistribution(lo, hi) for k, (lo, hi) in pr["bounds"].items()}
+        for _ in range(n):
+            x = {k: float(rng.uniform(lo, hi)) for k, (lo, hi) in pr["bounds"].items()}
+            study.add_trial(optuna.trial.create_trial(params=x, distributions=dists, value=pr["f"](x)))
+        t0 = time.process_time()
+        reps = 3
+        for _ in range(reps):
+            trial = study.ask()
+            x = {k: trial.suggest_float(k, lo, hi) for k, (lo, hi) in pr["bounds"].items()}
+            study.tell(trial, pr["f"](x))
+        out[str(n)] = (time.process_time() - t0) / reps
+    return out
+
+
+def main():
+    seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    res = {"regret": {}, "optuna": optuna.__version__}
+    for kind in ["tpe", "qmc"]:
+        res["regret"][kind] = {}
+        for pr in PROBLEMS:
+            for noisy in [False, True]:
+                name = ("noisy " if noisy else "") + pr["name"]
+                per = {str(b): [] for b in BUDGETS}
+                for seed in range(1, seeds + 1):
+                    r = run(kind, pr, noisy, seed)
+                    for b in BUDGETS:
+                        per[str(b)].append(r[str(b)])
+                res["regret"][kind][name] = per
+    if "cost" in sys.argv[2:]:
+        res["cost"] = cost([50, 200, 500, 2000])
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -24,6 +24,7 @@ local data = require "dlua.report.data"
 local fs = require "dlua.util.fs"
 local util = require "dlua.util"
 local lfs = require "lfs"
+local core = require "dlua.core"
 
 local M = {}
 
@@ -92,7 +93,7 @@ local function watch(dir, opts)
   local out = opts.out or (dir .. "/report.html")
   local file = out:match("([^/]*)$") .. ".watch.js"
   local interval = opts.interval or 2
-  local start, n, last = os.time(), 0, nil
+  local start, n, last = core.clock(), 0, nil
   local function say(fmt, ...) if not opts.quiet then print(string.format(fmt, ...)) end end
   while true do
     local sig = signature(dir)
@@ -110,7 +111,7 @@ local function watch(dir, opts)
       fs.write_atomic(out:gsub("[^/]*$", "") .. file, html.watch_script(w.stamp, done))
       last = sig
     end
-    if done or (opts.timeout and os.time() - start >= opts.timeout) then break end
+    if done or (opts.timeout and core.clock() - start >= opts.timeout) then break end
     util.sleep(interval)
   end
   return out

@@ -145,7 +145,9 @@ end
 
 --- A y-range for many curves that one diverging trial does not flatten:
 -- series is a list of value lists (one per trial). The top (bottom) is the
--- upper (lower) fence over the trials' maxima (minima), Q3 + 3 IQR (Q1 - 3 IQR),
+-- upper (lower) fence over the trials' maxima (minima), Q3 + 3 IQR (Q1 - 3 IQR;
+-- the IQR taken as at least 5% of |Q3| (|Q1|), so maxima that nearly agree do
+-- not clip a trial a little above them),
 -- so the curves' common start stays in view and only trials far above the
 -- others are clipped. Returns lo, hi, the list of clipped series indices; with
 -- fewer than 4 series nothing is clipped.

@@ -278,15 +278,28 @@ async function studyPage(browser, name) {
   await tab.click(`#legend input[data-show="${id}"]`);
   checkClean(name, log, P.page);
   if (shotDir && P.screenshot) {
+    // the top of the page (diagnosis, curves, history, pruned, axis plots) with the best trial
+    // selected, at both widths; at 1400 px also the curves with a tooltip
     for (const w of [1400, 800]) {
       await tab.setViewport({width: w, height: 900});
       await new Promise((r) => setTimeout(r, 300));
-      await tab.evaluate(() => { window.dluaReport.select(null); window.scrollTo(0, 0); });
       if (w === 800) await layoutCheck(name, tab, 800);
+      const best = D.trials.find((t) => t.best).id;
+      await tab.evaluate((id) => { window.dluaReport.select(id); window.scrollTo(0, 0); }, best);
+      const height = await tab.evaluate(() => document.documentElement.scrollHeight);
       const file = path.join(shotDir, `${P.screenshot}-${w}.png`);
-      await tab.screenshot({path: file, fullPage: true});
+      await tab.screenshot({path: file, clip: {x: 0, y: 0, width: w, height: Math.min(height, 2600)}, captureBeyondViewport: true});
       notes.push('screenshot ' + file);
     }
+    await tab.setViewport({width: 1400, height: 1000});
+    await tab.evaluate(() => window.dluaReport.select(null));
+    const {id: hid, xi: hxi} = await pick(tab, pi);
+    await tab.evaluate(() => window.scrollTo(0, document.getElementById('curves').getBoundingClientRect().top + window.scrollY - 8));
+    const hp = await pointPos(tab, pi, hid, hxi);
+    await tab.mouse.move(hp.x, hp.y);
+    const file = path.join(shotDir, `${P.screenshot}-hover.png`);
+    await tab.screenshot({path: file, captureBeyondViewport: false});          // the viewport: the tooltip is fixed
+    notes.push('screenshot ' + file);
   }
   await tab.close();
 }

@@ -167,6 +167,31 @@ async function clickCheck(name, tab, pi, id, xi) {
   return r;
 }
 
+// drag zooms x and y, a double click resets, the wheel zooms x around the cursor, shift+drag pans
+async function zoomCheck(name, tab, pi) {
+  await tab.evaluate((pi) => window.dluaReport.plots[pi].fig.scrollIntoView({block: 'center'}), pi);
+  const sc = () => tab.evaluate((pi) => { const u = window.dluaReport.plots[pi].u; return [u.scales.x.min, u.scales.x.max, u.scales.y.min, u.scales.y.max]; }, pi);
+  const r = await tab.evaluate((pi) => { const b = window.dluaReport.plots[pi].u.over.getBoundingClientRect(); return [b.left, b.top, b.width, b.height]; }, pi);
+  const at = (fx, fy) => [r[0] + r[2] * fx, r[1] + r[3] * fy];
+  const s0 = await sc();
+  await tab.mouse.move(...at(0.3, 0.3)); await tab.mouse.down(); await tab.mouse.move(...at(0.6, 0.7), {steps: 5}); await tab.mouse.up();
+  const s1 = await sc();
+  check(name, s1[1] - s1[0] < 0.5 * (s0[1] - s0[0]) && s1[3] - s1[2] < 0.6 * (s0[3] - s0[2]), `drag-zoom: ${JSON.stringify(s0)} -> ${JSON.stringify(s1)}`);
+  await tab.mouse.click(...at(0.5, 0.5), {clickCount: 2});
+  const s2 = await sc();
+  check(name, JSON.stringify(s2) === JSON.stringify(s0), `double click did not reset the zoom: ${JSON.stringify(s2)}`);
+  await tab.mouse.move(...at(0.5, 0.5)); await tab.mouse.wheel({deltaY: -100});
+  await new Promise((res) => setTimeout(res, 100));
+  const s3 = await sc();
+  check(name, s3[1] - s3[0] < 0.9 * (s0[1] - s0[0]) && s3[0] > s0[0], `wheel zoom: ${JSON.stringify(s0)} -> ${JSON.stringify(s3)}`);
+  await tab.keyboard.down('Shift'); await tab.mouse.down(); await tab.mouse.move(...at(0.3, 0.5), {steps: 5}); await tab.mouse.up();
+  await tab.keyboard.up('Shift');
+  const s4 = await sc();
+  check(name, s4[0] > s3[0] && Math.abs((s4[1] - s4[0]) - (s3[1] - s3[0])) < 1e-6 * (s3[1] - s3[0]) + 1e-9, `shift+drag pan: ${JSON.stringify(s3)} -> ${JSON.stringify(s4)}`);
+  await tab.mouse.click(...at(0.5, 0.5), {clickCount: 2});
+  await tab.evaluate(() => window.dluaReport.select(null));
+}
+
 // layout: no clipped title, plots fill the width, n/a clear of the ticks
 async function layoutCheck(name, tab, width) {
   const r = await tab.evaluate(() => {
@@ -221,6 +246,7 @@ async function studyPage(browser, name) {
     await hoverCheck(name, tab, c, pi, D.trials[c.series[0].t].id, mid);
   }
   await clickCheck(name, tab, pi, id, xi);
+  await zoomCheck(name, tab, pi);
   for (const [ck, want] of Object.entries(P.expect || {})) {
     if (ck === 'clipped') {                          // the diverging trial is clipped, the others keep their range
       const ci = D.curves.findIndex((q) => q.metric === 'train/loss');

@@ -196,7 +196,8 @@
         values: function (u, vals) { return vals.map(fmt); }}],
       hooks: {setCursor: [showTip(p)], draw: [drawMarks(p)]}};
     if (spec.single) {
-      opts.scales.x.range = function (u, mn, mx) { return [Math.min(0.5, mn - 0.5), mx + 0.5]; };
+      var x0 = spec.x[0], x1 = spec.x[spec.x.length - 1];     // half a trial of room at the ends; a zoom as asked
+      opts.scales.x.range = function (u, mn, mx) { return mn === x0 && mx === x1 ? [mn - 0.5, mx + 0.5] : [mn, mx]; };
     }
     if (p.u) p.u.destroy();
     p.u = new uPlot(opts, data, host);

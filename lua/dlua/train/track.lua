@@ -47,11 +47,9 @@ end
 function M.append(path, values, columns)
   columns = columns or M.COLUMNS
   fs.mkdir_p(fs.dirname(path))
-  if not fs.exists(path) then
-    -- two processes may both see no file: the header is written with O_APPEND too and
-    -- readers skip repeated header lines
-    fs.append_line(path, M.csv_row(columns))
-  end
+  -- the header is in the file from its first byte: two processes creating it at once
+  -- cannot put a row above it (create_once links a complete file into place)
+  fs.create_once(path, M.csv_row(columns) .. "\n")
   local row = {}
   for i, c in ipairs(columns) do row[i] = values[c] end
   fs.append_line(path, M.csv_row(row, #columns))

@@ -13,6 +13,7 @@
 -- keeps them inside their directory.
 local lfs = require "lfs"
 local core = require "dlua.core"
+local util = require "dlua.util"
 
 local M = {}
 
@@ -126,6 +127,22 @@ function M.append_line(path, line, ...)
     error("bad argument #2 to 'append_line' (string expected, got " .. type(line) .. ")", 2)
   end
   return core._fileio_append(path, line .. "\n", ...)
+end
+
+--- Creates path holding content, whole, unless path exists: the content is
+-- written durably to a temporary file that is then hard-linked into place,
+-- which fails when path exists, so no process ever sees path without all of
+-- content (a CSV header and the first appended row cannot race). Returns true
+-- when this call created the file, false when it existed.
+function M.create_once(path, content)
+  if M.exists(path) then return false end
+  local tmp = string.format("%s.new.%d.%d", path, util.getpid() or 0, math.floor(core.clock() * 1e9) % 1000000007)
+  M.write_atomic(tmp, content)
+  local ok, err = lfs.link(tmp, path)
+  os.remove(tmp)
+  if ok then return true end
+  if M.exists(path) then return false end
+  error(string.format("cannot create '%s': %s", path, tostring(err)), 2)
 end
 
 --- Test hook of the file I/O module: the n-th data write from now and every

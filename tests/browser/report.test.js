@@ -247,6 +247,19 @@ async function studyPage(browser, name) {
   }
   await clickCheck(name, tab, pi, id, xi);
   await zoomCheck(name, tab, pi);
+  // a click on a table row selects that trial in the curves too
+  const rowId = await tab.evaluate((id) => [...document.querySelectorAll('#trials-table tr[data-trial]')]
+    .map((r) => r.getAttribute('data-trial')).find((t) => t !== id), id);
+  if (rowId) {
+    await tab.evaluate((t) => document.querySelector(`#trials-table tr[data-trial="${CSS.escape(t)}"]`).scrollIntoView({block: 'center'}), rowId);
+    await tab.click(`#trials-table tr[data-trial="${rowId}"] td`);
+    const a = await tab.evaluate((t) => ({sel: window.dluaReport.state.sel, alpha: window.dluaReport.plots.map((p) =>
+      p.u.series.slice(1).map((s, i) => [window.DLUA.trials[p.order[i]].id, s.alpha]))}), rowId);
+    check(name, a.sel === rowId, `clicking the table row of ${rowId} selected ${a.sel}`);
+    const wrong = a.alpha.flat().filter(([t, al]) => (t === rowId) !== (al === 1));
+    check(name, wrong.length === 0, `after selecting ${rowId} in the table, curves dimmed wrongly: ${JSON.stringify(wrong.slice(0, 3))}`);
+    await tab.evaluate(() => window.dluaReport.select(null));
+  }
   for (const [ck, want] of Object.entries(P.expect || {})) {
     if (ck === 'clipped') {                          // the diverging trial is clipped, the others keep their range
       const ci = D.curves.findIndex((q) => q.metric === 'train/loss');

@@ -454,6 +454,20 @@ describe("dl.report (interactive)", function()
     end
   end)
 
+  it("reads pruned trials from trials.csv too (a copied study without its journal)", function()
+    local rows = {"id,status,message"}
+    for _, t in ipairs(d.trials) do rows[#rows + 1] = t.id .. "," .. t.status .. "," end
+    F.write(dir .. "/trials.csv", table.concat(rows, "\n") .. "\n")
+    assert(os.rename(dir .. "/journal.jsonl", dir .. "/journal.aside"))
+    local ok, c = pcall(A.load, dir)
+    assert(os.rename(dir .. "/journal.aside", dir .. "/journal.jsonl"))
+    assert(ok, c)
+    local pruned = {}
+    for _, t in ipairs(c.trials) do if t.pruned then pruned[#pruned + 1] = t.id .. "@" .. t.rung end end
+    table.sort(pruned)
+    assert.are.same({"optimizer-adam_t006@40", "optimizer-adam_t007@40", "optimizer-sgd_t006@40", "optimizer-sgd_t007@40"}, pruned)
+  end)
+
   it("draws the optimisation history with the best so far and the importance of each hyperparameter", function()
     local fig = assert(figure(html, "history"))
     local trials = A.search_trials(d)

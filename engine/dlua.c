@@ -110,6 +110,25 @@ static void print_badoption (const char *opt) {
 
 /* ------------------------------------------------------------ calls */
 
+/* pushes dlua.util.blame.traceback(msg): the message led by the user's
+ * file:line and the user's frames only (library frames with DLUA_DEBUG=1);
+ * returns 0 with nothing pushed if the library cannot do it */
+static int blame_traceback (lua_State *L, const char *msg) {
+  int top = lua_gettop(L);  /* msg stays referenced below top */
+  if (lua_getglobal(L, "require") == LUA_TFUNCTION) {
+    lua_pushliteral(L, "dlua.util.blame");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)
+        && lua_getfield(L, -1, "traceback") == LUA_TFUNCTION) {
+      lua_pushstring(L, msg);
+      lua_pushinteger(L, 2);  /* level 1 is this handler */
+      if (lua_pcall(L, 2, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
+        return 1;  /* the result on the top */
+    }
+  }
+  lua_settop(L, top);
+  return 0;
+}
+
 /* message handler: appends a traceback to the error message; a non-string
  * error object goes through its __tostring, if it has one */
 static int msghandler (lua_State *L) {
@@ -121,6 +140,7 @@ static int msghandler (lua_State *L) {
       msg = lua_pushfstring(L, "(error object is a %s value)",
                                luaL_typename(L, 1));
   }
+  if (blame_traceback(L, msg)) return 1;
   luaL_traceback(L, L, msg, 1);  /* append a standard traceback */
   return 1;
 }
@@ -184,9 +204,17 @@ static int is_command (const char *name) {
   return c != name && access(name, F_OK) != 0;
 }
 
+/* does an argument after the script look like a flag ('--x')? */
+static int has_flag (char **argv) {
+  int i;
+  for (i = 1; argv[i] != NULL; i++)
+    if (strncmp(argv[i], "--", 2) == 0 && argv[i][2] != '\0') return 1;
+  return 0;
+}
+
 /* runs the script argv[0] ('-' alone: stdin) with arg[1..] as '...' */
 static int handle_script (lua_State *L, char **argv) {
-  int status;
+  int status, command = 0, ran_object = 0, watched = 0;
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
     fname = NULL;  /* stdin */
@@ -195,9 +223,15 @@ static int handle_script (lua_State *L, char **argv) {
     /* 'dlua agent DIR ...': a bare word that is no file names a command of dlua.cli.commands */
     lua_pop(L, 1);
     status = luaL_loadstring(L, "return require('dlua.cli.commands').main(arg[0], ...)");
+    command = 1;
   }
   if (status == LUA_OK) {
     int n = pushargs(L);
+    if (!command && has_flag(argv)) {  /* notes whether the script reads arg (flags.check_unused) */
+      int w = luaL_dostring(L, "require('dlua.train.flags').watch_arg()");
+      if (w != LUA_OK) lua_pop(L, 1);  /* no library: no check */
+      else watched = 1;
+    }
     status = docall(L, n, 1);
   }
   /* a script whose main chunk returns an experiment or a study is run by dlua.cli */
@@ -205,6 +239,7 @@ static int handle_script (lua_State *L, char **argv) {
     int kind = lua_getfield(L, -1, "_dlua_kind");
     lua_pop(L, 1);
     if (kind == LUA_TSTRING) {
+      ran_object = 1;
       lua_getglobal(L, "require");
       lua_pushliteral(L, "dlua.cli");
       status = docall(L, 1, 1);
@@ -215,6 +250,15 @@ static int handle_script (lua_State *L, char **argv) {
         lua_pushstring(L, fname ? fname : "stdin");
         status = docall(L, 2, 0);
       }
+    }
+  }
+  /* dlua's flags (--out, --steps, ...) given to a script that returned no experiment
+   * or study would be ignored silently: an error (dlua.train.flags.check_unused) */
+  if (status == LUA_OK && watched && !ran_object) {
+    status = luaL_loadstring(L, "return require('dlua.train.flags').check_unused(...)");
+    if (status == LUA_OK) {
+      lua_pushstring(L, fname ? fname : "stdin");
+      status = lua_pcall(L, 1, 0, 0);          /* a usage error: the message alone, no traceback */
     }
   }
   return report(L, status, DLUA_PROGNAME);

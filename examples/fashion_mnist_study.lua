@@ -15,13 +15,15 @@
 --   dlua examples/fashion_mnist_study.lua --create        # then, on several machines:
 --   dlua agent runs/fashion-mnist-optimizer --count 4
 -- Re-running the same command skips finished trials and resumes interrupted ones.
+-- Before the first trial a one-step dry run checks that the experiment reports the
+-- objective (a misspelled metric is an error naming this file and line).
 local dl = require "dlua"
 local S = dl.search
 
 return dl.study{
   name = "fashion-mnist-optimizer",
   goal = "is adam better than nesterov momentum for the CNN at 60 steps, each re-tuned?",
-  experiment = "examples/fashion_mnist.lua",
+  experiment = "fashion_mnist.lua",                 -- next to this file: runs from any directory
   scientific = {optimizer = {"nesterov", "adam"}},
   nuisance = {
     lr = S.switch("optimizer", {nesterov = S.log_uniform(1e-3, 0.5), adam = S.log_uniform(1e-4, 1e-2)}),

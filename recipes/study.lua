@@ -21,6 +21,8 @@
 local study = require "dlua.study"
 local ranks = require "dlua.study.ranks"
 local cli = require "dlua.cli"
+local fs = require "dlua.util.fs"
+local lfs = require "lfs"
 
 local ROLE_FLAGS = {["--experiment"] = true, ["--name"] = true, ["--goal"] = true, ["--scientific"] = true,
                     ["--nuisance"] = true, ["--fixed"] = true, ["--objective"] = true, ["--algorithm"] = true,
@@ -110,6 +112,8 @@ local function study_from_flags(args)
     i = i + 1
   end
   local exp_path = roles.experiment or positional[1] or "examples/fashion_mnist.lua"
+  -- a path on the command line is from the current directory (dl.study would look next to this recipe first)
+  if exp_path:sub(1, 1) ~= "/" and fs.exists(exp_path) then exp_path = lfs.currentdir() .. "/" .. exp_path end
   local exp = require("dlua.train.experiment").load(exp_path)
   if not roles.name then fail("--name is required when the study is given on the command line (see --help)") end
   local sci, nui, fixed = {}, {}, {}
@@ -173,8 +177,7 @@ local ok, err = pcall(function()
   local by_flags = false
   for _, a in ipairs(args) do if ROLE_FLAGS[a:match("^(%-%-[%w%-]+)") or a] then by_flags = true end end
   if not by_flags and first:sub(1, 2) ~= "--" then
-    local chunk = assert(loadfile(first))
-    obj = chunk()
+    obj = study.load_file(first)                  -- its dl.study call then knows its file (relative paths, errors)
     if study.is_study(obj) then
       rest, script = {}, first
       for i = 2, #args do

@@ -70,3 +70,37 @@ describe("dlua.data.fashion_mnist_tensors", function()
     assert.error_matches(function() dl.data.fashion_mnist_tensors{dir = d} end, "has 2 images but .* has 3 labels")
   end)
 end)
+
+describe("take(n): the first n examples, for dry runs", function()
+  local T = dl.data.transforms
+  local x = dl.tensor({{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}})
+  local ds = dl.data.tensors{x = x, label = dl.tensor({5, 4, 3, 2, 1}, {dtype = "int32"})}
+
+  it("gives a dataset of the first n examples, all of them when it has fewer", function()
+    local s = ds:take(3)
+    assert.is_true(dl.data.is_dataset(s))
+    assert.are.equal(3, #s)
+    assert.are.same({{1, 2}, {3, 4}, {5, 6}}, s:column("x"):totable())
+    assert.are.same({5, 4, 3}, s:column("label"):totable())
+    assert.are.equal(5, #ds:take(99))
+    assert.error_matches(function() ds:take(0) end, "take: count must be an integer >= 1, got 0")
+  end)
+
+  it("keeps a pipeline's stages over the first n examples and leaves its cache out", function()
+    local d = tmpdir("take")
+    local p = ds:map(T.scale(10, {field = "x"})):cache(d .. "/c.bin"):shuffle{seed = 3}
+    local small = p:take(2)
+    assert.is_true(dl.data.is_pipeline(small))
+    local ops = {}
+    for i, s in ipairs(small.stages) do ops[i] = s.op end
+    assert.are.same({"map", "shuffle"}, ops)
+    local rows = {}
+    for b in small:batch(2):iter() do
+      for _, r in ipairs(b.x:totable()) do rows[#rows + 1] = r end
+    end
+    table.sort(rows, function(a, b) return a[1] < b[1] end)
+    assert.are.same({{10, 20}, {30, 40}}, rows)           -- 10 x the first two examples, in some order
+    assert.is_nil(io.open(d .. "/c.bin"))                  -- the whole-dataset cache was not written
+    assert.are.equal(5, #p)                                -- the original is unchanged
+  end)
+end)

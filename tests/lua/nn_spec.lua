@@ -50,7 +50,7 @@ describe("dlua.nn.Module", function()
     local target = dl.tensor({2, -1, 0.5})
     for _ = 1, 200 do
       s:zero_grad()
-      local loss = nn.MSE()(s(dl.ones(4, 3)), target)
+      local loss = nn.MSE()(s(dl.ones(4, 3)), dl.ones(4, 1) * target)   -- the target per example: [4, 3]
       loss:backward()
       dl.no_grad(function() s.alpha:add_(s.alpha.grad, -0.1) end)
     end
@@ -168,7 +168,52 @@ describe("dlua.nn losses", function()
   end)
 
   it("names the mismatch when labels do not fit", function()
-    assert.error_matches(function() nn.CrossEntropy()(logits, dl.tensor({1, 2})) end, "CrossEntropy: 2 labels for 3 examples")
+    assert.error_matches(function() nn.CrossEntropy()(logits, dl.tensor({1, 2})) end,
+      "CrossEntropy: labels %[2%] must be %[3%], one per row of the logits %[3, 3%]")
     assert.error_matches(function() nn.CrossEntropy()(dl.zeros(3), labels) end, "logits must be %[N, C%], got %[3%]")
+    -- [N, 1] labels hold the right count but the wrong rank: refused, not reshaped
+    assert.error_matches(function() nn.CrossEntropy()(logits, dl.tensor({{1}, {3}, {2}})) end,
+      "CrossEntropy: labels %[3, 1%] must be %[3%], one per row of the logits %[3, 3%]")
+    assert.error_matches(function() nn.CrossEntropy()(logits, {1, 3, 2}) end, "CrossEntropy: labels must be a tensor, got table")
+    assert.error_matches(function() nn.CrossEntropy()(logits, labels, dl.ones(3, 1)) end,
+      "CrossEntropy: weights %[3, 1%] must be %[3%], one per row of the logits %[3, 3%]")
+  end)
+
+  it("names a label outside [1, classes], its value and its position in the batch", function()
+    local ok, err = pcall(function() local l = nn.CrossEntropy()(dl.zeros(4, 10), dl.tensor({1, 2, 11, 4})); return l end)
+    assert.is_false(ok)
+    assert.are.equal("nn_spec.lua:" .. (debug.getinfo(1, "l").currentline - 2) ..
+      ": CrossEntropy: label 11 at position 3 of the batch is outside [1, 10]", err:match("[^/]*$"))
+    assert.error_matches(function() nn.CrossEntropy()(dl.zeros(4, 10), dl.tensor({1, 0, 3, 4})) end,
+      "CrossEntropy: label 0 at position 2 of the batch is outside %[1, 10%]$")
+    assert.error_matches(function() nn.CrossEntropy()(dl.zeros(2, 3), dl.tensor({3, -1}, {dtype = "int64"})) end,
+      "CrossEntropy: label %-1 at position 2 of the batch is outside %[1, 3%]$")
+    -- the edges 1 and C are labels
+    assert(close(nn.CrossEntropy()(dl.zeros(2, 3), dl.tensor({1, 3})):item(), math.log(3)))
+  end)
+
+  it("checks the shapes accuracy compares", function()
+    assert.error_matches(function() nn.accuracy(logits, dl.tensor({{1}, {3}, {2}})) end,
+      "accuracy: labels %[3, 1%] must be %[3%], one per row of the logits %[3, 3%]")
+    assert.error_matches(function() nn.accuracy(logits, labels, dl.ones(2)) end,
+      "accuracy: weights %[2%] must be %[3%], one per row of the logits %[3, 3%]")
+  end)
+end)
+
+describe("dlua.nn.MSE", function()
+  it("refuses input and target of different shapes instead of broadcasting them", function()
+    local x = dl.zeros(4, 1) + {{1}, {2}, {3}, {4}}
+    local ok, err = pcall(function() local l = nn.MSE()(x, dl.tensor({1, 2, 3, 4})); return l end)
+    assert.is_false(ok)
+    assert.are.equal("nn_spec.lua:" .. (debug.getinfo(1, "l").currentline - 2) ..
+      ": MSE: input [4, 1] and target [4] differ in shape", err:match("[^/]*$"))
+    assert.error_matches(function() nn.MSE()(x, 1) end, "MSE: input and target must be tensors, got a tensor and number")
+  end)
+
+  it("computes the mean squared difference once the shapes match", function()
+    local x = dl.zeros(4, 1) + {{1}, {2}, {3}, {4}}
+    assert.are.equal(0, nn.MSE()(x, dl.tensor({1, 2, 3, 4}):reshape(4, 1)):item())
+    -- ((1-2)^2 + (2-0)^2 + (3-3)^2 + (4-1)^2) / 4 = (1 + 4 + 0 + 9) / 4 = 3.5
+    assert.are.equal(3.5, nn.MSE()(x, dl.tensor({{2}, {0}, {3}, {1}})):item())
   end)
 end)

@@ -156,7 +156,7 @@ local CASES = {
   {"study:run", function()
      dl.study{name = "s", experiment = exp_path, nuisance = {lr = S.uniform(0.01, 1)}, trials = 1,
               objective = {metric = "valid/loss"}}:run{qiuet = true}
-   end, "study:run: unknown option 'qiuet' (valid: count, create, exe, launch, lease, out, parallel, poll, quiet, " ..
+   end, "study:run: unknown option 'qiuet' (valid: check, count, create, exe, launch, lease, out, parallel, poll, quiet, " ..
    "steps, threads, trials); did you mean 'quiet'?"},
   {"dl.study_results", function() dl.study_results(tmp, {agregate = "final"}) end,
    "dl.study_results: unknown option 'agregate' (valid: aggregate, metric, mode); did you mean 'aggregate'?"},

@@ -25,7 +25,7 @@ local EXTERNAL = {lfs = true}
 
 -- requires whose argument is not a literal: a module name that is data, not an arrow
 local DYNAMIC = {
-  ["dlua.data"] = "a pipeline worker state loads the user's module a map plan names",
+  ["dlua.data.worker"] = "a pipeline worker state loads the user's module a map plan names",
 }
 
 local KEYWORDS = {}
@@ -263,7 +263,8 @@ local e = require "dlua.optim"
       ["dlua.train"] = 'local e = require "dlua.train.experiment"',
       ["dlua.train.experiment"] = 'local t = require "dlua.train"',        -- cycle within a package
       ["dlua.optim"] = 'local d = require "dlua.data"',                     -- sideways
-      ["dlua.data"] = 'local function f(n) return require(n) end',           -- computed: allowed here only
+      ["dlua.data"] = 'local w = require "dlua.data.worker"',
+      ["dlua.data.worker"] = 'local function f(n) return require(n) end',      -- computed: allowed here only
       ["dlua.search"] = 'local function f(n) return require(n) end',
       ["dlua.study"] = 'local x = require "dlua.nowhere"',
     })

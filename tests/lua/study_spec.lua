@@ -334,7 +334,7 @@ describe("dl.study", function()
     end
     assert.are.same({10, 20, 30}, evals)
     local row = by_id(dl.track.read(sd .. "/trials.csv"))[running]
-    assert.are.equal("done", row.status)
+    assert.are.equal("done", row.status, row.message)
     local res = dl.study_results(sd)
     local cmd
     for _, t in ipairs(res.trials) do if t.id == running then cmd = t.command end end
@@ -540,6 +540,116 @@ describe("dl.study validation", function()
     local plan = st:plan()
     assert.are.same({lr = 0.1}, plan[1].nuisance)
     assert.are.same({lr = 0.01, optimizer = "sgd"}, plan[2].nuisance)
+  end)
+end)
+
+describe("a study checks itself before it spends", function()
+  local dir
+  setup(function()
+    dir = tmpdir("check")
+    write(dir .. "/exp.lua", EXPERIMENT)
+  end)
+  teardown(function() fs.rm_rf(dir) end)
+
+  -- the 1-based line of file holding text (found independently of the library)
+  local function line_of(path, text)
+    local i = 0
+    for l in (fs.read(path) .. "\n"):gmatch("([^\n]*)\n") do
+      i = i + 1
+      if l:find(text, 1, true) then return i end
+    end
+    error(text .. " not in " .. path)
+  end
+
+  it("fails on a misspelled objective before any trial trains, naming the file, the line and the metrics", function()
+    local f = study_file(dir, "objective.lua", [[
+  name = "objective", goal = "g", nuisance = {lr = S.log_uniform(1e-3, 0.1)}, trials = 2,
+  objective = {metric = "valid/acc", mode = "max"},]])
+    local out, rc = run(dir, "objective.lua --out runs")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("dlua: objective.lua:" .. line_of(f, "valid/acc") .. ": dl.study: objective 'valid/acc' " ..
+      "is not a metric of exp.lua: a one-step dry run reported train/examples_per_s, train/grad_norm, train/loss, " ..
+      "train/lr, valid/accuracy, valid/loss; did you mean 'valid/accuracy'?\n", 1, true), out)
+    assert.is_false(fs.exists(dir .. "/runs"))             -- no study directory, journal or trial directory
+    assert.is_nil(out:find("started", 1, true), out)
+    -- the same study object through study:run: the error comes before anything is written
+    local st = dl.study{name = "objective2", goal = "g", experiment = dir .. "/exp.lua", trials = 1,
+                        nuisance = {lr = S.log_uniform(1e-3, 0.1)}, objective = {metric = "train/los", mode = "min"}}
+    local ok, err = pcall(st.run, st, {out = dir .. "/runs2", quiet = true, exe = EXE})
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("objective 'train/los' is not a metric of .*; did you mean 'train/loss'%?$"), err)
+    assert.is_false(fs.exists(dir .. "/runs2"))
+  end)
+
+  it("fails on a misspelled hyperparameter naming the file, the line and the nearest name", function()
+    local f = study_file(dir, "hparam.lua", [[
+  name = "hparam", goal = "g",
+  nuisance = {lrr = S.log_uniform(1e-3, 0.1)}, trials = 2, objective = "valid/accuracy",]])
+    local out, rc = run(dir, "hparam.lua --out runs")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("dlua: hparam.lua:" .. line_of(f, "lrr =") .. ": dl.study: nuisance hyperparameter " ..
+      "'lrr' is not a hyperparameter of exp.lua (valid: batch_size, crash, delay, diverge_above, lr, momentum, " ..
+      "optimizer, steps, width); did you mean 'lr'?\n", 1, true), out)
+    assert.is_false(fs.exists(dir .. "/runs"))
+    -- not a tail call (the study kept in a local): the key's line all the same
+    write(dir .. "/fixed.lua", "local dl = require \"dlua\"\nlocal st = dl.study{\n  name = \"fixed\", goal = \"g\",\n" ..
+      "  experiment = \"exp.lua\",\n  fixed = {widht = 8},\n  trials = 1, objective = \"valid/accuracy\",\n}\nreturn st\n")
+    out, rc = run(dir, "fixed.lua --out runs")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("fixed.lua:5: dl.study: fixed hyperparameter 'widht' is not a hyperparameter of exp.lua " ..
+      "(valid: batch_size, crash, delay, diverge_above, lr, momentum, optimizer, steps, width); did you mean " ..
+      "'width'?", 1, true), out)
+    assert.is_false(fs.exists(dir .. "/runs"))
+  end)
+
+  it("finds the experiment next to the study file from another working directory", function()
+    fs.mkdir_p(dir .. "/sub")
+    fs.mkdir_p(dir .. "/elsewhere")
+    write(dir .. "/sub/exp.lua", EXPERIMENT)
+    study_file(dir .. "/sub", "rel.lua", [[
+  name = "rel", goal = "g", nuisance = {lr = S.log_uniform(1e-3, 0.1)}, fixed = {steps = 10}, trials = 2,
+  objective = "valid/accuracy",]])
+    local out, rc = run(dir .. "/elsewhere", "../sub/rel.lua --out runs --quiet")
+    assert.are.equal(0, rc, out)
+    local rows = dl.track.read(dir .. "/elsewhere/runs/rel/trials.csv")
+    assert.are.equal(2, #rows)
+    for _, r in ipairs(rows) do assert.are.equal("done", r.status, r.message) end
+    assert.truthy(out:find("reproduce the best trial: dlua ../sub/exp.lua --set", 1, true), out)
+    -- and through recipes/study.lua, which loads the study file itself
+    local recipe = require("lfs").currentdir() .. "/recipes/study.lua"
+    out, rc = run(dir .. "/elsewhere", H.shquote(recipe) .. " ../sub/rel.lua --out runs2 --quiet --no-report")
+    assert.are.equal(0, rc, out)
+    assert.are.equal(2, #dl.track.read(dir .. "/elsewhere/runs2/rel/trials.csv"))
+  end)
+
+  it("runs examples/fashion_mnist_study.lua from another directory (its check, no trial)", function()
+    local repo = require("lfs").currentdir()
+    fs.mkdir_p(dir .. "/fm")
+    local out, rc = run(dir .. "/fm", H.shquote(repo .. "/examples/fashion_mnist_study.lua") .. " --count 0 --out runs")
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("[fashion-mnist-optimizer] objective valid/accuracy checked: a one-step dry run reports it",
+      1, true), out)
+    local rec = json.decode(fs.read(dir .. "/fm/runs/fashion-mnist-optimizer/study.json"))
+    assert.are.equal(repo .. "/examples/fashion_mnist.lua", rec.experiment_abs)
+    for _, name in ipairs(fs.list(dir .. "/fm/runs/fashion-mnist-optimizer")) do
+      assert.is_nil(name:match("_t%d%d%d$"), name)           -- --count 0: no trial ran
+    end
+  end)
+
+  it("exits non-zero with a summary when every trial fails", function()
+    study_file(dir, "allfail.lua", [[
+  name = "allfail", goal = "g", nuisance = {lr = S.log_uniform(1e-3, 0.1)}, fixed = {crash = true}, trials = 2,
+  parallel = 2, objective = "valid/accuracy",]])
+    local out, rc = run(dir, "allfail.lua --out runs --quiet")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("dlua: warning: study allfail: the one-step dry run of exp.lua failed (", 1, true), out)
+    assert.truthy(out:find("dlua: study allfail: no trial measured valid/accuracy (2 trial(s): 2 failed); first " ..
+      "failure trial_t001: ", 1, true), out)
+    assert.truthy(out:find("crash requested", 1, true), out)
+    assert.truthy(out:find("; logs: runs/allfail/<trial>/trial.log", 1, true), out)
+    local rows = dl.track.read(dir .. "/runs/allfail/trials.csv")
+    assert.are.equal(2, #rows)
+    for _, r in ipairs(rows) do assert.are.equal("failed", r.status) end
   end)
 end)
 

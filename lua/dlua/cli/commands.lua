@@ -1,8 +1,10 @@
 --- dlua.commands: `dlua COMMAND ...` for a bare word that is not a file
--- (engine/dlua.c hands it here). Errors print as one line, exit status 1;
--- DLUA_DEBUG=1 adds the traceback.
+-- (engine/dlua.c hands it here). Errors print as one line led by the user's
+-- location when there is one (dlua.util.blame), exit status 1; DLUA_DEBUG=1 adds
+-- the traceback.
 --   dlua agent STUDY_DIR [--count N] [--jobs P] [--lease S] [--threads N] [--quiet]
 local study = require "dlua.study"
+local blame = require "dlua.util.blame"
 
 local M = {}
 
@@ -24,10 +26,10 @@ function M.main(name, ...)
   local list = {}
   for i = 1, args.n do list[i] = args[i] end
   local tb
-  local ok, err = xpcall(cmd, function(e) tb = debug.traceback(tostring(e), 2); return e end, list)
+  local ok, err = xpcall(cmd, function(e) tb = blame.traceback(tostring(e), 2); return blame.message(e, 2) end, list)
   if ok then return end
   io.stderr:write("dlua: ", tostring(err), "\n")
-  if os.getenv("DLUA_DEBUG") then io.stderr:write(tb, "\n") end
+  if blame.debug() then io.stderr:write(tb, "\n") end
   os.exit(1)
 end
 

@@ -15,6 +15,8 @@
 -- determinism check and, after a study, its report and diagnosis.
 local core = require "dlua.core"
 local util = require "dlua.util"
+local proc = require "dlua.util.proc"
+local blame = require "dlua.util.blame"
 local fs = require "dlua.util.fs"
 local flags = require "dlua.train.flags"
 local checkpoint = require "dlua.train.checkpoint"
@@ -84,16 +86,20 @@ end
 local run_checked
 
 --- Runs an experiment (or a study) returned by a script; exits non-zero on failure.
--- Errors are printed as one line ("dlua: message"); DLUA_DEBUG=1 adds the traceback.
+-- Errors are printed as one line ("dlua: file:line: message"), led by the user's
+-- file and line when the mistake has one (never by a file of the library: a
+-- training failure names the script); DLUA_DEBUG=1 adds the traceback, library
+-- frames included.
 function M.run(obj, script)
   local tb
   local ok, res = xpcall(run_checked, function(e)
-    tb = debug.traceback(tostring(e), 2)
-    return e
+    if type(e) == "table" and e.failed_run then tb = e.traceback or e.message; return e.message end
+    tb = blame.traceback(tostring(e), 2)
+    return blame.message(e, 2)
   end, obj, script)
   if ok then return res end
   io.stderr:write("dlua: ", tostring(res), "\n")
-  if os.getenv("DLUA_DEBUG") then io.stderr:write(tb, "\n") end
+  if blame.debug() then io.stderr:write(tb, "\n") end
   os.exit(1)
 end
 
@@ -102,6 +108,7 @@ function run_checked(obj, script)
   for i = 1, #(arg or {}) do args[i] = arg[i] end
   if obj._dlua_kind == "study" then                  -- trials over ranks (alone: study:main), then the report
     local res = ranks.run_study(obj, args, script)
+    if res and res.interrupted then os.exit(proc.exit_code(res.interrupted)) end   -- no report of half a study
     M.report_study(res)
     return res
   end
@@ -125,12 +132,34 @@ function run_checked(obj, script)
   local res = obj:run(o.set, {dir = o.out, resume = o.resume, quiet = o.quiet, steps = o.steps,
                               command = M.command(script, obj, hp, o), tracking = tracking})
   if trace then trace.stop() end
-  if res.status == "failed" then error(string.format("%s: training failed: %s", script, tostring(res.message)), 0) end
+  if res.status == "failed" then                    -- "file:line: training failed: step N: what"
+    local loc, rest = blame.split(tostring(res.message))
+    error({failed_run = true, message = string.format("%s: training failed: %s", loc or script, rest),
+           traceback = res.traceback}, 0)
+  end
   if res.status == "diverged" then
     io.stderr:write(string.format("%s: diverged: %s\n", script, tostring(res.message)))
     os.exit(3)
   end
+  if res.status == "interrupted" then                 -- 130 (SIGINT) or 143 (SIGTERM), as a shell reports it
+    io.stderr:write("dlua: resume with: ", M.resume_command(script, args, o.out), "\n")
+    os.exit(proc.exit_code(res.signal))
+  end
   return res
+end
+
+--- The command that continues a run: dlua, the script and its arguments as given,
+-- with --out DIR (the run directory used) and --resume added when missing.
+function M.resume_command(script, args, out)
+  local parts, has_out, has_resume = {"dlua", util.shell_quote(script)}, false, false
+  for _, a in ipairs(args) do
+    if a == "--out" or a:match("^%-%-out=") then has_out = true end
+    if a == "--resume" then has_resume = true end
+    parts[#parts + 1] = util.shell_quote(a)
+  end
+  if not has_out then parts[#parts + 1] = "--out " .. util.shell_quote(out) end
+  if not has_resume then parts[#parts + 1] = "--resume" end
+  return table.concat(parts, " ")
 end
 
 return M

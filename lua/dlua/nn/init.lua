@@ -9,12 +9,14 @@ local core = require "dlua.core"
 local init = require "dlua.nn.init_fns"
 local module = require "dlua.nn.module"
 local BatchNorm = require "dlua.nn.batchnorm"
+local util = require "dlua.util"
 
 local M = {}
 
 local Module = module.Module
 M.Module = Module
 local options, check_size = module.options, module.check_size
+local is_tensor = util.is_tensor
 M._options = options
 
 -------------------------------------------------------------------- containers
@@ -246,24 +248,47 @@ function CrossEntropy:init(opts)
   rawset(self, "smoothing", opts.label_smoothing)
 end
 
+local function shape_str(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
+
+-- labels must be [N] (one per row of the logits) and each in [1, classes]; an
+-- error names the loss, the first label out of range and its position in the batch
+local function check_labels(name, labels, n, c, level)
+  if not is_tensor(labels) then
+    error(string.format("%s: labels must be a tensor, got %s", name, type(labels)), level + 1)
+  end
+  if labels:dim() ~= 1 or labels:size(1) ~= n then
+    error(string.format("%s: labels %s must be [%d], one per row of the logits [%d, %d]", name,
+      shape_str(labels), n, n, c), level + 1)
+  end
+  if n == 0 then return end
+  local lo, hi = labels:min():item(), labels:max():item()
+  if lo >= 1 and hi <= c then return end
+  for i, v in ipairs(labels:totable()) do
+    if not (v >= 1 and v <= c) then
+      error(string.format("%s: label %s at position %d of the batch is outside [1, %d]", name,
+        math.tointeger(v) or tostring(v), i, c), level + 1)
+    end
+  end
+end
+
 function CrossEntropy:forward(logits, labels, weights)
-  if logits:dim() ~= 2 then
-    error(string.format("CrossEntropy: logits must be [N, C], got [%s]", table.concat(logits:shape(), ", ")), 2)
+  if not is_tensor(logits) or logits:dim() ~= 2 then
+    error(string.format("CrossEntropy: logits must be [N, C], got %s",
+      is_tensor(logits) and shape_str(logits) or type(logits)), 2)
   end
   local n, c = logits:size(1), logits:size(2)
-  if labels:numel() ~= n then
-    error(string.format("CrossEntropy: %d labels for %d examples", labels:numel(), n), 2)
-  end
+  check_labels("CrossEntropy", labels, n, c, 2)
   local logp = logits:log_softmax(2)
   local nll = -logp:gather(2, labels:reshape(n, 1)):reshape(n)
   if self.smoothing > 0 then
     nll = nll:scale(1 - self.smoothing) - logp:mean(2):scale(self.smoothing)
   end
   if weights then
-    if weights:numel() ~= n then
-      error(string.format("CrossEntropy: %d weights for %d examples", weights:numel(), n), 2)
+    if not is_tensor(weights) or weights:dim() ~= 1 or weights:size(1) ~= n then
+      error(string.format("CrossEntropy: weights %s must be [%d], one per row of the logits [%d, %d]",
+        is_tensor(weights) and shape_str(weights) or type(weights), n, n, c), 2)
     end
-    local w = weights:reshape(n):to(logits:dtype())
+    local w = weights:to(logits:dtype())
     return (nll * w):sum() / w:sum():clamp(1e-12)
   end
   return nll:mean()
@@ -271,18 +296,45 @@ end
 
 local MSE = Module:extend("MSE")
 M.MSE = MSE
---- nn.MSE(): mean of (prediction - target)^2.
-function MSE:forward(pred, target)
-  return (pred - target):square():mean()
+--- nn.MSE(): mean of (input - target)^2 over every element; input and target
+-- must have the same shape (no broadcasting: [4, 1] against [4] would silently
+-- compare every input with every target).
+-- @usage nn.MSE()(model(x), y)
+function MSE:forward(input, target)
+  if not is_tensor(input) or not is_tensor(target) then
+    error(string.format("MSE: input and target must be tensors, got %s and %s",
+      is_tensor(input) and "a tensor" or type(input), is_tensor(target) and "a tensor" or type(target)), 2)
+  end
+  local a, b = input:shape(), target:shape()
+  local same = #a == #b
+  for i = 1, #a do same = same and a[i] == b[i] end
+  if not same then
+    error(string.format("MSE: input %s and target %s differ in shape", shape_str(input), shape_str(target)), 2)
+  end
+  return (input - target):square():mean()
 end
 
 -------------------------------------------------------------------- metrics
 
---- accuracy(logits, labels [, weights]) -> fraction of argmax == label (weighted).
+--- accuracy(logits, labels [, weights]) -> fraction of argmax == label (weighted);
+-- logits [N, C], labels and weights [N].
 function M.accuracy(logits, labels, weights)
-  local hit = logits:argmax(2):eq(labels:reshape(-1)):float()
+  if not is_tensor(logits) or logits:dim() ~= 2 then
+    error(string.format("accuracy: logits must be [N, C], got %s",
+      is_tensor(logits) and shape_str(logits) or type(logits)), 2)
+  end
+  local n = logits:size(1)
+  if not is_tensor(labels) or labels:dim() ~= 1 or labels:size(1) ~= n then
+    error(string.format("accuracy: labels %s must be [%d], one per row of the logits %s",
+      is_tensor(labels) and shape_str(labels) or type(labels), n, shape_str(logits)), 2)
+  end
+  if weights and (not is_tensor(weights) or weights:dim() ~= 1 or weights:size(1) ~= n) then
+    error(string.format("accuracy: weights %s must be [%d], one per row of the logits %s",
+      is_tensor(weights) and shape_str(weights) or type(weights), n, shape_str(logits)), 2)
+  end
+  local hit = logits:argmax(2):eq(labels):float()
   if weights then
-    local w = weights:reshape(-1):float()
+    local w = weights:float()
     return (hit * w):sum():item() / math.max(w:sum():item(), 1e-12)
   end
   return hit:mean():item()

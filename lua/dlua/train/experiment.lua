@@ -94,14 +94,19 @@ function Experiment:config(hp)
   end
   core.seed(hp.init_seed)
   local cfg = self.build(hp)
+  -- a mistake in the config is the build function's: its file and line lead the message
+  local info = debug.getinfo(self.build, "S")
+  local where = info.what ~= "C" and (info.short_src .. ":" .. info.linedefined .. ": ") or ""
   if type(cfg) ~= "table" then
-    error(string.format("experiment %s: build(hp) must return a dl.train config table, got %s", self.name,
-      type(cfg)), 2)
+    error(string.format("%sexperiment %s: build(hp) must return a dl.train config table, got %s", where, self.name,
+      type(cfg)), 0)
   end
   cfg.hparams = cfg.hparams or hp
   cfg.name = cfg.name or self.name
   cfg.description = cfg.description or self.description
   if cfg.steps == nil and hp.steps then cfg.steps = hp.steps end
+  local bad = train.config_problem(cfg)
+  if bad then error(string.format("%s%s (in the config build(hp) returns)", where, bad), 0) end
   return cfg
 end
 

@@ -13,16 +13,27 @@
 --
 -- Files in the run directory (docs/formats.md): hparams.json, metrics.jsonl,
 -- checkpoints/ckpt-<step>.safetensors, checkpoints/index.json, predictions/.
+--
+-- The loop is four functions of one job each: open_run (the run directory, the
+-- data stream, the ledger, resume), train_step (one optimizer step), eval_and_
+-- checkpoint (after a step) and finish (the result, result.json, tracking). The
+-- checkpoint ledger is dlua.train.ledger, what a checkpoint holds dlua.train.state.
+-- An error inside the loop fails the run (status "failed") with a message that
+-- names the step and leads with the user's file:line when there is one
+-- (dlua.util.blame).
 local core = require "dlua.core"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
+local blame = require "dlua.util.blame"
 local metrics_mod = require "dlua.train.metrics"
 local progress_mod = require "dlua.train.progress"
+local proc = require "dlua.util.proc"
 local optim = require "dlua.optim"
 local trace = require("dlua.data").trace
 local dist = require "dlua.dist"
 local data_parallel = require "dlua.train.data_parallel"
-local checkpoint = require "dlua.train.checkpoint"
+local ledger = require "dlua.train.ledger"
+local state = require "dlua.train.state"
 local track = require "dlua.train.track"
 local nn = require "dlua.nn"
 local util = require "dlua.util"
@@ -42,250 +53,33 @@ local CONFIG = {
   description = true, command = true, config_path = true, forward = true, threads = true, trace = true,
 }
 
-local function check_config(c)
-  if type(c) ~= "table" then error("dl.train: expected a config table, got " .. type(c), 3) end
-  util.check_options("dl.train", c, CONFIG, 3)
+--- config_problem(config) -> nil when config is a valid dl.train config, else the
+-- message (unknown keys at any depth, missing required keys, bad values); dl.train
+-- raises it, dl.experiment raises it at the experiment's build function.
+function M.config_problem(c)
+  if type(c) ~= "table" then return "dl.train: expected a config table, got " .. type(c) end
+  local bad = util.option_problem("dl.train", c, CONFIG)
+  if bad then return bad end
   for _, k in ipairs({"model", "loss", "optimizer", "data", "steps"}) do
-    if c[k] == nil then error("dl.train: config." .. k .. " is required", 3) end
+    if c[k] == nil then return "dl.train: config." .. k .. " is required" end
   end
   if math.type(c.steps) ~= "integer" or c.steps < 1 then
-    error("dl.train: steps must be a positive integer, got " .. tostring(c.steps), 3)
+    return "dl.train: steps must be a positive integer, got " .. tostring(c.steps)
   end
   if c.eval and c.eval.every and (math.type(c.eval.every) ~= "integer" or c.eval.every < 1) then
-    error("dl.train: eval.every must be a positive integer number of steps, got " .. tostring(c.eval.every), 3)
+    return "dl.train: eval.every must be a positive integer number of steps, got " .. tostring(c.eval.every)
   end
   local ck = c.checkpoint or {}
   if ck.keep_latest ~= nil and (math.type(ck.keep_latest) ~= "integer" or ck.keep_latest < 1) then
-    error("dl.train: checkpoint.keep_latest must be >= 1 (the resume point is never deleted), got " ..
-      tostring(ck.keep_latest), 3)
+    return "dl.train: checkpoint.keep_latest must be >= 1 (the resume point is never deleted), got " ..
+      tostring(ck.keep_latest)
   end
   if ck.keep_best and not ck.metric then
-    error("dl.train: checkpoint.keep_best needs checkpoint.metric (e.g. \"valid/accuracy\")", 3)
+    return "dl.train: checkpoint.keep_best needs checkpoint.metric (e.g. \"valid/accuracy\")"
   end
   if ck.mode and ck.mode ~= "max" and ck.mode ~= "min" then
-    error("dl.train: checkpoint.mode must be \"max\" or \"min\", got " .. tostring(ck.mode), 3)
+    return "dl.train: checkpoint.mode must be \"max\" or \"min\", got " .. tostring(ck.mode)
   end
-end
-
------------------------------------------------------------------ state of a run
-
--- everything a checkpoint holds, as tensors + string metadata
-local function collect_state(run)
-  local tensors = {}
-  for k, t in pairs(run.model:state_dict()) do tensors["model/" .. k] = t end
-  local osd = run.optimizer:state_dict()
-  local oscalars = {}
-  for k, v in pairs(osd) do
-    if getmetatable(v) == core.Tensor then tensors["optim/" .. k] = v
-    else oscalars[k] = v end
-  end
-  if run.ema then
-    for k, t in pairs(run.ema) do tensors["ema/" .. k] = t end
-  end
-  if #run.grad_norms > 0 then tensors["train/grad_norm"] = core.tensor(run.grad_norms, {dtype = "float64"}) end
-  local seed, counter = core.rng_state()
-  local meta = {
-    step = tostring(run.step),
-    optimizer = json.encode(oscalars),
-    rng = json.encode({seed = seed, counter = counter}),
-    pipeline = json.encode(run.data_state and run.data_state() or {}),
-    hparams = json.encode(run.hparams or {}),
-    metrics = json.encode(run.last_metrics or {}),
-    clipped = json.encode(run.clipped),
-    initial_loss = run.initial_loss and string.format("%.17g", run.initial_loss) or "",
-  }
-  if run.dp then meta.dist = run.dp:gather_state(run.data_state) end   -- every rank's stream and data position
-  return tensors, meta
-end
-
-local function restore_state(run, tensors, meta)
-  local msd, osd = {}, {}
-  for k, t in pairs(tensors) do
-    local kind, name = k:match("^(%a+)/(.*)$")
-    if kind == "model" then msd[name] = t
-    elseif kind == "optim" then osd[name] = t
-    elseif kind == "ema" and run.ema then run.ema[name] = t end
-  end
-  run.model:load_state_dict(msd)
-  for k, v in pairs(json.decode(meta.optimizer) or {}) do osd[k] = v end
-  run.optimizer:load_state_dict(osd)
-  local rng = json.decode(meta.rng)
-  core.rng_state(rng.seed, rng.counter)
-  if run.dp then run.dp:restore_state(meta, run.data_set_state)
-  elseif run.data_set_state then run.data_set_state(json.decode(meta.pipeline)) end
-  run.step = tonumber(meta.step)
-  run.grad_norms = tensors["train/grad_norm"] and tensors["train/grad_norm"]:totable() or {}
-  run.clipped = json.decode(meta.clipped) or {}
-  run.last_metrics = json.decode(meta.metrics) or {}
-  run.initial_loss = tonumber(meta.initial_loss)
-end
-
------------------------------------------------------------------- checkpoints
-
-local Ledger = {}
-Ledger.__index = Ledger
-
--- a ledger that does not hold what dl.train writes: refused, naming the file and the entry
-local function ledger_corrupt(path, fmt, ...)
-  error(string.format("dl.train: corrupt checkpoint ledger %s: " .. fmt, path, ...), 0)
-end
-
--- checks what ledger_open read: steps are integers, paths stay inside the checkpoint directory
-local function check_ledger(self, d)
-  local path = self.path
-  local function entry(c, name, with_path)
-    if type(c) ~= "table" then ledger_corrupt(path, "%s is a %s, expected an object", name, type(c)) end
-    if math.type(c.step) ~= "integer" or c.step < 0 then
-      ledger_corrupt(path, "%s.step is %s, expected an integer", name, json.encode(c.step))
-    end
-    if c.metrics ~= nil and type(c.metrics) ~= "table" then ledger_corrupt(path, "%s.metrics is not an object", name) end
-    local ok, why = fs.inside(self.dir, c.path)
-    if with_path and not ok then
-      ledger_corrupt(path, "%s.path %s%s (it must stay inside %s)", name,
-        type(c.path) == "string" and "'" .. c.path .. "' " or "", why, self.dir)
-    end
-  end
-  if type(d) ~= "table" then ledger_corrupt(path, "expected a JSON object") end
-  for _, list in ipairs({"evals", "checkpoints"}) do
-    if d[list] ~= nil and type(d[list]) ~= "table" then
-      ledger_corrupt(path, "%s is a %s, expected an array", list, type(d[list]))
-    end
-    for i, c in ipairs(d[list] or {}) do entry(c, string.format("%s[%d]", list, i), list == "checkpoints") end
-  end
-  for _, k in ipairs({"best", "latest"}) do if d[k] ~= nil then entry(d[k], k, true) end end
-end
-
--- the index file: every eval, every kept checkpoint with its retention classes,
--- best and latest; rewritten atomically after each change. A checkpoint is kept
--- (resumable, counted as best) only once this file names it on disk.
-local function ledger_open(dir, opts)
-  local self = setmetatable({dir = dir, path = dir .. "/index.json", opts = opts,
-                             data = {evals = json.array(), checkpoints = json.array()}}, Ledger)
-  local text = fs.read(self.path)
-  if text then
-    local d, err = json.decode(text)
-    if d == nil then ledger_corrupt(self.path, "%s", tostring(err)) end
-    check_ledger(self, d)
-    self.data = d
-    self.data.evals = json.array(self.data.evals or {})
-    self.data.checkpoints = json.array(self.data.checkpoints or {})
-  end
-  return self
-end
-
-function Ledger:save()
-  fs.write_atomic(self.path, json.encode(self.data) .. "\n")
-end
-
--- forget everything after step (a resume from an earlier checkpoint)
-function Ledger:truncate(step)
-  local ev = json.array()
-  for _, e in ipairs(self.data.evals) do if e.step <= step then ev[#ev + 1] = e end end
-  self.data.evals = ev
-  local ck = json.array()
-  for _, c in ipairs(self.data.checkpoints) do if c.step <= step then ck[#ck + 1] = c end end
-  self.data.checkpoints = ck
-end
-
-function Ledger:add_eval(step, metrics)
-  self.data.evals[#self.data.evals + 1] = {step = step, metrics = metrics}
-end
-
-local function better(a, b, mode)
-  if b == nil then return a ~= nil end
-  if a == nil or a ~= a then return false end
-  if mode == "min" then return a < b end
-  return a > b
-end
-
--- decides which checkpoints each class keeps; returns the paths to delete
-function Ledger:retain()
-  local o = self.opts
-  local cks = self.data.checkpoints
-  table.sort(cks, function(a, b) return a.step < b.step end)
-  for _, c in ipairs(cks) do c.classes = json.array() end
-  for i = #cks, math.max(1, #cks - (o.keep_latest or 1) + 1), -1 do
-    cks[i].classes[#cks[i].classes + 1] = "latest"
-  end
-  if o.keep_best and o.metric then
-    local ranked = {}
-    for _, c in ipairs(cks) do
-      local v = c.metrics and c.metrics[o.metric]
-      if v ~= nil and v == v then ranked[#ranked + 1] = c end
-    end
-    table.sort(ranked, function(a, b)
-      local va, vb = a.metrics[o.metric], b.metrics[o.metric]
-      if va == vb then return a.step < b.step end       -- ties: the earlier step wins
-      return better(va, vb, o.mode)
-    end)
-    for i = 1, math.min(o.keep_best, #ranked) do ranked[i].classes[#ranked[i].classes + 1] = "best" end
-    local top = ranked[1]
-    self.data.best = top and {step = top.step, path = top.path, value = top.metrics[o.metric],
-                              metric = o.metric, metrics = top.metrics} or nil
-  end
-  if o.keep_every then
-    for _, c in ipairs(cks) do
-      if c.step % o.keep_every == 0 then c.classes[#c.classes + 1] = "every" end
-    end
-  end
-  local keep, drop = json.array(), {}
-  for _, c in ipairs(cks) do
-    if #c.classes > 0 then keep[#keep + 1] = c else drop[#drop + 1] = c.path end
-  end
-  self.data.checkpoints = keep
-  local latest = keep[#keep]
-  for i = #keep, 1, -1 do
-    local has_latest = false
-    for _, cl in ipairs(keep[i].classes) do if cl == "latest" then has_latest = true end end
-    if has_latest then latest = keep[i]; break end
-  end
-  self.data.latest = latest and {step = latest.step, path = latest.path} or nil
-  return drop
-end
-
-local function ckpt_name(step) return string.format("ckpt-%09d.safetensors", step) end
-
-local function save_checkpoint(run)
-  local t0 = core.clock()
-  if run.sync_bn then run.sync_bn() end
-  local tensors, meta = collect_state(run)
-  local name = ckpt_name(run.step)
-  local path = run.ckpt_dir .. "/" .. name
-  if run.dp then dist.check_replicated(run.model, string.format("dl.train: the parameters at step %d", run.step)) end
-  local ok, err = true, nil
-  if not run.dp or run.dp.lead then ok, err = checkpoint.save(path, tensors, meta) end
-  if run.dp then run.dp:agree(ok or not err, "dl.train: cannot save checkpoint: " .. tostring(err)) end
-  if not ok and err then error("dl.train: cannot save checkpoint: " .. tostring(err), 0) end
-  local led = run.ledger
-  local cks = led.data.checkpoints
-  for i = #cks, 1, -1 do if cks[i].step == run.step then table.remove(cks, i) end end
-  cks[#cks + 1] = {step = run.step, path = name, metrics = run.metrics_at[run.step]}
-  local drop = led:retain()
-  -- the metrics lines up to this step are durable before the ledger names the checkpoint,
-  -- the ledger before anything it no longer names is deleted
-  if run.metrics_path and fs.exists(run.metrics_path) and (not run.dp or run.dp.lead) then fs.fsync(run.metrics_path) end
-  led:save()
-  if not run.dp or run.dp.lead then
-    for i, p in ipairs(drop) do
-      os.remove(fs.checked_path(run.ckpt_dir, p, led.path, string.format("dropped checkpoint %d", i)))
-    end
-  end
-  run.cost.checkpoint = run.cost.checkpoint + (core.clock() - t0)
-end
-
--- the newest checkpoint the ledger names that verifies, warning about (and skipping)
--- broken ones; a checkpoint file the ledger does not name was never kept
-local function find_resume_point(ledger, warn)
-  local cks = {}
-  for _, c in ipairs(ledger.data.checkpoints) do cks[#cks + 1] = c end
-  table.sort(cks, function(a, b) return a.step > b.step end)
-  for _, c in ipairs(cks) do
-    local path = ledger.dir .. "/" .. c.path
-    local tensors, meta = checkpoint.load(path)
-    if tensors then return path, tensors, meta end
-    warn(string.format("skipping checkpoint %s: %s", path, tostring(meta)))
-  end
-  return nil
 end
 
 --------------------------------------------------------------------- helpers
@@ -320,7 +114,7 @@ local function open_stream(data, quiet)
     return s
   end
   error("dl.train: config.data must be a pipeline (with :iter) or a function returning batches, got " ..
-    type(data), 3)
+    type(data), 4)
 end
 
 local function batch_fields(b, fields)
@@ -334,15 +128,43 @@ end
 
 local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
 
--------------------------------------------------------------------- the loop
+-- where config.loss is defined ("file:line": a function, or a module's forward) and what it is called
+local function describe_loss(fn)
+  local f, name = fn, "the loss function"
+  if type(fn) == "table" then
+    local mt = getmetatable(fn)
+    name = "the loss " .. (mt and type(mt.__name) == "string" and mt.__name or "config.loss")
+    f = type(fn.forward) == "function" and fn.forward or (mt and mt.__call)
+  end
+  if type(f) == "function" then
+    local info = debug.getinfo(f, "S")
+    if info.what ~= "C" and not blame.is_library(info.source) then
+      return name, info.short_src .. ":" .. info.linedefined
+    end
+  end
+  return name, nil
+end
 
---- dl.train(config) --> result; see the file header and docs/api/train.md.
-function M.train(config)
-  check_config(config)
+-- the loss's value as a number; anything but a tensor of one element is an error
+-- naming config.loss, led by where it is defined
+local function loss_value(loss, fn)
+  if is_tensor(loss) and loss:numel() == 1 then return loss:item() end
+  local name, where = describe_loss(fn)
+  local got = is_tensor(loss) and string.format("a tensor of shape [%s], not a single value",
+    table.concat(loss:shape(), ", ")) or string.format("%s, not a tensor", loss == nil and "nothing" or "a " .. type(loss))
+  error(string.format("%sdl.train: %s returned %s", where and where .. ": " or "", name, got), 0)
+end
+
+-------------------------------------------------------------------- the run
+
+-- the run: the directory, the data stream, the ledger, the evaluator, resumed
+-- from the newest good checkpoint when config.resume (errors at level 3: the
+-- caller of dl.train)
+local function open_run(config)
   -- under mpirun: data parallel over the ranks; only rank 0 (the lead) writes (docs/distributed.md)
   local dp = dist.world() > 1 and data_parallel.data_parallel(config) or nil
   local lead = not dp or dp.lead
-  local model, loss_fn, opt = config.model, config.loss, config.optimizer
+  local model, opt = config.model, config.optimizer
   local steps = config.steps
   local fields = {input = "image", target = "label", weight = "weight"}
   for k, v in pairs(config.fields or {}) do fields[k] = v end
@@ -355,8 +177,6 @@ function M.train(config)
   local quiet = config.quiet or not lead
   local schedule = config.schedule
   if schedule and schedule.steps == nil and type(schedule) == "table" then schedule.steps = steps end
-  local base_lr = opt:lr()
-  local params = model:parameters()
 
   if lead then
     fs.mkdir_p(dir)
@@ -370,8 +190,12 @@ function M.train(config)
     ckpt_dir = dir .. "/checkpoints", metrics_at = {}, last_metrics = {},
     cost = {train = 0, eval = 0, checkpoint = 0, input = 0},
     sync_bn = nn.sync_batchnorm and function() nn.sync_batchnorm(model) end or nil, dp = dp,
+    config = config, lead = lead, steps = steps, fields = fields, ev = ev, ck = ck, dir = dir,
+    log_every = log_every, quiet = quiet, schedule = schedule, base_lr = opt:lr(), params = model:parameters(),
+    loss_fn = config.loss, div = config.divergence or {},
   }
   local stream = open_stream(dp and dp.data or config.data, quiet)
+  run.stream = stream
   run.data_state, run.data_set_state = stream.state, stream.set_state
   if config.ema then
     local decay = config.ema.decay or 0.999
@@ -380,21 +204,22 @@ function M.train(config)
     for k, t in pairs(model:state_dict()) do run.ema[k] = t:detach():clone() end
   end
   local function open_ledger()
-    local l = ledger_open(run.ckpt_dir, ck)
+    local l = ledger.open(run.ckpt_dir, ck)
     return dp and dp:share_ledger(l) or l
   end
   run.ledger = open_ledger()
-  local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every}
+  local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every, eval_every = ev.every}
+  run.prog = prog
   local function warn(msg) prog:message("warning: " .. msg) end
 
   -- resume, or start fresh (never silently over an existing run)
   local metrics_path = dir .. "/metrics.jsonl"
   if config.resume then
-    local function find() return find_resume_point(run.ledger, warn) end
+    local function find() return ledger.find_resume_point(run.ledger, warn) end
     local path, tensors, meta
     if dp then path, tensors, meta = dp:resume_point(find) else path, tensors, meta = find() end
     if path then
-      restore_state(run, tensors, meta)
+      state.restore(run, tensors, meta)
       run.ledger:truncate(run.step)
       if lead then
         fs.filter_lines(metrics_path, function(line)
@@ -404,6 +229,7 @@ function M.train(config)
       end
       for _, e in ipairs(run.ledger.data.evals) do run.metrics_at[e.step] = e.metrics end
       prog:message(string.format("resuming from %s (step %d)", path, run.step))
+      prog:restart(run.step)                    -- the ETA times the steps done since the resume
     else
       if lead then fs.remove_matching(metrics_path) end
       run.ledger:truncate(-1)                   -- nothing of the old run is kept
@@ -413,165 +239,235 @@ function M.train(config)
     for _, f in ipairs(existing) do
       if f:match("^ckpt%-%d+%.safetensors$") then
         error(string.format("dl.train: %s already holds checkpoints; pass resume = true (--resume) to continue " ..
-          "that run, or choose another directory (--out)", run.ckpt_dir), 2)
+          "that run, or choose another directory (--out)", run.ckpt_dir), 3)
       end
     end
     if lead then os.remove(metrics_path) end
   end
   if lead then fs.write_atomic(dir .. "/hparams.json", json.encode(config.hparams or {}) .. "\n") end
   run.metrics_path = lead and metrics_path or nil
-  local t_start = core.clock()
-  local function log_event(e)                   -- a failed append raises, naming the file
-    e.elapsed = core.clock() - t_start
-    if lead then fs.append_line(metrics_path, json.encode(e)) end
-  end
+  run.t_start = core.clock()
 
   local eval_sets = ev.sets or {}
   local eval_names = {}
   for name in pairs(eval_sets) do eval_names[#eval_names + 1] = name end
   table.sort(eval_names)
-  local evaluator = metrics_mod.evaluator{
-    model = model, loss = loss_fn, metrics = ev.metrics, batch_size = ev.batch_size, sample = ev.sample,
+  run.eval_sets, run.eval_names = eval_sets, eval_names
+  run.evaluator = metrics_mod.evaluator{
+    model = model, loss = config.loss, metrics = ev.metrics, batch_size = ev.batch_size, sample = ev.sample,
     fields = fields, forward = config.forward, predictions = ev.predictions, dir = dir,
     shard = dp and dp:eval_shard() or nil,
   }
+  run.evaluator.on_batch = function(name, i, n)   -- the eval indicator ("eval valid 3/5")
+    proc.test_pause("eval", run.step)
+    prog:eval_progress(name, i, n)
+  end
+  run.window = {loss = 0, n = 0, t = core.clock(), ex = 0}
+  return run
+end
 
-  local function run_eval()
-    local t0 = core.clock()
-    -- eval batches default to at least the training batch size (and at least 256)
-    if not ev.batch_size then evaluator.batch_size = math.max(256, run.train_batch or 0) end
-    if run.sync_bn then run.sync_bn() end
-    local all = {}
-    local function eval_with(label_prefix)
-      for _, name in ipairs(eval_names) do
-        local res = evaluator:run(name, eval_sets[name], run.step)
-        for k, v in pairs(res) do all[label_prefix .. name .. "/" .. k] = v end
+-- appends event e to metrics.jsonl (the lead only); a failed append raises, naming the file
+local function log_event(run, e)
+  e.elapsed = core.clock() - run.t_start
+  if run.lead then fs.append_line(run.metrics_path, json.encode(e)) end
+end
+
+-- the EMA weights move toward the model's: ema = d * ema + (1 - d) * w (integer buffers copied)
+local function update_ema(run)
+  local d = run.ema_decay
+  core.set_grad_enabled(false)
+  for k, t in pairs(run.model:state_dict()) do
+    local e = run.ema[k]
+    if e:dtype() == "float32" or e:dtype() == "float64" then run.ema[k] = e * d + t * (1 - d)
+    else run.ema[k] = t:clone() end
+  end
+  core.set_grad_enabled(true)
+end
+
+-- the train line of the steps since the last one (metrics.jsonl, the progress line)
+local function log_window(run, s)
+  local win = run.window
+  local el = core.clock() - win.t
+  local e = {step = s, split = "train", loss = win.loss / win.n, lr = run.optimizer:lr(), grad_norm = run.last_grad_norm,
+             examples_per_s = win.ex / math.max(el, 1e-9)}
+  log_event(run, e)
+  run.prog:train(s, e)
+  win.loss, win.n, win.ex, win.t = 0, 0, 0, core.clock()
+end
+
+-- after step s, when a SIGINT or SIGTERM was caught: the steps since the last train
+-- line are logged and a checkpoint of step s is written (unless it was just written),
+-- so the run resumes exactly here. Returns "interrupted", message (nil when none came).
+local function stop_if_interrupted(run, s)
+  local sig = run.catching and proc.interrupted()
+  if not sig then return end
+  if run.window.n > 0 then log_window(run, s) end
+  local latest = run.ledger.data.latest
+  if not (latest and latest.step == s) then
+    local csp = trace.active() and trace.span("checkpoint")
+    state.save(run)
+    if csp then csp:close() end
+  end
+  run.signal = sig
+  return "interrupted", string.format("interrupted by %s at step %d", sig, s)
+end
+
+-- one optimizer step s (= run.step + 1); returns "diverged", message when the run must stop
+local function train_step(run, s)
+  local config, opt, stream, div = run.config, run.optimizer, run.stream, run.div
+  proc.test_pause("step", s)
+  local t_in = core.clock()
+  local batch = stream.next()
+  if batch == nil then error("dl.train: the data ran out", 0) end
+  local t0 = core.clock()
+  run.cost.input = run.cost.input + (t0 - t_in)
+  local x, y, w = batch_fields(batch, run.fields)
+  if run.schedule then opt:set_lr(run.base_lr * run.schedule(s)) end
+  opt:zero_grad()
+  local tracing = trace.active()             -- spans for the Chrome trace (--trace FILE)
+  local sp = tracing and trace.span("forward")
+  local out = config.forward and config.forward(run.model, batch) or run.model(x)
+  local loss = run.loss_fn(out, y, w)
+  local lv = loss_value(loss, run.loss_fn)
+  if run.dp then lv = run.dp:mean_loss(lv) end   -- every rank judges divergence on the same value
+  if not finite(lv) then return "diverged", string.format("loss is %s at step %d", tostring(lv), s) end
+  run.initial_loss = run.initial_loss or lv
+  if div.factor and lv > div.factor * run.initial_loss then
+    return "diverged", string.format("loss %.4g at step %d exceeds %g x the initial loss %.4g",
+      lv, s, div.factor, run.initial_loss)
+  end
+  if sp then sp:close(); sp = trace.span("backward") end
+  loss:backward()
+  if sp then sp:close() end
+  if run.dp then run.dp:reduce_grads() end   -- the mean gradient over ranks: identical steps
+  local gn = optim.clip_grad_norm(run.params, config.clip_grad_norm)   -- the unclipped norm
+  run.grad_norms[s] = gn
+  if not finite(gn) then return "diverged", string.format("gradient norm is %s at step %d", tostring(gn), s) end
+  run.clipped[s] = config.clip_grad_norm ~= nil and gn > config.clip_grad_norm
+  sp = tracing and trace.span("optimizer")
+  opt:step()
+  if sp then sp:close() end
+  if run.ema then update_ema(run) end
+  run.step = s
+  local bs = (is_tensor(x) and x:size(1) or 0) * (run.dp and run.dp.world or 1)
+  run.train_batch = run.train_batch or bs
+  local win = run.window
+  win.loss, win.n, win.ex = win.loss + lv, win.n + 1, win.ex + bs
+  run.cost.train = run.cost.train + (core.clock() - t0)
+  run.last_grad_norm = gn
+  if s % run.log_every == 0 or s == run.steps then
+    log_window(run, s)
+    for _, p in ipairs(run.params) do            -- parameters stay finite (checked at log steps)
+      if not finite(p:sum():item()) then
+        return "diverged", string.format("parameters are not finite at step %d", s)
       end
     end
-    eval_with("")
-    if run.ema then                             -- the averaged weights, alongside the raw ones
-      local raw = {}
-      for k, t in pairs(model:state_dict()) do raw[k] = t:detach():clone() end
-      model:load_state_dict(run.ema)
-      eval_with("ema/")
-      model:load_state_dict(raw)
-    end
-    run.metrics_at[run.step] = all
-    run.last_metrics = all
-    run.ledger:add_eval(run.step, all)
-    local e = {step = run.step, split = "eval"}
-    for k, v in pairs(all) do e[k] = v end
-    log_event(e)
-    prog:eval(run.step, all, ck.metric)
-    run.cost.eval = run.cost.eval + (core.clock() - t0)
   end
+end
 
-  local status, message = "done", nil
-  local div = config.divergence or {}
-  local window_loss, window_n, window_t, window_ex = 0, 0, core.clock(), 0
-  model:train()
-  local ok, err = pcall(function()
-    while run.step < steps do
+-- every eval set (and again with the EMA weights) at run.step: the ledger, the log, the progress line
+local function run_eval(run)
+  local t0 = core.clock()
+  local model, evaluator, ev = run.model, run.evaluator, run.ev
+  -- eval batches default to at least the training batch size (and at least 256)
+  if not ev.batch_size then evaluator.batch_size = math.max(256, run.train_batch or 0) end
+  if run.sync_bn then run.sync_bn() end
+  local all = {}
+  local function eval_with(label_prefix)
+    for _, name in ipairs(run.eval_names) do
+      run.phase = "evaluating " .. label_prefix .. name   -- named by a failure message
+      local res = evaluator:run(name, run.eval_sets[name], run.step)
+      for k, v in pairs(res) do all[label_prefix .. name .. "/" .. k] = v end
+    end
+  end
+  eval_with("")
+  if run.ema then                             -- the averaged weights, alongside the raw ones
+    local raw = {}
+    for k, t in pairs(model:state_dict()) do raw[k] = t:detach():clone() end
+    model:load_state_dict(run.ema)
+    eval_with("ema/")
+    model:load_state_dict(raw)
+  end
+  run.phase = nil
+  run.metrics_at[run.step] = all
+  run.last_metrics = all
+  run.ledger:add_eval(run.step, all)
+  local e = {step = run.step, split = "eval"}
+  for k, v in pairs(all) do e[k] = v end
+  log_event(run, e)
+  run.prog:eval(run.step, all, run.ck.metric)
+  run.cost.eval = run.cost.eval + (core.clock() - t0)
+end
+
+-- after step s: the eval when one is due (in eval mode, under no grad), then the checkpoint
+local function eval_and_checkpoint(run, s)
+  local ev, model = run.ev, run.model
+  local do_eval = #run.eval_names > 0 and ((ev.every and s % ev.every == 0) or s == run.steps)
+  if do_eval then
+    model:eval()
+    core.set_grad_enabled(false)
+    local esp = trace.active() and trace.span("eval")
+    local eok, eerr = xpcall(run_eval, run.on_error, run)
+    if esp then esp:close() end
+    core.set_grad_enabled(true)
+    model:train()
+    if not eok then error(eerr, 0) end
+  end
+  if s % run.ck.every == 0 or s == run.steps then
+    local csp = trace.active() and trace.span("checkpoint")
+    state.save(run)
+    if csp then csp:close() end
+  end
+end
+
+-- the steps from run.step + 1 to the budget -> status, message. An error fails the
+-- run: its message leads with the user's file:line (none when no user frame was on
+-- the stack) and then names the step; run.traceback keeps where it was raised.
+local function run_steps(run)
+  local status, message
+  run.on_error = function(e)
+    if run.traceback then return e end          -- rethrown from the eval: already blamed
+    run.traceback = blame.traceback(e, 2)
+    return blame.message(e, 2)
+  end
+  run.model:train()
+  local ok, err = xpcall(function()
+    while run.step < run.steps do
       local s = run.step + 1
-      local t_in = core.clock()
-      local batch = stream.next()
-      if batch == nil then error("dl.train: the data ran out at step " .. s, 0) end
-      local t0 = core.clock()
-      run.cost.input = run.cost.input + (t0 - t_in)
-      local x, y, w = batch_fields(batch, fields)
-      if schedule then opt:set_lr(base_lr * schedule(s)) end
-      opt:zero_grad()
-      local tracing = trace.active()             -- spans for the Chrome trace (--trace FILE)
-      local sp = tracing and trace.span("forward")
-      local out = config.forward and config.forward(model, batch) or model(x)
-      local loss = loss_fn(out, y, w)
-      local lv = loss:item()
-      if dp then lv = dp:mean_loss(lv) end       -- every rank judges divergence on the same value
-      if not finite(lv) then
-        status, message = "diverged", string.format("loss is %s at step %d", tostring(lv), s)
-        return
-      end
-      run.initial_loss = run.initial_loss or lv
-      if div.factor and lv > div.factor * run.initial_loss then
-        status, message = "diverged", string.format("loss %.4g at step %d exceeds %g x the initial loss %.4g",
-          lv, s, div.factor, run.initial_loss)
-        return
-      end
-      if sp then sp:close(); sp = trace.span("backward") end
-      loss:backward()
-      if sp then sp:close() end
-      if dp then dp:reduce_grads() end           -- the mean gradient over ranks: identical steps
-      local gn = optim.clip_grad_norm(params, config.clip_grad_norm)   -- the unclipped norm
-      run.grad_norms[s] = gn
-      if not finite(gn) then
-        status, message = "diverged", string.format("gradient norm is %s at step %d", tostring(gn), s)
-        return
-      end
-      run.clipped[s] = config.clip_grad_norm ~= nil and gn > config.clip_grad_norm
-      sp = tracing and trace.span("optimizer")
-      opt:step()
-      if sp then sp:close() end
-      if run.ema then
-        local d = run.ema_decay
-        core.set_grad_enabled(false)
-        for k, t in pairs(model:state_dict()) do
-          local e = run.ema[k]
-          if e:dtype() == "float32" or e:dtype() == "float64" then run.ema[k] = e * d + t * (1 - d)
-          else run.ema[k] = t:clone() end
-        end
-        core.set_grad_enabled(true)
-      end
-      run.step = s
-      local bs = (is_tensor(x) and x:size(1) or 0) * (dp and dp.world or 1)
-      run.train_batch = run.train_batch or bs
-      window_loss, window_n, window_ex = window_loss + lv, window_n + 1, window_ex + bs
-      run.cost.train = run.cost.train + (core.clock() - t0)
-      if s % log_every == 0 or s == steps then
-        local el = core.clock() - window_t
-        local e = {step = s, split = "train", loss = window_loss / window_n, lr = opt:lr(), grad_norm = gn,
-                   examples_per_s = window_ex / math.max(el, 1e-9)}
-        log_event(e)
-        prog:train(s, e)
-        window_loss, window_n, window_ex, window_t = 0, 0, 0, core.clock()
-        for _, p in ipairs(params) do            -- parameters stay finite (checked at log steps)
-          if not finite(p:sum():item()) then
-            status, message = "diverged", string.format("parameters are not finite at step %d", s)
-            return
-          end
-        end
-      end
-      local do_eval = #eval_names > 0 and ((ev.every and s % ev.every == 0) or s == steps)
-      if do_eval then
-        model:eval()
-        core.set_grad_enabled(false)
-        local esp = trace.active() and trace.span("eval")
-        local eok, eerr = pcall(run_eval)
-        if esp then esp:close() end
-        core.set_grad_enabled(true)
-        model:train()
-        if not eok then error(eerr, 0) end
-      end
-      if s % ck.every == 0 or s == steps then
-        local csp = trace.active() and trace.span("checkpoint")
-        save_checkpoint(run)
-        if csp then csp:close() end
-      end
+      run.current = s
+      status, message = train_step(run, s)
+      if status then return end
+      eval_and_checkpoint(run, s)
+      status, message = stop_if_interrupted(run, s)
+      if status then return end
     end
-  end)
-  if stream.close then stream.close() end
+  end, run.on_error)
+  if ok then return status or "done", message end
+  local loc, rest = blame.split(tostring(err))
+  return "failed", string.format("%sstep %d%s: %s", loc and loc .. ": " or "", run.current,
+    run.phase and " (" .. run.phase .. ")" or "", rest)
+end
+
+-- the result: status, best and latest checkpoints, cost; result.json and the tracking row
+local function finish(run, status, message)
+  local config, prog, dir, dp, lead = run.config, run.prog, run.dir, run.dp, run.lead
+  if run.stream.close then run.stream.close() end
   prog:finish()
-  if not ok then
-    status, message = "failed", tostring(err)
-  end
   if status == "diverged" then prog:message("diverged: " .. message) end
+  if status == "interrupted" then                 -- shown even when quiet: the run stopped early
+    local latest = run.ledger.data.latest
+    io.stderr:write(string.format("dlua: %s; checkpoint %s\n", message,
+      latest and run.ckpt_dir .. "/" .. latest.path or "(none)"))
+  end
   if dp then run.cost.allreduce = dp.seconds end
-  local total = core.clock() - t_start
+  local total = core.clock() - run.t_start
   local cost = {seconds = total}
   for k, v in pairs(run.cost) do cost[k] = v; cost[k .. "_fraction"] = total > 0 and v / total or 0 end
   local led = run.ledger.data
   local result = {
     status = status, message = message, dir = dir, steps = run.step, grad_norms = run.grad_norms,
     clipped = run.clipped, metrics = run.last_metrics, cost = cost, ledger = run.ckpt_dir .. "/index.json",
+    traceback = status == "failed" and run.traceback or nil, signal = run.signal,
   }
   if led.best then
     result.best = {step = led.best.step, metrics = led.best.metrics, value = led.best.value,
@@ -592,7 +488,7 @@ function M.train(config)
     io.stderr:write("dlua: warning: cannot record the result of the failed run: ", tostring(werr), "\n")
   end
   if lead then record(fs.write_atomic, dir .. "/result.json", json.encode(summary) .. "\n") end
-  if not quiet then
+  if not run.quiet then
     prog:message(string.format("time: %.1fs (train %.0f%%, eval %.0f%%, checkpoints %.0f%%, waiting for input %.0f%%)",
       total, 100 * cost.train_fraction, 100 * cost.eval_fraction, 100 * cost.checkpoint_fraction,
       100 * cost.input_fraction))
@@ -609,6 +505,21 @@ function M.train(config)
   end
   if config.tracking ~= false and lead then record(track.append_run, config, result) end
   return result
+end
+
+--- dl.train(config) --> result; see the file header and docs/api/train.md.
+-- @usage local r = dl.train{model = m, loss = nn.CrossEntropy(), optimizer = opt, data = pipe, steps = 100}
+function M.train(config)
+  local bad = M.config_problem(config)
+  if bad then error(bad, 2) end
+  -- a first SIGINT/SIGTERM stops the run cleanly after its current step (not under
+  -- mpirun: the ranks would see it at different steps); released however this ends
+  local catching = dist.world() <= 1
+  if catching then proc.catch() end
+  local _ <close> = catching and setmetatable({}, {__close = function() proc.release() end}) or nil
+  local run = open_run(config)
+  run.catching = catching
+  return finish(run, run_steps(run))
 end
 
 return M

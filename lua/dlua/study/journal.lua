@@ -1,0 +1,119 @@
+--- dlua.study.journal: a study's append-only event log, journal.jsonl, shared
+-- by every agent of the study. Events (one JSON object a line): claim, renew,
+-- release, suggest, seeds, finish, complete. Writers hold an fcntl lock on
+-- journal.lock (released by the kernel if the process dies); a torn last line
+-- is skipped by readers and terminated by the next writer. A trial id names a
+-- directory, so an event whose trial would leave the study directory is an error
+-- (util.fs.checked_path).
+local lfs = require "lfs"
+local core = require "dlua.core"
+local util = require "dlua.util"
+local json = require "dlua.util.json"
+local fs = require "dlua.util.fs"
+
+local M = {}
+
+--- Trial statuses that are final (a re-run does not retry them).
+M.FINAL = {done = true, diverged = true}
+
+local Journal = {}
+Journal.__index = Journal
+
+--- open(dir) -> the journal of the study directory dir (nothing is created yet).
+function M.open(dir)
+  return setmetatable({dir = dir, path = dir .. "/journal.jsonl", lock_path = dir .. "/journal.lock"}, Journal)
+end
+
+-- the events of the file at path (a torn line is skipped), and its text
+local function read_events(path)
+  local text = fs.read(path)
+  local events = {}
+  if not text then return events end
+  local n = 0
+  for line in text:gmatch("[^\n]+") do
+    n = n + 1
+    local e = json.decode(line)
+    if type(e) == "table" and e.event then
+      if e.trial ~= nil then                    -- a trial id names a directory: it must stay inside
+        fs.checked_path(fs.dirname(path), e.trial, path, string.format("line %d: trial", n))
+      end
+      events[#events + 1] = e
+    end
+  end
+  return events, text
+end
+
+--- j:locked(fn) -> fn's results: runs fn(events, append) holding the journal's
+-- lock; append(e) writes one event line (stamped with the time; one O_APPEND
+-- write, a failure raises). The file is fsynced when fn appended. Errors when
+-- the lock cannot be had for 120 s.
+function Journal:locked(fn)
+  fs.mkdir_p(self.dir)
+  local lf = assert(io.open(self.lock_path, "a"))
+  local t0 = core.clock()
+  while true do
+    local ok = lfs.lock(lf, "w")
+    if ok then break end
+    if core.clock() - t0 > 120 then
+      lf:close()
+      error("dl.study: could not lock " .. self.lock_path .. " for 120 s", 0)
+    end
+    util.sleep(0.02)
+  end
+  local res = table.pack(pcall(function()
+    local events, text = read_events(self.path)
+    if text and #text > 0 and text:sub(-1) ~= "\n" then fs.append_line(self.path, "") end  -- end a torn line
+    local wrote = false
+    local function append(e)                    -- one O_APPEND write per event; a failure raises
+      e.time = e.time or os.time()
+      fs.append_line(self.path, json.encode(e))
+      events[#events + 1] = e
+      wrote = true
+    end
+    local r = table.pack(fn(events, append))
+    if wrote then fs.fsync(self.path) end
+    return table.unpack(r, 1, r.n)
+  end))
+  lfs.unlock(lf)
+  lf:close()
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+--- j:events() -> the events, without the lock (a reader's snapshot).
+function Journal:events() return (read_events(self.path)) end
+
+--- replay(events) -> the state the events describe: {trials = {[id] = {claims,
+-- owner, host, pid, lease_until, running, attempt, finish, finish_at, finishes}},
+-- suggest = {[id] = event}, seeds = {[group] = event}, complete_at, last_finish}
+-- (the *_at fields are event positions).
+function M.replay(events)
+  local st = {trials = {}, suggest = {}, seeds = {}, complete_at = 0, last_finish = 0}
+  for i, e in ipairs(events) do
+    local id = e.trial
+    local t = id and st.trials[id]
+    if id and not t then t = {id = id, claims = 0}; st.trials[id] = t end
+    if e.event == "claim" then
+      t.claims = t.claims + 1
+      t.owner, t.host, t.pid, t.lease_until, t.claim_at, t.running = e.owner, e.host, e.pid, e.lease_until, i, true
+      t.attempt = e.attempt
+    elseif e.event == "renew" then
+      if t.owner == e.owner then t.lease_until = e.lease_until end
+    elseif e.event == "release" then
+      if t.owner == e.owner then t.running = false end
+    elseif e.event == "finish" then
+      t.finish, t.finish_at, t.running = e, i, false
+      t.finishes = (t.finishes or 0) + 1
+      st.last_finish = i
+    elseif e.event == "suggest" then
+      st.suggest[id] = e
+    elseif e.event == "seeds" then
+      st.seeds[e.group] = e
+    elseif e.event == "complete" then
+      st.complete_at = i
+    end
+  end
+  return st
+end
+
+return M

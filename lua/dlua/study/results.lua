@@ -1,0 +1,259 @@
+--- dlua.study.results: what finished trials measured, read from their run
+-- directories (never by re-running them): a trial's outcome as the agent records
+-- it, the ranking and per-scientific-value report of dl.study_results, its table,
+-- and the files written once a study completes (results.json, the row in
+-- <root>/studies.csv).
+local util = require "dlua.util"
+local json = require "dlua.util.json"
+local fs = require "dlua.util.fs"
+local track = require "dlua.train.track"
+local common = require "dlua.study.common"
+local journal = require "dlua.study.journal"
+local plan = require "dlua.study.plan"
+local spec = require "dlua.study.spec"
+
+local M = {}
+
+local sorted_keys, better, fmtv = util.sorted_keys, common.better, common.format_value
+
+local function metric_events(dir)
+  local out = {}
+  for line in (fs.read(dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
+    local e = json.decode(line)
+    if type(e) == "table" then out[#out + 1] = e end
+  end
+  return out
+end
+
+--- run_metric(dir, metric, mode, aggregate) -> value, step, names: the value of
+-- metric in a run directory: aggregate "best" (over every eval, by mode; the
+-- earliest step on ties) or "final" (the last eval). "train/X" reads field X of
+-- the train log lines. names is the set of the metric names seen (for messages).
+function M.run_metric(dir, metric, mode, aggregate)
+  local split, field = "eval", metric
+  local tm = metric:match("^train/(.+)$")
+  if tm then split, field = "train", tm end
+  local best, step, names = nil, nil, {}
+  for _, e in ipairs(metric_events(dir)) do
+    if e.split == split then
+      for k in pairs(e) do names[k] = true end
+      local v = e[field]
+      if type(v) == "number" and v == v then
+        if aggregate == "final" then best, step = v, e.step
+        elseif better(v, best, mode) then best, step = v, e.step end
+      end
+    end
+  end
+  return best, step, names
+end
+
+--- metric_names(dir) -> the sorted names of the numeric metrics a run directory
+-- logged, as an objective names them: "set/metric" for evals, "train/field" for
+-- the train lines.
+function M.metric_names(dir)
+  local seen = {}
+  for _, e in ipairs(metric_events(dir)) do
+    for k, v in pairs(e) do
+      if type(v) == "number" and k ~= "step" and k ~= "elapsed" then
+        if e.split == "eval" then seen[k] = true
+        elseif e.split == "train" then seen["train/" .. k] = true end
+      end
+    end
+  end
+  return sorted_keys(seen)
+end
+
+local function tail_line(path)
+  local s = fs.read(path) or ""
+  local last
+  for l in s:gmatch("[^\n]+") do if l:match("%S") then last = l end end
+  return last
+end
+
+--- outcome(study, dir, code) -> {status, message, value, step, steps}: a finished
+-- trial process (exit code) judged from its run directory; a run that reported
+-- no objective value is "failed", naming the eval metrics it did report; one
+-- stopped by SIGINT/SIGTERM (exit 130/143) is "interrupted" (resumable).
+function M.outcome(study, dir, code)
+  local r = json.decode(fs.read(dir .. "/result.json") or "") or nil
+  local status, message = "failed", nil
+  if type(r) == "table" and r.status then
+    status, message = r.status, r.message
+    if code ~= 0 and code ~= 3 and status == "done" then status = "failed"; message = "exit status " .. code end
+  elseif code == 130 or code == 143 then          -- stopped by SIGINT/SIGTERM before it wrote a result
+    status, message = "interrupted", string.format("interrupted (exit status %d) before it wrote a result", code)
+  else
+    message = tail_line(dir .. "/trial.log") or ("exit status " .. tostring(code))
+  end
+  local value, step, names = M.run_metric(dir, study.objective.metric, study.objective.mode, "best")
+  if status == "done" and value == nil then
+    local l = {}
+    for k in pairs(names) do if k ~= "step" and k ~= "split" and k ~= "elapsed" then l[#l + 1] = k end end
+    table.sort(l)
+    status = "failed"
+    message = string.format("the run reported no '%s' (eval metrics: %s)", study.objective.metric,
+      #l > 0 and table.concat(l, ", ") or "none")
+  end
+  if status ~= "done" then value, step = nil, nil end
+  return {status = status, message = message, value = value, step = step,
+          steps = type(r) == "table" and r.steps or nil}
+end
+
+local function mean_std(vals)
+  local n = #vals
+  if n == 0 then return nil end
+  local s = 0
+  for _, v in ipairs(vals) do s = s + v end
+  local m = s / n
+  local q = 0
+  for _, v in ipairs(vals) do q = q + (v - m) ^ 2 end
+  local lo, hi = math.huge, -math.huge
+  for _, v in ipairs(vals) do lo = math.min(lo, v); hi = math.max(hi, v) end
+  return {n = n, mean = m, std = n > 1 and math.sqrt(q / (n - 1)) or nil, min = lo, max = hi, values = vals}
+end
+
+-- the adoption test: does the best value beat the runner-up by more than seed noise?
+local function adoption(groups, mode)
+  local ranked = {}
+  for _, g in ipairs(groups) do if g.best then ranked[#ranked + 1] = g end end
+  table.sort(ranked, function(a, b) return better(a.best.value, b.best.value, mode) end)
+  if #ranked < 2 then return nil end
+  local a, b = ranked[1], ranked[2]
+  local ad = {best = a.label, runner_up = b.label}
+  if a.seeds and b.seeds and a.seeds.std and b.seeds.std then
+    ad.difference = math.abs(a.seeds.mean - b.seeds.mean)
+    ad.noise = math.sqrt(a.seeds.std ^ 2 / a.seeds.n + b.seeds.std ^ 2 / b.seeds.n)
+    ad.exceeds = ad.difference > 2 * ad.noise and better(a.seeds.mean, b.seeds.mean, mode)
+    ad.message = string.format("%s vs %s: difference of seed means %.4g, %s 2 x its standard error %.4g",
+      a.label, b.label, ad.difference, ad.exceeds and "exceeds" or "does not exceed", 2 * ad.noise)
+  else
+    ad.message = string.format("%s vs %s: no seed re-runs (seeds >= 2 measure the trial-to-trial noise)",
+      a.label, b.label)
+  end
+  return ad
+end
+
+--- dl.study_results(dir [, {metric =, mode =, aggregate = "best" | "final"}]):
+-- ranks the finished trials of a study directory from their stored histories
+-- (no rerun). Returns {name, metric, mode, aggregate, trials = {...} (by id),
+-- ranking = {...} (feasible trials, best first), groups = {{label, values,
+-- trials, done, infeasible, best, seeds}}, best, adoption}; each trial
+-- {id, group, status, value, step, hp, dir, command}.
+function M.results(dir, opts)
+  opts = util.check_options("dl.study_results", opts, {metric = "string", mode = "string", aggregate = "string"}, 2)
+  local rec = json.decode(fs.read(dir .. "/study.json") or "")
+  if type(rec) ~= "table" then error("dl.study_results: " .. dir .. " holds no study.json", 2) end
+  local study = spec.from_record(rec)
+  local metric = opts.metric or study.objective.metric
+  local mode = opts.mode or (opts.metric and common.default_mode(opts.metric)) or study.objective.mode
+  if mode ~= "max" and mode ~= "min" then error("dl.study_results: mode must be \"max\" or \"min\"", 2) end
+  local aggregate = opts.aggregate or "best"
+  if aggregate ~= "best" and aggregate ~= "final" then
+    error("dl.study_results: aggregate must be \"best\" or \"final\", got " .. tostring(aggregate), 2)
+  end
+  local st = journal.replay(journal.open(dir):events())
+  local out = {name = study.name, goal = study.goal or study.description, metric = metric, mode = mode,
+               aggregate = aggregate, trials = {}, groups = {}}
+  for i, g in ipairs(study.groups) do
+    out.groups[i] = {label = g.label, values = g.values, tag = g.tag, trials = 0, done = 0, infeasible = 0,
+                     seed_values = {}}
+  end
+  for _, id in ipairs(sorted_keys(st.trials)) do
+    local f = st.trials[id].finish
+    if f then
+      local tdir = dir .. "/" .. id
+      local value, step
+      if f.status == "done" then
+        value, step = M.run_metric(tdir, metric, mode, aggregate)
+      end
+      local t = {id = id, group = f.group, status = f.status, value = value, step = step, hp = f.hp,
+                 nuisance = f.nuisance, dir = tdir, command = plan.command(study, f.hp or {}), kind = f.kind,
+                 message = f.message, base = f.base}
+      out.trials[#out.trials + 1] = t
+      local g = out.groups[f.group]
+      if g then
+        if t.kind == "seed" then
+          if value then g.seed_values[#g.seed_values + 1] = value end
+        else
+          g.trials = g.trials + 1
+          if f.status == "done" and value ~= nil then
+            g.done = g.done + 1
+            if not g.best or better(value, g.best.value, mode) then g.best = t end
+          else
+            g.infeasible = g.infeasible + 1
+          end
+        end
+      end
+    end
+  end
+  -- every feasible trial, best first (ties: by id)
+  out.ranking = {}
+  for _, t in ipairs(out.trials) do if t.value ~= nil and t.status == "done" then out.ranking[#out.ranking + 1] = t end end
+  table.sort(out.ranking, function(a, b)
+    if a.value == b.value then return a.id < b.id end
+    return better(a.value, b.value, mode)
+  end)
+  for _, g in ipairs(out.groups) do
+    g.seeds = mean_std(g.seed_values)
+    if g.best and (not out.best or better(g.best.value, out.best.value, mode)) then out.best = g.best end
+  end
+  out.adoption = adoption(out.groups, mode)
+  return out
+end
+
+local function short_hp(t)
+  local parts = {}
+  for _, k in ipairs(sorted_keys(t.nuisance or {})) do
+    local v = t.nuisance[k]
+    parts[#parts + 1] = k .. "=" .. (math.type(v) == "float" and string.format("%.4g", v) or tostring(v))
+  end
+  if t.kind == "seed" or (t.hp and t.hp.seed) then parts[#parts + 1] = "seed=" .. tostring(t.hp.seed) end
+  return table.concat(parts, " ")
+end
+
+--- format_results(res) -> the results of dl.study_results as a printed table.
+function M.format_results(res)
+  local lines = {}
+  lines[#lines + 1] = string.format("study %s%s", res.name, res.goal and (": " .. res.goal) or "")
+  lines[#lines + 1] = string.format("best trial per scientific value by %s (%s over evals, %s)", res.metric,
+    res.aggregate, res.mode)
+  lines[#lines + 1] = string.format("  %-24s %6s %10s %10s %6s  %-28s %s", "scientific", "trials", "infeasible",
+    "best", "step", "trial", "nuisance")
+  for _, g in ipairs(res.groups) do
+    local b = g.best
+    lines[#lines + 1] = string.format("  %-24s %6d %10d %10s %6s  %-28s %s", g.label, g.trials, g.infeasible,
+      b and string.format("%.4f", b.value) or "-", b and tostring(b.step) or "-", b and b.id or "-",
+      b and short_hp(b) or "")
+    if g.seeds then
+      lines[#lines + 1] = string.format("  %-24s seeds: n %d, mean %.4f, std %s, min %.4f, max %.4f", "", g.seeds.n,
+        g.seeds.mean, g.seeds.std and string.format("%.4f", g.seeds.std) or "-", g.seeds.min, g.seeds.max)
+    end
+  end
+  if res.adoption then lines[#lines + 1] = "adoption: " .. res.adoption.message end
+  if res.best then lines[#lines + 1] = "reproduce the best trial: " .. res.best.command end
+  return table.concat(lines, "\n")
+end
+
+--- complete(study, dir, opts): once per completion, the study's results.json and
+-- its row in <opts.root or the parent of dir>/studies.csv.
+function M.complete(study, dir, opts)
+  local res = M.results(dir)
+  local groups = {}
+  for i, x in ipairs(res.groups) do
+    groups[i] = {label = x.label, values = x.values, trials = x.trials, infeasible = x.infeasible,
+                 best = x.best and {id = x.best.id, value = x.best.value, step = x.best.step, hp = x.best.hp} or nil,
+                 seeds = x.seeds}
+  end
+  fs.write_atomic(dir .. "/results.json", json.encode({
+    metric = res.metric, mode = res.mode, best = res.best and {id = res.best.id, value = res.best.value,
+    step = res.best.step, command = res.best.command} or nil, groups = groups, adoption = res.adoption}) .. "\n")
+  local root = opts.root or fs.dirname(dir)
+  track.append(root .. "/studies.csv", {
+    name = study.name, config = study.script or "", description = study.goal or study.description or "",
+    trials = #res.trials, best_metric = res.metric, best_value = res.best and fmtv(res.best.value) or "",
+    best_step = res.best and res.best.step or "", status = res.best and "done" or "no feasible trial",
+    dir = res.best and res.best.dir or dir, command = res.best and res.best.command or "",
+  })
+end
+
+return M

@@ -63,7 +63,8 @@ function Dataset:split(spec)
     errorf(2, "split: expected a table of counts or fractions, got %s", type(spec))
   end
   local valid = {seed = true}
-  for i = 1, #spec do valid[i] = true end               -- the parts, positional
+  local parts = util.check_integer("split", 1, #spec, "the number of parts", 1, 64)
+  for i = 1, parts do valid[i] = true end               -- the parts, positional
   util.check_options("split", spec, valid, 2)
   local n, counts = #self, {}
   local fractions, sum = true, 0

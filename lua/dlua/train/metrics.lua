@@ -163,6 +163,55 @@ function M.evaluator(o)
   return self
 end
 
+-- (a local, not a method: nb and the tables come from Evaluator:run, never from a caller)
+local function finish_shard(self, shard, nb, per_batch, sums, totals, per_total, per_correct)
+  local names = {}
+  for key, m in pairs(self.metrics) do
+    local mname = type(key) == "string" and key or m
+    if mname ~= "per_class" then names[#names + 1] = mname end
+  end
+  table.sort(names)
+  if #names > 0 and nb > 0 then
+    local flat = {}
+    for k, mname in ipairs(names) do
+      local pb = per_batch[mname] or {}
+      for bi = 1, nb do
+        local e = pb[bi]
+        local base = (k - 1) * 3 * nb
+        flat[base + bi] = e and e[1] or 0
+        flat[base + nb + bi] = e and e[2] or 0
+        flat[base + 2 * nb + bi] = e and 1 or 0
+      end
+    end
+    local all = shard.sum(core.tensor(flat, {dtype = "float64"})):totable()
+    for k, mname in ipairs(names) do
+      local base = (k - 1) * 3 * nb
+      for bi = 1, nb do
+        if all[base + 2 * nb + bi] > 0 then
+          sums[mname] = (sums[mname] or 0) + all[base + bi]
+          totals[mname] = (totals[mname] or 0) + all[base + nb + bi]
+        end
+      end
+    end
+  end
+  local wants_per_class = false
+  for _, m in pairs(self.metrics) do if m == "per_class" then wants_per_class = true end end
+  if wants_per_class then
+    local c = math.tointeger(shard.max(per_total and #per_total or 0))
+    if c > 0 then
+      local flat = {}
+      for k = 1, c do
+        flat[k] = per_total and per_total[k] or 0
+        flat[c + k] = per_correct and per_correct[k] or 0
+      end
+      local all = shard.sum(core.tensor(flat, {dtype = "float64"})):totable()
+      per_total, per_correct = {}, {}
+      for k = 1, c do per_total[k], per_correct[k] = all[k], all[c + k] end
+    end
+  end
+  return per_total, per_correct
+end
+
 --- ev:run(name, set, step) --> table of metric values (per_class as {correct = {...}, total = {...}})
 function Evaluator:run(name, set, step)
   local sums, totals = {}, {}
@@ -226,7 +275,7 @@ function Evaluator:run(name, set, step)
     if self.on_batch then self.on_batch(name, bi or done, nb) end   -- dl.train's progress line
   end
   if shard then
-    per_total, per_correct = self:finish_shard(shard, nb, per_batch, sums, totals, per_total, per_correct)
+    per_total, per_correct = finish_shard(self, shard, nb, per_batch, sums, totals, per_total, per_correct)
     preds = shard.gather(preds)
     table.sort(preds, function(a, b) return a.index < b.index end)
   end
@@ -251,52 +300,5 @@ end
 -- a [3 * metrics, nb] table (s, t and presence per batch; every entry has one
 -- contributor) gives every rank all batches, which are then added in batch order
 -- exactly as one process adds them. Per-class counts are integers: summed directly.
-function Evaluator:finish_shard(shard, nb, per_batch, sums, totals, per_total, per_correct)
-  local names = {}
-  for key, m in pairs(self.metrics) do
-    local mname = type(key) == "string" and key or m
-    if mname ~= "per_class" then names[#names + 1] = mname end
-  end
-  table.sort(names)
-  if #names > 0 and nb > 0 then
-    local flat = {}
-    for k, mname in ipairs(names) do
-      local pb = per_batch[mname] or {}
-      for bi = 1, nb do
-        local e = pb[bi]
-        local base = (k - 1) * 3 * nb
-        flat[base + bi] = e and e[1] or 0
-        flat[base + nb + bi] = e and e[2] or 0
-        flat[base + 2 * nb + bi] = e and 1 or 0
-      end
-    end
-    local all = shard.sum(core.tensor(flat, {dtype = "float64"})):totable()
-    for k, mname in ipairs(names) do
-      local base = (k - 1) * 3 * nb
-      for bi = 1, nb do
-        if all[base + 2 * nb + bi] > 0 then
-          sums[mname] = (sums[mname] or 0) + all[base + bi]
-          totals[mname] = (totals[mname] or 0) + all[base + nb + bi]
-        end
-      end
-    end
-  end
-  local wants_per_class = false
-  for _, m in pairs(self.metrics) do if m == "per_class" then wants_per_class = true end end
-  if wants_per_class then
-    local c = math.tointeger(shard.max(per_total and #per_total or 0))
-    if c > 0 then
-      local flat = {}
-      for k = 1, c do
-        flat[k] = per_total and per_total[k] or 0
-        flat[c + k] = per_correct and per_correct[k] or 0
-      end
-      local all = shard.sum(core.tensor(flat, {dtype = "float64"})):totable()
-      per_total, per_correct = {}, {}
-      for k = 1, c do per_total[k], per_correct[k] = all[k], all[c + k] end
-    end
-  end
-  return per_total, per_correct
-end
 
 return M

@@ -19,9 +19,9 @@ function M.csv_field(v)
 end
 
 function M.csv_row(values, n)
-  if n ~= nil then n = util.check_integer("dl.track.csv_row", 2, n, "n", 0, 100000) end
+  n = util.check_integer("dl.track.csv_row", 2, n or #values, "n", 0, 100000)
   local out = {}
-  for i = 1, n or #values do out[i] = M.csv_field(values[i]) end
+  for i = 1, n do out[i] = M.csv_field(values[i]) end
   return table.concat(out, ",")
 end
 

@@ -117,12 +117,30 @@ local function open_stream(data, quiet)
     type(data), 4)
 end
 
+-- "batch has no field 'image'" with the batch's fields and the `fields` option that names them
+local function missing_field(b, fields)
+  local have = {}
+  for k in pairs(b) do have[#have + 1] = tostring(k) end
+  table.sort(have)
+  local target = b[fields.target] ~= nil and fields.target or nil
+  local input
+  for _, k in ipairs(have) do
+    if k ~= target and k ~= fields.weight then input = input or k end
+  end
+  for _, k in ipairs(have) do
+    if not target and k ~= input and k ~= fields.weight then target = k end
+  end
+  return string.format("dl.train: batch has no field '%s' (the batch's fields: %s); name the model's input" ..
+    " and the loss's target with fields = {input = %q, target = %q} in the config", fields.input,
+    #have > 0 and table.concat(have, ", ") or "none", input or "NAME", target or "NAME")
+end
+
 local function batch_fields(b, fields)
   if is_tensor(b) then error("dl.train: a batch must be a table of fields, got a tensor", 0) end
   local x = b[fields.input] or b[1]
   local y = b[fields.target] or b[2]
   local w = b[fields.weight]
-  if x == nil then error("dl.train: batch has no field '" .. fields.input .. "'", 0) end
+  if x == nil then error(missing_field(b, fields), 0) end
   return x, y, w
 end
 

@@ -170,3 +170,19 @@ describe("dl.train with batches whose fields are not image and label", function(
       r.message)
   end)
 end)
+
+describe("examples/flowers.lua and examples/data/flowers.csv", function()
+  it("are shown verbatim by docs/getting-started.md (with the study), and the CSV has 3 classes of 40", function()
+    local doc = H.slurp and H.slurp("docs/getting-started.md") or io.open("docs/getting-started.md"):read("a")
+    for _, f in ipairs({"examples/flowers.lua", "examples/flowers_study.lua"}) do
+      local src = io.open(f):read("a")
+      assert.truthy(doc:find("```lua\n" .. src .. "```", 1, true), f .. " differs from its copy in the page")
+    end
+    local ds = dl.data.csv{path = "examples/data/flowers.csv", classes = {"label"},
+                           fields = {x = {"petal_length", "petal_width"}, label = "species"}}
+    assert.are.same({"daisy", "iris", "tulip"}, ds.classes.label)
+    local count = {0, 0, 0}
+    for _, c in ipairs(ds:column("label"):totable()) do count[c] = count[c] + 1 end
+    assert.are.same({40, 40, 40}, count)
+  end)
+end)

@@ -14,6 +14,7 @@ return dl.experiment{
       optimizer = optim.SGD{params = model:parameters(), lr = hp.lr, momentum = 0.9},
       data = train:shuffle{seed = hp.data_seed}:batch(hp.batch_size),
       fields = {input = "x", target = "label"},           -- the batch's names (default: image, label)
+      classes = ds.classes,                                -- kept in the checkpoints: label 1 is "daisy"
       eval = {every = 25, sets = {valid = valid}},
     }
   end,

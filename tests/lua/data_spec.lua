@@ -171,6 +171,26 @@ describe("dl.train with batches whose fields are not image and label", function(
   end)
 end)
 
+describe("dl.train{classes = ds.classes}", function()
+  it("keeps the class vocabularies in every checkpoint's metadata, as JSON", function()
+    local d = tmpdir("classes-run")
+    H.spit(d .. "/c.csv", "a,b,kind\n1,0,cat\n0,1,dog\n1,1,cat\n0,0,ant\n")
+    local ds = dl.data.csv{path = d .. "/c.csv", fields = {x = {"a", "b"}, label = "kind"}, classes = {"label"},
+                           types = {x = "float32"}}
+    local model = dl.nn.Linear(2, 3)
+    local r = dl.train{model = model, optimizer = dl.optim.SGD{params = model:parameters(), lr = 0.1},
+      loss = dl.nn.CrossEntropy(), data = ds:batch(2), steps = 2, quiet = true, tracking = false,
+      fields = {input = "x"}, classes = ds.classes, dir = d .. "/run"}
+    assert.are.equal("done", r.status, r.message)
+    local _, meta = dl.checkpoint.load(r.latest)
+    assert.are.equal('{"label":["ant","cat","dog"]}', meta.classes)
+    assert.are.same({2, 3, 2, 1}, ds:column("label"):totable())
+    assert.error_matches(function() dl.train{model = model, optimizer = dl.optim.SGD{params = model:parameters()},
+      loss = dl.nn.CrossEntropy(), data = ds:batch(2), steps = 1, classes = "label"} end,
+      "dl.train: option 'classes' must be table, got string", nil, true)
+  end)
+end)
+
 describe("examples/flowers.lua and examples/data/flowers.csv", function()
   it("are shown verbatim by docs/getting-started.md (with the study), and the CSV has 3 classes of 40", function()
     local doc = H.slurp and H.slurp("docs/getting-started.md") or io.open("docs/getting-started.md"):read("a")

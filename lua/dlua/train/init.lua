@@ -49,7 +49,7 @@ local CONFIG = {
                 mode = "string"},
   clip_grad_norm = true, log_every = true, dir = true, resume = true, ema = {decay = "number"},
   hparams = true, name = true, quiet = true, divergence = {factor = "number"},
-  fields = {input = true, target = true, weight = true}, tracking = true,
+  fields = {input = true, target = true, weight = true}, tracking = true, classes = "table",
   description = true, command = true, config_path = true, forward = true, threads = true, trace = true,
 }
 
@@ -205,6 +205,7 @@ local function open_run(config)
   end
   local run = {
     model = model, optimizer = opt, step = 0, grad_norms = {}, clipped = {}, hparams = config.hparams,
+    classes = config.classes,
     ckpt_dir = dir .. "/checkpoints", metrics_at = {}, last_metrics = {},
     cost = {train = 0, eval = 0, checkpoint = 0, input = 0},
     sync_bn = nn.sync_batchnorm and function() nn.sync_batchnorm(model) end or nil, dp = dp,

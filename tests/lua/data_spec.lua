@@ -104,3 +104,105 @@ describe("take(n): the first n examples, for dry runs", function()
     assert.are.equal(5, #p)                                -- the original is unchanged
   end)
 end)
+
+describe("data.csv with class names", function()
+  local d = tmpdir("csv-classes")
+  local path = d .. "/iris.csv"
+  write(path, "sl,sw,species\n5.1,3.5,setosa\n7.0,3.2,versicolor\n\n6.3, \"3.3\" ,virginica\n4.9,3.0,\"setosa\"\n")
+  local spec = {x = {"sl", "sw"}, label = "species"}
+
+  it("turns a column of names into 1-based classes of the sorted vocabulary, kept as ds.classes", function()
+    local ds = dl.data.csv{path = path, fields = spec, classes = {"label"}}
+    assert.are.same({label = {"setosa", "versicolor", "virginica"}}, ds.classes)
+    assert.are.equal("int32", ds:column("label"):dtype())
+    assert.are.same({1, 2, 3, 1}, ds:column("label"):totable())
+    assert.are.same({5.1, 3.5}, (function() local t = ds:column("x"):totable()[1]
+      return {math.floor(t[1] * 10 + 0.5) / 10, math.floor(t[2] * 10 + 0.5) / 10} end)())
+    local a, b = ds:split{2, 2}
+    assert.are.equal(ds.classes, a.classes)
+    assert.are.equal(ds.classes, b.classes)
+    assert.are.equal(ds.classes, ds:take(1).classes)
+    write(d .. "/n.csv", "a,b\n1,2\n")
+    assert.is_nil(dl.data.csv{path = d .. "/n.csv"}.classes)
+  end)
+
+  it("reads gzip-compressed files and header-less columns by number", function()
+    write(d .. "/h.csv", "1.5,b\n2.5,a\n")
+    assert(os.execute("gzip -kf " .. path))
+    local ds = dl.data.csv{path = path .. ".gz", fields = spec, classes = {"label"}}
+    assert.are.same({1, 2, 3, 1}, ds:column("label"):totable())
+    local h = dl.data.csv{path = d .. "/h.csv", header = false, classes = {"2"}}
+    assert.are.same({"a", "b"}, h.classes["2"])
+    assert.are.same({2, 1}, h:column("2"):totable())
+  end)
+
+  it("says how to read names when classes is not given, and refuses bad class fields", function()
+    assert.error_matches(function() dl.data.csv{path = path, fields = spec} end,
+      "csv: '" .. path .. "' line 2, column 'species' (3): 'setosa' is not a number" ..
+      ' (if the column holds class names, add classes = {"label"})', nil, true)
+    assert.error_matches(function() dl.data.csv{path = path} end,
+      'add classes = {"species"})', nil, true)
+    assert.error_matches(function() dl.data.csv{path = path, fields = spec, classes = {"x"}} end,
+      "csv: classes names 'x', a field of 2 columns (a class field is one column)", nil, true)
+    assert.error_matches(function() dl.data.csv{path = path, fields = spec, classes = {"y"}} end,
+      "csv: classes names 'y', which is not a field", nil, true)
+    assert.error_matches(function() dl.data.csv{path = path, fields = spec, classes = {"label"}, zero_based = {"label"}} end,
+      "csv: field 'label' is in both classes and zero_based (class indices start at 1)", nil, true)
+    write(d .. "/m.csv", "a,c\n1,x\n2,\n")
+    assert.error_matches(function() dl.data.csv{path = d .. "/m.csv", classes = {"c"}} end,
+      "csv: '" .. d .. "/m.csv' line 3, column 'c' (2): missing class name", nil, true)
+    write(d .. "/bad.csv", "a,c\n1,x\nz,y\n")                -- the engine's errors name the user's file
+    assert.error_matches(function() dl.data.csv{path = d .. "/bad.csv", classes = {"c"}} end,
+      "csv: '" .. d .. "/bad.csv' line 3, column 'a' (1): 'z' is not a number", nil, true)
+  end)
+end)
+
+describe("dl.train with batches whose fields are not image and label", function()
+  it("lists the batch's fields and the fields option that names them", function()
+    local ds = dl.data.tensors{x = dl.randn(8, 4), label = dl.ones(8, {dtype = "int32"})}
+    local model = dl.nn.Linear(4, 2)
+    local r = dl.train{model = model, optimizer = dl.optim.SGD{params = model:parameters(), lr = 0.1},
+      loss = dl.nn.CrossEntropy(), data = ds:batch(4), steps = 1, quiet = true, tracking = false,
+      dir = tmpdir("fields") .. "/run"}
+    assert.are.equal("failed", r.status)
+    assert.are.equal("step 1: dl.train: batch has no field 'image' (the batch's fields: label, weight, x);" ..
+      ' name the model\'s input and the loss\'s target with fields = {input = "x", target = "label"} in the config',
+      r.message)
+  end)
+end)
+
+describe("dl.train{classes = ds.classes}", function()
+  it("keeps the class vocabularies in every checkpoint's metadata, as JSON", function()
+    local d = tmpdir("classes-run")
+    H.spit(d .. "/c.csv", "a,b,kind\n1,0,cat\n0,1,dog\n1,1,cat\n0,0,ant\n")
+    local ds = dl.data.csv{path = d .. "/c.csv", fields = {x = {"a", "b"}, label = "kind"}, classes = {"label"},
+                           types = {x = "float32"}}
+    local model = dl.nn.Linear(2, 3)
+    local r = dl.train{model = model, optimizer = dl.optim.SGD{params = model:parameters(), lr = 0.1},
+      loss = dl.nn.CrossEntropy(), data = ds:batch(2), steps = 2, quiet = true, tracking = false,
+      fields = {input = "x"}, classes = ds.classes, dir = d .. "/run"}
+    assert.are.equal("done", r.status, r.message)
+    local _, meta = dl.checkpoint.load(r.latest)
+    assert.are.equal('{"label":["ant","cat","dog"]}', meta.classes)
+    assert.are.same({2, 3, 2, 1}, ds:column("label"):totable())
+    assert.error_matches(function() dl.train{model = model, optimizer = dl.optim.SGD{params = model:parameters()},
+      loss = dl.nn.CrossEntropy(), data = ds:batch(2), steps = 1, classes = "label"} end,
+      "dl.train: option 'classes' must be table, got string", nil, true)
+  end)
+end)
+
+describe("examples/flowers.lua and examples/data/flowers.csv", function()
+  it("are shown verbatim by docs/getting-started.md (with the study), and the CSV has 3 classes of 40", function()
+    local doc = H.slurp and H.slurp("docs/getting-started.md") or io.open("docs/getting-started.md"):read("a")
+    for _, f in ipairs({"examples/flowers.lua", "examples/flowers_study.lua"}) do
+      local src = io.open(f):read("a")
+      assert.truthy(doc:find("```lua\n" .. src .. "```", 1, true), f .. " differs from its copy in the page")
+    end
+    local ds = dl.data.csv{path = "examples/data/flowers.csv", classes = {"label"},
+                           fields = {x = {"petal_length", "petal_width"}, label = "species"}}
+    assert.are.same({"daisy", "iris", "tulip"}, ds.classes.label)
+    local count = {0, 0, 0}
+    for _, c in ipairs(ds:column("label"):totable()) do count[c] = count[c] + 1 end
+    assert.are.same({40, 40, 40}, count)
+  end)
+end)

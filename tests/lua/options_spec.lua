@@ -74,7 +74,7 @@ local CASES = {
    end, "autograd.Function: unknown option 'nmae' (valid: backward, forward, name); did you mean 'name'?"},
   -- training
   {"dl.train", function() dl.train{stpes = 1} end,
-   "dl.train: unknown option 'stpes' (valid: checkpoint, clip_grad_norm, command, config_path, data, description, " ..
+   "dl.train: unknown option 'stpes' (valid: checkpoint, classes, clip_grad_norm, command, config_path, data, description, " ..
    "dir, divergence, ema, eval, fields, forward, hparams, log_every, loss, model, name, optimizer, quiet, resume, " ..
    "schedule, steps, threads, trace, tracking); did you mean 'steps'?"},
   {"dl.train eval", function() dl.train{eval = {evry = 5}} end,
@@ -110,7 +110,7 @@ local CASES = {
   {"data.fashion_mnist", function() data.fashion_mnist{dri = "x"} end,
    "fashion_mnist: unknown option 'dri' (valid: dir, limit); did you mean 'dir'?"},
   {"data.csv", function() data.csv{pth = "x.csv"} end,
-   "csv: unknown option 'pth' (valid: delimiter, fields, header, missing, path, types, zero_based); did you mean " ..
+   "csv: unknown option 'pth' (valid: classes, delimiter, fields, header, missing, path, types, zero_based); did you mean " ..
    "'path'?"},
   {"transforms.cast", function() data.transforms.cast("float32", {feild = "x"}) end,
    "cast: unknown option 'feild' (valid: field); did you mean 'field'?"},

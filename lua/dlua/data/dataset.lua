@@ -17,8 +17,10 @@ local Dataset = {__name = "dlua.data.Dataset"}
 Dataset.__index = Dataset
 M.Dataset = Dataset
 
---- wrap(ud) -> the dataset over the engine dataset ud.
-function M.wrap(ud) return setmetatable({_ud = ud}, Dataset) end
+--- wrap(ud [, classes]) -> the dataset over the engine dataset ud; classes
+-- ({field = {name, ...}}, from data.csv's class fields) is kept as ds.classes
+-- and passed on to subsets and splits.
+function M.wrap(ud, classes) return setmetatable({_ud = ud, classes = classes}, Dataset) end
 local wrap = M.wrap
 
 --- Is `x` a dataset?
@@ -49,7 +51,7 @@ function Dataset:subset(indices)
   if type(indices) == "table" and not is_tensor(indices) then
     indices = core.tensor(indices, {dtype = "int64"})
   end
-  return wrap(check(2, pcall(core._ds_subset, self._ud, indices)))
+  return wrap(check(2, pcall(core._ds_subset, self._ud, indices)), self.classes)
 end
 
 --- ds:split{n1, n2, ... [, seed = s]} -> datasets: disjoint parts of the given
@@ -88,7 +90,7 @@ function Dataset:split(spec)
   if seed ~= nil then seed = check_int("split", "seed", seed, 0) end
   local parts = check(2, pcall(core._ds_split, self._ud, counts, seed))
   local out = {}
-  for i, ud in ipairs(parts) do out[i] = wrap(ud) end
+  for i, ud in ipairs(parts) do out[i] = wrap(ud, self.classes) end
   return table.unpack(out)
 end
 

@@ -1,10 +1,12 @@
 --- dlua.data.readers: datasets from files: IDX / IDX.gz pairs (the MNIST
--- family), Fashion-MNIST from its usual directory, numeric CSV tables, and
+-- family), Fashion-MNIST from its usual directory, CSV tables (numbers, and
+-- class names turned into 1-based classes), and
 -- Fashion-MNIST as in-memory tensors. The engine reads and checks the files;
 -- these functions check their options and name the files in their errors.
 local core = require "dlua.core"
 local check_mod = require "dlua.data.check"
 local dataset = require "dlua.data.dataset"
+local util = require "dlua.util"
 
 local M = {}
 
@@ -69,6 +71,154 @@ function M.fashion_mnist(opts)
   return fm
 end
 
+-- One CSV line split into its fields as the engine's reader splits it: blanks
+-- before a field and after it dropped, "..." quoted ("" is a quote).
+local function split_line(line, delim)
+  local out, i, n = {}, 1, #line
+  while true do
+    i = line:find("[^ \t]", i) or n + 1
+    local f
+    if line:sub(i, i) == '"' then
+      local buf, j = {}, i + 1
+      while j <= n do
+        local c = line:sub(j, j)
+        if c == '"' and line:sub(j + 1, j + 1) == '"' then buf[#buf + 1] = '"'; j = j + 2
+        elseif c == '"' then j = j + 1; break
+        else buf[#buf + 1] = c; j = j + 1 end
+      end
+      f = table.concat(buf)
+      i = line:find(delim, j, true) or n + 1
+    else
+      local e = line:find(delim, i, true)
+      f = line:sub(i, (e or n + 1) - 1)
+      i = e or n + 1
+    end
+    out[#out + 1] = f:gsub("[ \t]+$", "")
+    if i > n then return out end
+    i = i + 1
+  end
+end
+
+-- The lines of a plain or gzip-compressed text file.
+local function read_lines(path)
+  local f, err = io.open(path, "rb")
+  if not f then errorf(5, "csv: cannot open '%s': %s", path, (tostring(err):gsub("^[^:]*: ", ""))) end
+  local text
+  if f:read(2) == "\31\139" then
+    f:close()
+    local p = io.popen("gzip -dc -- " .. util.shell_quote(path) .. " 2>/dev/null")
+    text = p:read("a")
+    if not p:close() then errorf(5, "csv: '%s': decompression failed", path) end
+  else
+    f:seek("set", 0)
+    text = f:read("a")
+    f:close()
+  end
+  local lines = {}
+  for l in (text .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = (l:gsub("\r$", "")) end
+  if lines[#lines] == "" then lines[#lines] = nil end
+  return lines
+end
+
+-- opts.classes checked: {{field =, column = name or number}, ...}
+local function class_columns(opts)
+  local cl = opts.classes
+  if type(cl) ~= "table" then errorf(3, "csv: classes must be a list of field names, got %s", type(cl)) end
+  local out = {}
+  for i, f in ipairs(cl) do
+    if type(f) ~= "string" then errorf(3, "csv: classes[%d] must be a field name, got %s", i, type(f)) end
+    local c = f
+    if opts.fields ~= nil then
+      c = type(opts.fields) == "table" and opts.fields[f] or nil
+      if c == nil then errorf(3, "csv: classes names '%s', which is not a field", f) end
+      if type(c) == "table" then
+        errorf(3, "csv: classes names '%s', a field of %d columns (a class field is one column)", f, #c)
+      end
+    elseif opts.header == false then
+      c = math.tointeger(tonumber(f)) or f
+    end
+    out[#out + 1] = {field = f, column = c}
+  end
+  return out
+end
+
+-- Reads path, replaces the class columns' names by their 1-based positions in
+-- the sorted vocabulary, writes the result to a temporary file (the same lines,
+-- so the engine's errors name the right line). -> {field = vocab}, tmp path
+local function with_class_indices(path, ro, class_cols)
+  local delim = ro.delimiter or ","
+  local lines = read_lines(path)
+  local first = 1
+  while lines[first] and not lines[first]:find("[^ \t]") do first = first + 1 end
+  local header = lines[first] and split_line(lines[first], delim) or {}
+  local colnames = {}
+  for i, h in ipairs(header) do colnames[i] = ro.header and h or tostring(i) end
+  local idx = {}
+  for k, cc in ipairs(class_cols) do
+    local i = math.type(cc.column) == "integer" and cc.column or nil
+    if not i then for j, h in ipairs(colnames) do if h == cc.column then i = j end end end
+    if not i or i < 1 or i > #colnames then
+      errorf(4, "csv: field '%s' names column '%s', which '%s' does not have (columns: %s)", cc.field,
+        tostring(cc.column), path, table.concat(colnames, ", "))
+    end
+    idx[k] = i
+  end
+  local rows, seen = {}, {}
+  for k = 1, #class_cols do seen[k] = {} end
+  for ln = ro.header and first + 1 or first, #lines do
+    if lines[ln]:find("[^ \t]") then
+      local fs = split_line(lines[ln], delim)
+      if #fs == #colnames then
+        for k, i in ipairs(idx) do
+          if fs[i] == "" then
+            errorf(4, "csv: '%s' line %d, column '%s' (%d): missing class name", path, ln, colnames[i], i)
+          end
+          seen[k][fs[i]] = true
+        end
+        rows[ln] = fs
+      end
+    end
+  end
+  local vocab, pos = {}, {}
+  for k, cc in ipairs(class_cols) do
+    local v = util.sorted_keys(seen[k])
+    vocab[cc.field], pos[k] = v, {}
+    for j, name in ipairs(v) do pos[k][name] = j end
+  end
+  local out = {}
+  for ln, l in ipairs(lines) do
+    local fs = rows[ln]
+    if fs then
+      for k, i in ipairs(idx) do fs[i] = tostring(pos[k][fs[i]]) end
+      for j, f in ipairs(fs) do fs[j] = '"' .. f:gsub('"', '""') .. '"' end
+      out[ln] = table.concat(fs, delim)
+    else
+      out[ln] = l
+    end
+  end
+  local tmp = os.tmpname()
+  local f = assert(io.open(tmp, "wb"))
+  f:write(table.concat(out, "\n"), "\n")
+  f:close()
+  return vocab, tmp
+end
+
+-- The engine's "'setosa' is not a number" with how to read a column of class names.
+local function not_a_number_hint(msg, opts)
+  msg = tostring(msg)
+  local colname, colnum = msg:match("column '(.-)' %((%d+)%): '.*' is not a number$")
+  if not colname then return msg end
+  local field = colname
+  if type(opts.fields) == "table" then
+    field = nil
+    for f, c in pairs(opts.fields) do
+      if c == colname or c == tonumber(colnum) then field = f end
+    end
+  end
+  if not field then return msg end
+  return string.format("%s (if the column holds class names, add classes = {\"%s\"})", msg, field)
+end
+
 --- data.csv{path = p [, header = true, delimiter = ",", missing = v, fields =, types =, zero_based =]}:
 -- a numeric CSV or CSV.gz table as a dataset. By default every column is a
 -- field named by the header; `fields = {x = {"a", "b"}, label = "c"}` groups
@@ -76,17 +226,33 @@ end
 -- its values are written as integers, else float32, unless `types =
 -- {field = dtype}` says. `zero_based = {"label"}` adds 1 to fields stored
 -- 0-based (labels are 1-based in dlua). Empty values are errors naming the
--- line unless `missing` gives the value to use.
--- @usage local ds = data.csv{path = "iris.csv", fields = {x = {1, 2, 3, 4}, label = "species"}, zero_based = {"label"}}
+-- line unless `missing` gives the value to use. `classes = {"label"}` names
+-- fields of one column that hold class names ("setosa"): their sorted unique
+-- names are the vocabulary, ds.classes.label = {"setosa", ...}, and the field
+-- holds each name's 1-based position in it (int32).
+-- @usage local ds = data.csv{path = "iris.csv", fields = {x = {1, 2, 3, 4}, label = "species"}, classes = {"label"}}
 function M.csv(opts)
-  opts = options("csv", opts, {"path", "header", "delimiter", "missing", "fields", "types", "zero_based"})
+  opts = options("csv", opts, {"path", "header", "delimiter", "missing", "fields", "types", "zero_based", "classes"})
   if type(opts.path) ~= "string" then errorf(2, "csv: option 'path' must be a path, got %s", type(opts.path)) end
   if opts.delimiter ~= nil and (type(opts.delimiter) ~= "string" or #opts.delimiter ~= 1) then
     errorf(2, "csv: delimiter must be one character")
   end
   if opts.missing ~= nil and type(opts.missing) ~= "number" then errorf(2, "csv: missing must be a number") end
-  local names, integral, values, problems = check(2, pcall(core._read_csv, opts.path,
-    {header = opts.header ~= false, delimiter = opts.delimiter, missing = opts.missing}))
+  local read_opts = {header = opts.header ~= false, delimiter = opts.delimiter, missing = opts.missing}
+  local vocab, names, integral, values, problems = {}, nil, nil, nil, nil
+  if opts.classes ~= nil then
+    local class_cols = class_columns(opts)
+    local tmp
+    vocab, tmp = with_class_indices(opts.path, read_opts, class_cols)
+    local ok, a, b, c, d = pcall(core._read_csv, tmp, read_opts)
+    os.remove(tmp)
+    if not ok then error((tostring(a):gsub(tmp:gsub("%p", "%%%0"), (opts.path:gsub("%%", "%%%%")))), 2) end
+    names, integral, values, problems = a, b, c, d
+  else
+    local ok, a, b, c, d = pcall(core._read_csv, opts.path, read_opts)
+    if not ok then error(not_a_number_hint(a, opts), 2) end
+    names, integral, values, problems = a, b, c, d
+  end
   local col = {}
   for i, n in ipairs(names) do col[n] = i end
   local function column(f, c)
@@ -111,6 +277,9 @@ function M.csv(opts)
   for _, f in ipairs(opts.zero_based or {}) do zb[f] = true end
   for f in pairs(zb) do if spec[f] == nil then errorf(2, "csv: zero_based names '%s', which is not a field", f) end end
   for f in pairs(types) do if spec[f] == nil then errorf(2, "csv: types names '%s', which is not a field", f) end end
+  for f in pairs(vocab) do
+    if zb[f] then errorf(2, "csv: field '%s' is in both classes and zero_based (class indices start at 1)", f) end
+  end
   local fnames, ts = {}, {}
   for k, f in ipairs(order) do
     local s = spec[f]
@@ -138,7 +307,7 @@ function M.csv(opts)
     if zb[f] then r = r:scale(1, 1) end
     fnames[k], ts[k] = f, r
   end
-  return wrap(check(2, pcall(core._ds_new, fnames, ts)))
+  return wrap(check(2, pcall(core._ds_new, fnames, ts)), next(vocab) and vocab or nil)
 end
 
 

@@ -49,7 +49,7 @@ local CONFIG = {
                 mode = "string"},
   clip_grad_norm = true, log_every = true, dir = true, resume = true, ema = {decay = "number"},
   hparams = true, name = true, quiet = true, divergence = {factor = "number"},
-  fields = {input = true, target = true, weight = true}, tracking = true,
+  fields = {input = true, target = true, weight = true}, tracking = true, classes = "table",
   description = true, command = true, config_path = true, forward = true, threads = true, trace = true,
 }
 
@@ -117,12 +117,30 @@ local function open_stream(data, quiet)
     type(data), 4)
 end
 
+-- "batch has no field 'image'" with the batch's fields and the `fields` option that names them
+local function missing_field(b, fields)
+  local have = {}
+  for k in pairs(b) do have[#have + 1] = tostring(k) end
+  table.sort(have)
+  local target = b[fields.target] ~= nil and fields.target or nil
+  local input
+  for _, k in ipairs(have) do
+    if k ~= target and k ~= fields.weight then input = input or k end
+  end
+  for _, k in ipairs(have) do
+    if not target and k ~= input and k ~= fields.weight then target = k end
+  end
+  return string.format("dl.train: batch has no field '%s' (the batch's fields: %s); name the model's input" ..
+    " and the loss's target with fields = {input = %q, target = %q} in the config", fields.input,
+    #have > 0 and table.concat(have, ", ") or "none", input or "NAME", target or "NAME")
+end
+
 local function batch_fields(b, fields)
   if is_tensor(b) then error("dl.train: a batch must be a table of fields, got a tensor", 0) end
   local x = b[fields.input] or b[1]
   local y = b[fields.target] or b[2]
   local w = b[fields.weight]
-  if x == nil then error("dl.train: batch has no field '" .. fields.input .. "'", 0) end
+  if x == nil then error(missing_field(b, fields), 0) end
   return x, y, w
 end
 
@@ -187,6 +205,7 @@ local function open_run(config)
   end
   local run = {
     model = model, optimizer = opt, step = 0, grad_norms = {}, clipped = {}, hparams = config.hparams,
+    classes = config.classes,
     ckpt_dir = dir .. "/checkpoints", metrics_at = {}, last_metrics = {},
     cost = {train = 0, eval = 0, checkpoint = 0, input = 0},
     sync_bn = nn.sync_batchnorm and function() nn.sync_batchnorm(model) end or nil, dp = dp,

@@ -40,6 +40,7 @@ function M.collect(run)
     clipped = json.encode(run.clipped),
     initial_loss = run.initial_loss and string.format("%.17g", run.initial_loss) or "",
   }
+  if run.classes then meta.classes = json.encode(run.classes) end     -- data.csv's class vocabularies
   if run.dp then meta.dist = run.dp:gather_state(run.data_state) end   -- every rank's stream and data position
   return tensors, meta
 end

@@ -62,6 +62,15 @@ function Handle:poll()
   return self.code
 end
 
+--- handle:stop(): ends the trial now (SIGKILL to the pid in dir/trial.pid; a
+-- pruned or paused trial resumes from its checkpoints); poll then reports the
+-- exit. A trial that already ended is left alone.
+function Handle:stop()
+  if self.code then return end
+  local pid = tonumber((fs.read(self.dir .. "/trial.pid") or ""):match("%d+"))
+  if pid and M.pid_alive(pid) then os.execute(string.format("kill -KILL %d 2>/dev/null", pid)) end
+end
+
 --- pid_alive(pid) -> is the process pid alive (not a zombie)? True when /proc
 -- cannot tell (then the caller trusts the lease); false for nil.
 function M.pid_alive(pid)

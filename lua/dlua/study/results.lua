@@ -11,6 +11,7 @@ local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
 local plan = require "dlua.study.plan"
 local spec = require "dlua.study.spec"
+local prune = require "dlua.study.prune"
 
 local M = {}
 
@@ -153,7 +154,7 @@ function M.results(dir, opts)
                aggregate = aggregate, trials = {}, groups = {}}
   for i, g in ipairs(study.groups) do
     out.groups[i] = {label = g.label, values = g.values, tag = g.tag, trials = 0, done = 0, infeasible = 0,
-                     seed_values = {}}
+                     pruned = 0, seed_values = {}}
   end
   for _, id in ipairs(sorted_keys(st.trials)) do
     local f = st.trials[id].finish
@@ -176,6 +177,9 @@ function M.results(dir, opts)
           if f.status == "done" and value ~= nil then
             g.done = g.done + 1
             if not g.best or better(value, g.best.value, mode) then g.best = t end
+          elseif f.status == "pruned" then
+            g.pruned = g.pruned + 1
+            t.value, t.step = f.value, f.step          -- the objective where it was stopped
           else
             g.infeasible = g.infeasible + 1
           end
@@ -195,6 +199,11 @@ function M.results(dir, opts)
     if g.best and (not out.best or better(g.best.value, out.best.value, mode)) then out.best = g.best end
   end
   out.adoption = adoption(out.groups, mode)
+  out.pruned = 0
+  for _, g in ipairs(out.groups) do out.pruned = out.pruned + g.pruned end
+  out.prune = study.prune
+  out.warnings = {}
+  if out.pruned > 0 then out.warnings[#out.warnings + 1] = prune.exploration_warning(study) end
   return out
 end
 
@@ -226,6 +235,13 @@ function M.format_results(res)
         g.seeds.mean, g.seeds.std and string.format("%.4f", g.seeds.std) or "-", g.seeds.min, g.seeds.max)
     end
   end
+  if res.pruned and res.pruned > 0 then
+    local parts = {}
+    for _, g in ipairs(res.groups) do parts[#parts + 1] = string.format("%s %d of %d", g.label, g.pruned, g.trials) end
+    lines[#lines + 1] = string.format("pruned (%s): %s", res.prune and res.prune.algorithm or "?",
+      table.concat(parts, ", "))
+  end
+  for _, w in ipairs(res.warnings or {}) do lines[#lines + 1] = "warning: " .. w end
   if res.adoption then lines[#lines + 1] = "adoption: " .. res.adoption.message end
   if res.best then lines[#lines + 1] = "reproduce the best trial: " .. res.best.command end
   return table.concat(lines, "\n")
@@ -237,13 +253,14 @@ function M.complete(study, dir, opts)
   local res = M.results(dir)
   local groups = {}
   for i, x in ipairs(res.groups) do
-    groups[i] = {label = x.label, values = x.values, trials = x.trials, infeasible = x.infeasible,
+    groups[i] = {label = x.label, values = x.values, trials = x.trials, infeasible = x.infeasible, pruned = x.pruned,
                  best = x.best and {id = x.best.id, value = x.best.value, step = x.best.step, hp = x.best.hp} or nil,
                  seeds = x.seeds}
   end
   fs.write_atomic(dir .. "/results.json", json.encode({
     metric = res.metric, mode = res.mode, best = res.best and {id = res.best.id, value = res.best.value,
-    step = res.best.step, command = res.best.command} or nil, groups = groups, adoption = res.adoption}) .. "\n")
+    step = res.best.step, command = res.best.command} or nil, groups = groups, adoption = res.adoption,
+    pruned = res.pruned, prune = res.prune, warnings = json.array(res.warnings)}) .. "\n")
   local root = opts.root or fs.dirname(dir)
   track.append(root .. "/studies.csv", {
     name = study.name, config = study.script or "", description = study.goal or study.description or "",

@@ -2,14 +2,15 @@
 # Installs, from Debian 12 packages, everything dlua needs to build, test and run its
 # examples (Open MPI: multi-process training and its mpirun -np 2 tests; chromium: the
 # headless-browser test of the study report, tests/browser/check_report.lua, which the
-# busted suite runs). Idempotent: packages already present are left alone. Run as root.
+# busted suite runs; clang and libclang-rt-14-dev: the libFuzzer harnesses of tests/fuzz,
+# whose runtime, libclang_rt.fuzzer, that package ships). Idempotent: packages already present are left alone. Run as root.
 #   scripts/setup.sh          build + test + run dependencies
 #   scripts/setup.sh --bench  also PyTorch and numpy for the side-by-side benchmarks
 set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
       lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
-      chromium"
+      chromium clang libclang-rt-14-dev"
 case "${1:-}" in
   --bench) pkgs="$pkgs python3-torch python3-optuna python3-scipy" ;;
 esac
@@ -28,3 +29,14 @@ if [ -n "$missing" ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends $missing
 fi
+
+# the fuzz build needs clang to link libFuzzer with the sanitizers: check that it does
+tmp=$(mktemp -d)
+printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >"$tmp/f.c"
+if ! clang -fsanitize=fuzzer,address,undefined "$tmp/f.c" -o "$tmp/f" 2>"$tmp/err"; then
+  echo "setup: clang cannot link a libFuzzer harness:" >&2
+  cat "$tmp/err" >&2
+  rm -rf "$tmp"
+  exit 1
+fi
+rm -rf "$tmp"

@@ -177,3 +177,49 @@ describe("dl.study warm_start", function()
     assert.truthy(err:find("nowarm.lua:6: dl.study: warm_start: runs/nothing holds no study.json", 1, true), err)
   end)
 end)
+
+describe("importance of a study's hyperparameters", function()
+  local importance = require "dlua.study.importance"
+
+  it("recovers the one relevant dimension of a synthetic objective, by the GP and model-free", function()
+    local space = S.space{a = S.uniform(0, 1), b = S.log_uniform(1e-3, 1), c = S.choice{"x", "y", "z"}}
+    -- the objective depends on a alone (b and c are ignored)
+    local hist = {}
+    for i = 1, 40 do
+      local u = S.point(space, i, {seed = 1})
+      local hp = space:point(u)
+      hist[i] = {u = u, value = math.sin(3 * hp.a) + 0.5 * hp.a * hp.a}
+    end
+    local imp = importance.importance(space, hist)
+    assert.are.equal("a", imp[1].name)
+    assert.is_true(imp[1].gp > 0.9, "gp share of a: " .. imp[1].gp)
+    assert.is_true(imp[1].fanova > 0.8, "fanova share of a: " .. imp[1].fanova)
+    local sum = 0
+    for _, e in ipairs(imp) do
+      sum = sum + e.gp
+      if e.name ~= "a" then
+        assert.is_true(e.gp < 0.05 and e.fanova < 0.2, e.name .. " " .. e.gp .. " " .. e.fanova)
+      end
+    end
+    assert.is_true(math.abs(sum - 1) < 1e-12)
+    -- too few observations: no estimate
+    assert.is_nil(importance.importance(space, {hist[1], hist[2], hist[3], hist[4]}))
+  end)
+
+  it("is in the study's results, results.json and the printed summary", function()
+    local dir = H.tmpdir("importance")
+    write(dir .. "/exp.lua", EXPERIMENT)
+    study_file(dir, "imp.lua", NUISANCE .. "name = \"imp\", trials = 6, parallel = 2,")
+    local out, rc = run(dir, "imp.lua --out runs --no-check --threads 1")
+    assert.are.equal(0, rc, out)
+    local res = dl.study_results(dir .. "/runs/imp")
+    local imp = res.groups[1].importance
+    assert.are.equal(2, #imp)
+    assert.are.same({"lr", "momentum"}, (function() local l = {imp[1].name, imp[2].name}; table.sort(l); return l end)())
+    assert.is_true(math.abs(imp[1].gp + imp[2].gp - 1) < 1e-9)
+    assert.truthy(out:find("importance: " .. imp[1].name .. " %d%.%d%d %(fANOVA %d%.%d%d%), " .. imp[2].name), out)
+    local rj = json.decode(fs.read(dir .. "/runs/imp/results.json"))
+    assert.are.equal(imp[1].name, rj.groups[1].importance[1].name)
+    fs.rm_rf(dir)
+  end)
+end)

@@ -12,6 +12,7 @@ local journal = require "dlua.study.journal"
 local plan = require "dlua.study.plan"
 local spec = require "dlua.study.spec"
 local prune = require "dlua.study.prune"
+local importance = require "dlua.study.importance"
 
 local M = {}
 
@@ -166,7 +167,7 @@ function M.results(dir, opts)
       end
       local t = {id = id, group = f.group, status = f.status, value = value, step = step, hp = f.hp,
                  nuisance = f.nuisance, dir = tdir, command = plan.command(study, f.hp or {}), kind = f.kind,
-                 message = f.message, base = f.base}
+                 message = f.message, base = f.base, u = f.u}
       out.trials[#out.trials + 1] = t
       local g = out.groups[f.group]
       if g then
@@ -194,7 +195,15 @@ function M.results(dir, opts)
     if a.value == b.value then return a.id < b.id end
     return better(a.value, b.value, mode)
   end)
-  for _, g in ipairs(out.groups) do
+  local hist = {}
+  for _, t in ipairs(out.trials) do
+    if t.kind ~= "seed" and t.u and t.status == "done" and t.value ~= nil and out.groups[t.group] then
+      hist[t.group] = hist[t.group] or {}
+      table.insert(hist[t.group], {u = t.u, value = t.value})
+    end
+  end
+  for i, g in ipairs(out.groups) do
+    g.importance = hist[i] and importance.importance(study.space, hist[i], g.values) or nil
     g.seeds = mean_std(g.seed_values)
     if g.best and (not out.best or better(g.best.value, out.best.value, mode)) then out.best = g.best end
   end
@@ -235,6 +244,17 @@ function M.format_results(res)
         g.seeds.mean, g.seeds.std and string.format("%.4f", g.seeds.std) or "-", g.seeds.min, g.seeds.max)
     end
   end
+  for _, g in ipairs(res.groups) do
+    if g.importance then
+      local parts = {}
+      for _, e in ipairs(g.importance) do
+        parts[#parts + 1] = string.format("%s %s (fANOVA %.2f)", e.name, e.gp and string.format("%.2f", e.gp) or "-",
+          e.fanova)
+      end
+      lines[#lines + 1] = string.format("importance%s: %s", #res.groups > 1 and (" (" .. g.label .. ")") or "",
+        table.concat(parts, ", "))
+    end
+  end
   if res.pruned and res.pruned > 0 then
     local parts = {}
     for _, g in ipairs(res.groups) do parts[#parts + 1] = string.format("%s %d of %d", g.label, g.pruned, g.trials) end
@@ -254,6 +274,7 @@ function M.complete(study, dir, opts)
   local groups = {}
   for i, x in ipairs(res.groups) do
     groups[i] = {label = x.label, values = x.values, trials = x.trials, infeasible = x.infeasible, pruned = x.pruned,
+                 importance = x.importance,
                  best = x.best and {id = x.best.id, value = x.best.value, step = x.best.step, hp = x.best.hp} or nil,
                  seeds = x.seeds}
   end

@@ -115,7 +115,12 @@ static int dataset_ds_subset(lua_State *L) {
   if (ix->dtype != DL_I64 && ix->dtype != DL_I32) return lt_argerror(L, 2, "the index must be an integer tensor");
   int64_t n = dl_numel(ix);
   int64_t *idx = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *idx, 0);   /* the GC frees it */
-  for (int64_t i = 0; i < n; i++) idx[i] = (int64_t)dl_get_flat(ix, i) - 1;
+  for (int64_t i = 0; i < n; i++) {
+    double v = dl_get_flat(ix, i);                 /* exact for int32; int64 beyond 2^53 is out of range anyway */
+    if (!(v >= 1 && v <= (double)ds->len))
+      return lt_argerror(L, 2, "position %f at index %I is outside [1, %I]", (lua_Number)v, (lua_Integer)(i + 1), (lua_Integer)ds->len);
+    idx[i] = (int64_t)v - 1;
+  }
   dataset_box *b = lt_new_dataset_box(L);
   b->ds = dl_dataset_new_subset(lt_ctx(L), ds, n, idx);
   if (!b->ds) return lt_raise_plain(L);

@@ -157,6 +157,7 @@ describe("dl.study prune = {algorithm = \"median\"}", function()
     assert.are.equal(0, rc, out)
     check_pruned(dir .. "/runs/median", true)
     assert.truthy(out:find("pruned (median): (all) 3 of 6", 1, true), out)
+    assert.truthy(out:find("[ok]   pruning: 3 of 6 trials pruned (median)", 1, true), out)
     assert.falsy(out:find("exploration study needs complete trials", 1, true), out)
   end)
 
@@ -168,6 +169,10 @@ describe("dl.study prune = {algorithm = \"median\"}", function()
       "trials", 1, true), out)
     local rj = json.decode(fs.read(dir .. "/runs/explore/results.json"))
     assert.truthy(rj.warnings[1]:find("exploration study needs complete trials", 1, true))
+    -- the diagnosis: a warning, and pruned trials are not counted as infeasible
+    assert.truthy(out:find("[warn] pruning: 3 of 6 trials pruned (median); the quasirandom study prunes", 1, true),
+      out)
+    assert.truthy(out:find("infeasible: 0 of 3 trials infeasible", 1, true), out)
   end)
 
   it("keeps pruned trials pruned through a SIGKILL of the study and a resume", function()

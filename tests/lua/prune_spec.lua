@@ -224,6 +224,29 @@ describe("dl.study prune = {algorithm = \"median\"}", function()
   end)
 end)
 
+describe("dl.study prune settings", function()
+  it("are checked when the study is defined", function()
+    local dir = H.tmpdir("prunecheck")
+    write(dir .. "/exp.lua", EXPERIMENT)
+    local cases = {
+      {"{algorithm = \"medain\"}", "prune.algorithm must be \"median\" or \"asha\", got medain; did you mean 'median'?"},
+      {"{algorithm = \"asha\"}", "prune.min_steps is required for asha (the first rung's steps)"},
+      {"{algorithm = \"asha\", min_steps = 30}", "prune.min_steps = 30 is not below the step budget 30: no rung"},
+      {"{algorithm = \"asha\", min_steps = 5, reduction = 1}", "prune.reduction must be a number > 1, got 1"},
+      {"{algorithm = \"median\", min_steps = 5}", "prune.min_steps belongs to asha, not median"},
+      {"{algorithm = \"median\", min_trials = 0}", "prune.min_trials must be an integer >= 1, got 0"},
+    }
+    for i, c in ipairs(cases) do
+      study_file(dir, "p" .. i .. ".lua", "  name = \"p\", nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 2,\n" ..
+        "  prune = " .. c[1] .. ",")
+      local err, rc = run(dir, "p" .. i .. ".lua --out runs --no-check")
+      assert.are.equal(1, rc, err)
+      assert.truthy(err:find("p" .. i .. ".lua:6: dl.study: " .. c[2], 1, true), "want: " .. c[2] .. "\ngot: " .. err)
+    end
+    fs.rm_rf(dir)
+  end)
+end)
+
 describe("dl.study prune = {algorithm = \"asha\"}", function()
   local dir
   setup(function() dir = H.tmpdir("asha"); write(dir .. "/exp.lua", EXPERIMENT) end)

@@ -417,6 +417,7 @@ function M.fingerprint(rec)
   local t = copy(rec)
   t.trials, t.goal, t.description, t.script, t.experiment, t.nuisance_description, t.seeds = nil, nil, nil, nil,
     nil, nil, nil
+  t.max_steps = nil                 -- derived (steps, fixed, the experiment): directories of earlier versions resume
   return string.format("%016x", search.hash_string(json.encode(t)))
 end
 

@@ -204,9 +204,17 @@ static int is_command (const char *name) {
   return c != name && access(name, F_OK) != 0;
 }
 
+/* does an argument after the script look like a flag ('--x')? */
+static int has_flag (char **argv) {
+  int i;
+  for (i = 1; argv[i] != NULL; i++)
+    if (strncmp(argv[i], "--", 2) == 0 && argv[i][2] != '\0') return 1;
+  return 0;
+}
+
 /* runs the script argv[0] ('-' alone: stdin) with arg[1..] as '...' */
 static int handle_script (lua_State *L, char **argv) {
-  int status;
+  int status, command = 0, ran_object = 0, watched = 0;
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
     fname = NULL;  /* stdin */
@@ -215,9 +223,15 @@ static int handle_script (lua_State *L, char **argv) {
     /* 'dlua agent DIR ...': a bare word that is no file names a command of dlua.cli.commands */
     lua_pop(L, 1);
     status = luaL_loadstring(L, "return require('dlua.cli.commands').main(arg[0], ...)");
+    command = 1;
   }
   if (status == LUA_OK) {
     int n = pushargs(L);
+    if (!command && has_flag(argv)) {  /* notes whether the script reads arg (flags.check_unused) */
+      int w = luaL_dostring(L, "require('dlua.train.flags').watch_arg()");
+      if (w != LUA_OK) lua_pop(L, 1);  /* no library: no check */
+      else watched = 1;
+    }
     status = docall(L, n, 1);
   }
   /* a script whose main chunk returns an experiment or a study is run by dlua.cli */
@@ -225,6 +239,7 @@ static int handle_script (lua_State *L, char **argv) {
     int kind = lua_getfield(L, -1, "_dlua_kind");
     lua_pop(L, 1);
     if (kind == LUA_TSTRING) {
+      ran_object = 1;
       lua_getglobal(L, "require");
       lua_pushliteral(L, "dlua.cli");
       status = docall(L, 1, 1);
@@ -235,6 +250,15 @@ static int handle_script (lua_State *L, char **argv) {
         lua_pushstring(L, fname ? fname : "stdin");
         status = docall(L, 2, 0);
       }
+    }
+  }
+  /* dlua's flags (--out, --steps, ...) given to a script that returned no experiment
+   * or study would be ignored silently: an error (dlua.train.flags.check_unused) */
+  if (status == LUA_OK && watched && !ran_object) {
+    status = luaL_loadstring(L, "return require('dlua.train.flags').check_unused(...)");
+    if (status == LUA_OK) {
+      lua_pushstring(L, fname ? fname : "stdin");
+      status = lua_pcall(L, 1, 0, 0);          /* a usage error: the message alone, no traceback */
     }
   }
   return report(L, status, DLUA_PROGNAME);

@@ -187,6 +187,7 @@ void lt_register_checkpoint(lua_State *L, int mod, int cidx);  /* lua_checkpoint
 void lt_register_dist(lua_State *L, int mod, int cidx);        /* lua_dist.c */
 void lt_register_fileio(lua_State *L, int mod, int cidx);      /* lua_fileio.c */
 void lt_register_gp(lua_State *L, int mod, int cidx);          /* lua_gp.c */
+void lt_register_proc(lua_State *L, int mod, int cidx);        /* lua_proc.c */
 
 int luaopen_dlua_core(lua_State *L);
 

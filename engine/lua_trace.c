@@ -15,12 +15,14 @@ static int trace_trace_start(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lt_checkargs(L, 1);
   if (dl_trace_active(cb->trace)) return luaL_error(L, "trace: already recording to '%s'", cb->trace_path);
-  FILE *f = fopen(path, "a");                 /* fail now, not at stop, on an unwritable path */
-  if (!f) return luaL_error(L, "trace: cannot write '%s'", path);
-  fclose(f);
   snprintf(cb->trace_path, sizeof cb->trace_path, "%s", path);
   dl_trace_start(cb->trace);
   dl_trace_thread_name(cb->trace, DL_TRACE_MAIN_TID, "main (Lua)");
+  char err[1200];                             /* a valid empty trace now: JSON whenever the process ends */
+  if (dl_trace_flush(cb->trace, path, err, sizeof err) < 0) {
+    dl_trace_discard(cb->trace);
+    return luaL_error(L, "%s", err);
+  }
   return 0;
 }
 

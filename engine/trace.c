@@ -6,10 +6,16 @@
  * otherData). At write time each span becomes a "B" and an "E" event and the
  * events are sorted by time; ties put ends before begins, inner ends before
  * outer ends and outer begins before inner begins, so nested spans on one
- * thread stay matched. It does not sample, aggregate or flush while running.
+ * thread stay matched. It does not sample or aggregate. The file is written
+ * through the file I/O module's atomic replace, so it is complete JSON (the old
+ * document or the new one) whenever the process ends; dl_trace_flush writes
+ * what was recorded so far without stopping (at the start, an empty trace).
  */
 /* See LICENSE */
 #include "trace.h"
+
+#include "dl.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -161,34 +167,21 @@ static void put_json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-long dl_trace_write_stop(dl_trace *tr, const char *path, char *err, size_t errlen) {
-  pthread_mutex_lock(&tr->lock);
-  tr->active = 0;
-  long n = tr->n, dropped = tr->dropped;
-  span *spans = tr->spans;
-  tr->spans = NULL;
-  tr->n = tr->cap = 0;
-  thread_name threads[MAX_THREADS];
-  int nthreads = tr->nthreads;
-  memcpy(threads, tr->threads, sizeof threads);
-  pthread_mutex_unlock(&tr->lock);
-
-  long rc = -1;
+/* renders spans and thread names as the JSON document; a malloc'ed buffer, or NULL */
+static char *render(const span *spans, long n, long dropped, const thread_name *threads, int nthreads,
+                    size_t *len) {
   event *ev = n ? malloc((size_t)n * 2 * sizeof *ev) : NULL;
-  FILE *f = NULL;
-  if (n && !ev) {
-    snprintf(err, errlen, "trace: out of memory sorting %ld spans", n);
-    goto done;
-  }
+  if (n && !ev) return NULL;
   for (long i = 0; i < n; i++) {
     ev[2 * i] = (event){spans[i].b, 0, spans[i].e, spans[i].seq, &spans[i]};
     ev[2 * i + 1] = (event){spans[i].e, 1, spans[i].b, spans[i].seq, &spans[i]};
   }
   if (n) qsort(ev, (size_t)n * 2, sizeof *ev, event_cmp);
-  f = fopen(path, "w");
+  char *buf = NULL;
+  FILE *f = open_memstream(&buf, len);
   if (!f) {
-    snprintf(err, errlen, "trace: cannot write '%s': %s", path, strerror(errno));
-    goto done;
+    free(ev);
+    return NULL;
   }
   int pid = (int)getpid();
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"dlua\",\"dropped_spans\":%ld},\n", dropped);
@@ -212,18 +205,70 @@ long dl_trace_write_stop(dl_trace *tr, const char *path, char *err, size_t errle
     first = 0;
   }
   fprintf(f, "\n]}\n");
-  if (ferror(f)) {
-    snprintf(err, errlen, "trace: error writing '%s'", path);
-    fclose(f);
-    goto done;
-  }
-  if (fclose(f) != 0) {
-    snprintf(err, errlen, "trace: error closing '%s': %s", path, strerror(errno));
-    goto done;
-  }
-  rc = n;
-done:
+  int bad = ferror(f);
+  if (fclose(f) != 0) bad = 1;
   free(ev);
+  if (bad) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+/* renders what was recorded (stop = 1: and stops, handing the spans over)
+ * and replaces path with it through the file I/O module */
+static long write_file(dl_trace *tr, const char *path, int stop, char *err, size_t errlen) {
+  pthread_mutex_lock(&tr->lock);
+  long n = tr->n, dropped = tr->dropped;
+  span *spans;
+  if (stop) {
+    tr->active = 0;
+    spans = tr->spans;
+    tr->spans = NULL;
+    tr->n = tr->cap = 0;
+  } else {
+    spans = n ? malloc((size_t)n * sizeof *spans) : NULL;
+    if (n && !spans) {
+      pthread_mutex_unlock(&tr->lock);
+      snprintf(err, errlen, "trace: out of memory copying %ld spans", n);
+      return -1;
+    }
+    if (n) memcpy(spans, tr->spans, (size_t)n * sizeof *spans);
+  }
+  thread_name threads[MAX_THREADS];
+  int nthreads = tr->nthreads;
+  memcpy(threads, tr->threads, sizeof threads);
+  pthread_mutex_unlock(&tr->lock);
+
+  long rc = -1;
+  size_t len = 0;
+  char *buf = render(spans, n, dropped, threads, nthreads, &len);
+  dl_ctx *ctx = buf ? dl_ctx_new() : NULL;
+  if (!buf || !ctx) {
+    snprintf(err, errlen, "trace: out of memory writing %ld spans", n);
+  } else if (dl_fileio_replace(ctx, path, buf, len) < 0) {
+    snprintf(err, errlen, "trace: %s", ctx->err);
+  } else {
+    rc = n;
+  }
+  dl_ctx_free(ctx);
+  free(buf);
   free(spans);
   return rc;
+}
+
+long dl_trace_write_stop(dl_trace *tr, const char *path, char *err, size_t errlen) {
+  return write_file(tr, path, 1, err, errlen);
+}
+
+long dl_trace_flush(dl_trace *tr, const char *path, char *err, size_t errlen) {
+  return write_file(tr, path, 0, err, errlen);
+}
+
+void dl_trace_discard(dl_trace *tr) {
+  pthread_mutex_lock(&tr->lock);
+  tr->active = 0;
+  tr->n = 0;
+  tr->dropped = 0;
+  pthread_mutex_unlock(&tr->lock);
 }

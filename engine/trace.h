@@ -45,8 +45,19 @@ void dl_trace_span(dl_trace *tr, const char *name, const char *cat, int tid, int
 /* Names a thread in the file ("pipeline 1 worker 2"); the last name given wins. */
 void dl_trace_thread_name(dl_trace *tr, int tid, const char *name);
 
-/* Stops recording and writes the JSON file. Returns the number of spans
- * written, or -1 with a message in err (the recording is dropped either way). */
+/* Stops recording and writes the JSON file (an atomic replace: a reader, or a
+ * process that dies meanwhile, sees the old document or the new one). Returns
+ * the number of spans written, or -1 with a message in err ("trace: cannot
+ * write '<path>': ..."; the recording is dropped either way). */
 long dl_trace_write_stop(dl_trace *tr, const char *path, char *err, size_t errlen);
+
+/* Writes what was recorded so far (as dl_trace_write_stop does) and keeps
+ * recording. Returns the number of spans written, or -1 with err. At the
+ * start of a recording it writes a valid empty trace, so the path holds JSON
+ * from the first moment. */
+long dl_trace_flush(dl_trace *tr, const char *path, char *err, size_t errlen);
+
+/* Stops recording and drops what was recorded, writing nothing. */
+void dl_trace_discard(dl_trace *tr);
 
 #endif

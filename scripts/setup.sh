@@ -3,14 +3,16 @@
 # examples (Open MPI: multi-process training and its mpirun -np 2 tests; chromium: the
 # headless-browser test of the study report, tests/browser/check_report.lua, which the
 # busted suite runs; clang and libclang-rt-14-dev: the libFuzzer harnesses of tests/fuzz,
-# whose runtime, libclang_rt.fuzzer, that package ships). Idempotent: packages already present are left alone. Run as root.
+# whose runtime, libclang_rt.fuzzer, that package ships; tmux: the progress line checked
+# in a real terminal, tests/lua/progress_spec.lua). Idempotent: packages already present
+# are left alone. Run as root.
 #   scripts/setup.sh          build + test + run dependencies
 #   scripts/setup.sh --bench  also PyTorch and numpy for the side-by-side benchmarks
 set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
       lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
-      chromium clang libclang-rt-14-dev"
+      chromium clang libclang-rt-14-dev tmux"
 case "${1:-}" in
   --bench) pkgs="$pkgs python3-torch python3-optuna python3-scipy" ;;
 esac

@@ -103,6 +103,12 @@ M.EXCLUDED = {
   ["dl.batch_size_sweep"] = "runs one training job per batch size (minutes per call)",
   ["dl.data.fashion_mnist"] = "reads the 30 MB Fashion-MNIST set from /usr/share (outside the scratch dir, seconds per call)",
   ["dl.data.fashion_mnist_tensors"] = "as dl.data.fashion_mnist",
+  ["core._proc_spawn"] = "starts any program on PATH with the arguments it is given (dlua.util.proc)",
+  ["core._proc_signal"] = "sends a signal to any process id it is given",
+  ["core._signal_catch"] = "makes SIGINT/SIGTERM set a flag: a worker would outlive the driver's kill",
+  ["core._sleep"] = "sleeps as long as it is asked (up to 1e9 s): a hang by design",
+  ["core._wait_event"] = "as core._sleep",
+  ["dl.util.sleep"] = "as core._sleep",
 }
 
 local function walk(v, name, seen, out, depth)

@@ -203,6 +203,21 @@ local valid = {
   _dist_solo = {args = function() return 1 end, after = function() core._dist_solo(-1) end},
   _dist_stats = {args = function() end},
   _dist_world = {args = function() end},
+  -- signals, sleeps, processes (lua_proc.c)
+  _getpid = {args = function() end},
+  _proc_alive = {args = function() return core._getpid() end},
+  _proc_poll = {args = function() return core._proc_spawn({"true"}), true end},
+  _proc_signal = {args = function() return core._getpid(), "CONT" end},
+  _proc_spawn = {args = function() return {"true"}, {stdout = dir .. "/spawn.log"} end,
+                 after = function() end},
+  _signal_catch = {args = function() end, after = function() core._signal_release() end},
+  _signal_clear = {args = function() end},
+  _signal_pending = {args = function() end},
+  _signal_release = {args = function() end},
+  _signal_winch = {args = function() end},
+  _sleep = {args = function() return 0 end},
+  _term_width = {args = function() return 1 end},
+  _wait_event = {args = function() return 0 end},
 }
 
 -- where an options table goes: the arguments before it
@@ -223,6 +238,7 @@ local options_at = {
   var = function() return T(), 1 end,
   zeros = function() return 2, 3 end,
   _read_csv = function() return csv_path end,
+  _proc_spawn = function() return {"true"} end,
 }
 
 local function functions()

@@ -15,6 +15,7 @@
 -- determinism check and, after a study, its report and diagnosis.
 local core = require "dlua.core"
 local util = require "dlua.util"
+local proc = require "dlua.util.proc"
 local blame = require "dlua.util.blame"
 local fs = require "dlua.util.fs"
 local flags = require "dlua.train.flags"
@@ -107,6 +108,7 @@ function run_checked(obj, script)
   for i = 1, #(arg or {}) do args[i] = arg[i] end
   if obj._dlua_kind == "study" then                  -- trials over ranks (alone: study:main), then the report
     local res = ranks.run_study(obj, args, script)
+    if res and res.interrupted then os.exit(proc.exit_code(res.interrupted)) end   -- no report of half a study
     M.report_study(res)
     return res
   end
@@ -139,7 +141,25 @@ function run_checked(obj, script)
     io.stderr:write(string.format("%s: diverged: %s\n", script, tostring(res.message)))
     os.exit(3)
   end
+  if res.status == "interrupted" then                 -- 130 (SIGINT) or 143 (SIGTERM), as a shell reports it
+    io.stderr:write("dlua: resume with: ", M.resume_command(script, args, o.out), "\n")
+    os.exit(proc.exit_code(res.signal))
+  end
   return res
+end
+
+--- The command that continues a run: dlua, the script and its arguments as given,
+-- with --out DIR (the run directory used) and --resume added when missing.
+function M.resume_command(script, args, out)
+  local parts, has_out, has_resume = {"dlua", util.shell_quote(script)}, false, false
+  for _, a in ipairs(args) do
+    if a == "--out" or a:match("^%-%-out=") then has_out = true end
+    if a == "--resume" then has_resume = true end
+    parts[#parts + 1] = util.shell_quote(a)
+  end
+  if not has_out then parts[#parts + 1] = "--out " .. util.shell_quote(out) end
+  if not has_resume then parts[#parts + 1] = "--resume" end
+  return table.concat(parts, " ")
 end
 
 return M

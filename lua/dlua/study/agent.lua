@@ -4,12 +4,17 @@
 -- trials.csv, and completes the study once every planned trial settled. Agents
 -- in other processes or on other hosts share a study through the journal; a
 -- trial whose owner died (same host: its pid is gone; other hosts: its lease
--- expired) is claimed again.
+-- expired) is claimed again. A first SIGINT or SIGTERM stops new claims, is
+-- forwarded to the running trials (each checkpoints and exits) and records them
+-- as "interrupted": not final, so the next session resumes them (agent.interrupted
+-- then names the signal; the caller exits 130 / 143).
 local core = require "dlua.core"
 local util = require "dlua.util"
+local proc = require "dlua.util.proc"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local track = require "dlua.train.track"
+local progress = require "dlua.train.progress"
 local search = require "dlua.search"
 local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
@@ -43,6 +48,7 @@ function M.new(study, dir, opts)
     quiet = opts.quiet, exe = opts.exe, running = {}, started = 0, ran = {}, n = opts.trials or study.trials,
   }, Agent)
   self.threads = opts.threads or math.max(1, util.cores() // self.jobs)
+  self.sprog = progress.study{total = 0, jobs = self.jobs, metric = study.objective.metric}
   if study.warm_start then
     local used, skipped, reasons
     self.warm, used, skipped, reasons = warm.history(study, study.warm_start)
@@ -303,7 +309,7 @@ end
 function Agent:is_complete(st, session_start)
   for _, t in ipairs(self:all_trials(st, session_start)) do
     local s = st.trials[t.id]
-    if not s or not s.finish or s.running then return false end
+    if not s or not s.finish or s.running or s.finish.status == "interrupted" then return false end
   end
   if #prune.promotable(self.study, st) > 0 then return false end
   if self.study.seeds > 0 then
@@ -331,10 +337,35 @@ end
 function Agent:after_finish(events, append, session_start)
   local st = replay(events)
   self:write_trials_csv(st)
+  local line = self:progress_line(st, session_start)
   if self:is_complete(st, session_start) and st.complete_at < st.last_finish then
     append({event = "complete"})
-    return true
+    return true, line
   end
+  return false, line
+end
+
+-- "trials 3/12 done, 2 running, 7 pending, 1 interrupted  best ... (t003)  ETA 2m10s"
+-- from the journal state: a trial left unsettled by an earlier session is pending
+function Agent:progress_line(st, session_start)
+  local trials = self:all_trials(st, session_start)
+  local c = {done = 0, running = 0, pending = 0, pruned = 0, interrupted = 0, failed = 0}
+  local best
+  local mode = self.study.objective.mode
+  for _, t in ipairs(trials) do
+    local s = st.trials[t.id]
+    local f = s and s.finish
+    if s and s.running then c.running = c.running + 1
+    elseif f and (FINAL[f.status] or s.finish_at >= session_start) then
+      local k = f.status == "pruned" and "pruned" or (FINAL[f.status] and "done" or f.status)
+      c[k] = (c[k] or 0) + 1
+      if f.status == "done" and f.value ~= nil and (not best or better(f.value, best.value, mode)) then
+        best = {id = t.id, value = f.value}
+      end
+    else c.pending = c.pending + 1 end
+  end
+  self.sprog.total = #trials
+  return self.sprog:line(c, best)
 end
 
 function Agent:finish(r, code, session_start)
@@ -345,7 +376,7 @@ function Agent:finish(r, code, session_start)
   local value_txt = res.value and string.format("%s %.4f at step %s", study.objective.metric, res.value,
     tostring(res.step)) or (res.message or "")
   self:say("trial %s %s: %s (%.1f s)", t.id, res.status, value_txt, wall)
-  local completed
+  local completed, progress_line
   self.journal:locked(function(events, append)
     local st = replay(events)
     local s = st.trials[t.id]
@@ -354,8 +385,10 @@ function Agent:finish(r, code, session_start)
       return
     end
     append(self:finish_event(r, res, wall))
-    completed = self:after_finish(events, append, session_start)
+    if res.status ~= "interrupted" then self.sprog:finished(wall) end
+    completed, progress_line = self:after_finish(events, append, session_start)
   end)
+  if progress_line then self:say("%s", progress_line) end
   self.ran[#self.ran + 1] = {id = t.id, status = res.status, value = res.value, message = res.message}
   if completed then results.complete(study, self.dir, self.opts) end
 end
@@ -370,7 +403,7 @@ function Agent:check_prune(r, session_start)
   if not last or last[1] == r.seen then return end
   local from = r.seen
   r.seen = last[1]
-  local completed
+  local completed, line
   local d = self.journal:locked(function(events, append)
     local st = replay(events)
     local s = st.trials[t.id]
@@ -408,14 +441,16 @@ function Agent:check_prune(r, session_start)
     if d then
       append(self:finish_event(r, {status = "pruned", value = d.value, step = d.step, steps = last[1],
         message = d.message, rung = d.rung}, core.clock() - r.handle.t0))
-      completed = self:after_finish(events, append, session_start)
+      self.sprog:finished(core.clock() - r.handle.t0)
+      completed, line = self:after_finish(events, append, session_start)
     end
     return d
   end)
   if not d then return end
   r.pruned = d
-  if r.handle.stop then r.handle:stop() end
+  if r.handle.kill then r.handle:kill("KILL") end    -- resumable: the checkpoints stay
   self:say("trial %s pruned: %s", t.id, d.message)
+  if line then self:say("%s", line) end
   self.ran[#self.ran + 1] = {id = t.id, status = "pruned", value = d.value, message = d.message}
   if completed then results.complete(study, self.dir, self.opts) end
 end
@@ -435,25 +470,35 @@ end
 -- count trials ran). wait = true (the study runner) also waits for trials other
 -- agents hold, reclaiming them when their lease expires.
 function Agent:loop()
+  proc.catch()                                  -- SIGINT/SIGTERM: stop cleanly (below)
+  local _ <close> = setmetatable({}, {__close = function() proc.release() end})
   local session_start = #self.journal:events() + 1
   local last_renew = core.clock()
-  local poll = self.opts.poll or 0.1
+  local poll = self.opts.poll or 0.5            -- the longest wait: a trial's end wakes it at once
   while true do
+    local sig = proc.interrupted()
+    if sig and not self.interrupted then        -- no new trials; the running ones checkpoint and stop
+      self.interrupted = sig
+      self:say("%s: no new trials; waiting for %d running trial(s) to checkpoint and stop", sig, #self.running)
+      for _, r in ipairs(self.running) do
+        if r.handle.kill then r.handle:kill(sig == "SIGTERM" and "TERM" or "INT") end
+      end
+    end
     local why
-    while #self.running < self.jobs and (not self.count or self.started < self.count) do
+    while not self.interrupted and #self.running < self.jobs and (not self.count or self.started < self.count) do
       local t
       t, why = self:claim(session_start)
       if not t then break end
       self:start(t)
     end
     if #self.running == 0 then
-      if why == "wait" or (why == "held" and self.wait) then
-        util.sleep(0.5)
+      if not self.interrupted and (why == "wait" or (why == "held" and self.wait)) then
+        proc.sleep(0.5)
       else
         break
       end
     else
-      util.sleep(poll)
+      proc.wait_event(poll)
       local keep = {}
       for _, r in ipairs(self.running) do
         local code = r.handle:poll()
@@ -471,6 +516,7 @@ function Agent:loop()
       end
     end
   end
+  if self.interrupted then return self.ran end
   -- a study whose last trial finished without the completion being recorded
   -- (the process died in between) completes now
   local completed = self.journal:locked(function(events, append)

@@ -9,6 +9,7 @@
 -- a warning, and the study goes on (each trial is judged on its own).
 local core = require "dlua.core"
 local util = require "dlua.util"
+local proc = require "dlua.util.proc"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local train = require "dlua.train"
@@ -80,9 +81,7 @@ function M.run(study, exe, threads)
                threads = threads or 1}
   fs.write_atomic(dir .. "/job.json", json.encode(job) .. "\n")
   local code = string.format("require(%q).child(%q)", "dlua.study.dryrun", dir .. "/job.json")
-  local cmd = string.format("%s -e %s >%s 2>&1 </dev/null", util.shell_quote(exe), util.shell_quote(code),
-    util.shell_quote(dir .. "/log"))
-  os.execute(cmd)
+  proc.spawn({exe, "-e", code}, {stdout = dir .. "/log", stderr = "stdout"}):wait()
   local res = json.decode(fs.read(job.result) or "")
   if type(res) ~= "table" then
     res = {status = "error", message = first_line(fs.read(dir .. "/log")) or "no output", names = {}}

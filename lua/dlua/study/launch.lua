@@ -4,72 +4,38 @@
 -- study:run / study:main instead of this one; both have the same contract.
 local lfs = require "lfs"
 local core = require "dlua.core"
-local util = require "dlua.util"
+local proc = require "dlua.util.proc"
 local fs = require "dlua.util.fs"
 local common = require "dlua.study.common"
 
 local M = {}
 
-local shq = util.shell_quote
-
 local Handle = {}
 Handle.__index = Handle
 
-local launched = 0
-
---- launch(exe, args, dir [, {agent_pid =}]) -> handle: starts `exe args...` in the
--- background, in the current directory, with its output in dir/trial.log. The
--- handle's :poll() is nil while it runs and the exit code once it ended (the
--- watchdog writes it to dir/exit.TOKEN, a name of this launch's own, which poll
--- renames to dir/exit: the watchdog of an earlier launch into the same directory
--- that ends late cannot pass its code off as this one's); handle.t0 is the start
--- time (core.clock). A watchdog shell
--- ends the trial when the agent process (agent_pid) dies, so a killed study leaves
--- no orphan writing into a run directory that a resumed study will reuse. Errors
--- when no shell can be started.
+--- launch(exe, args, dir [, {agent_pid =}]) -> handle: starts `exe args...` (no
+-- shell: dlua.util.proc) in the current directory, with its output in
+-- dir/trial.log and its pid in dir/trial.pid. The trial leads its own process
+-- group, so a terminal's Ctrl-C reaches the agent, which forwards it
+-- (handle:kill); it gets SIGTERM when the agent dies, so a killed study leaves no
+-- orphan writing into a run directory that a resumed study will reuse. The
+-- handle's :poll() is nil while it runs and then the exit code (128 + signal
+-- when a signal ended it); handle.t0 is the start time (core.clock). Errors
+-- name the program when it cannot be started.
 function M.launch(exe, args, dir, opts)
-  opts = opts or {}
   fs.mkdir_p(dir)
-  os.remove(dir .. "/exit")
   os.remove(dir .. "/result.json")
-  for _, name in ipairs(fs.list(dir)) do
-    if name:match("^exit%.") then os.remove(dir .. "/" .. name) end
-  end
-  local cmd = {shq(exe)}
-  for _, a in ipairs(args) do cmd[#cmd + 1] = shq(a) end
-  launched = launched + 1
-  local token = string.format("%s-%d-%d", tostring(util.getpid()), launched, math.floor(core.clock() * 1e6))
-  local d = shq(dir)
-  local watch = opts.agent_pid and string.format(
-    "kill -0 %d 2>/dev/null || { kill -TERM $c 2>/dev/null; sleep 1; kill -KILL $c 2>/dev/null; }; ", opts.agent_pid) or ""
-  local script = string.format(
-    "cd %s || exit 1; %s >%s/trial.log 2>&1 </dev/null & c=$!; echo $c >%s/trial.pid; " ..
-    "while kill -0 $c 2>/dev/null; do %ssleep 0.2; done; wait $c; rc=$?; " ..
-    "echo $rc >%s/exit.tmp.$$ && mv %s/exit.tmp.$$ %s/exit.%s",
-    shq(lfs.currentdir()), table.concat(cmd, " "), d, d, watch, d, d, d, token)
-  local ok = os.execute("sh -c " .. shq(script) .. " >/dev/null 2>&1 &")
-  if not ok then error("dl.study: cannot start a trial process (sh)", 0) end
-  return setmetatable({dir = dir, t0 = core.clock(), token = token}, Handle)
+  local argv = {exe}
+  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  local p = proc.spawn(argv, {cwd = lfs.currentdir(), stdout = dir .. "/trial.log", stderr = "stdout"})
+  fs.write_atomic(dir .. "/trial.pid", p.pid .. "\n")
+  return setmetatable({dir = dir, t0 = core.clock(), proc = p, opts = opts}, Handle)
 end
 
-function Handle:poll()
-  if self.code then return self.code end
-  local path = self.dir .. "/exit." .. self.token
-  local s = fs.read(path)
-  if not s then return nil end
-  self.code = tonumber(s:match("%-?%d+")) or -1
-  os.rename(path, self.dir .. "/exit")
-  return self.code
-end
+function Handle:poll() return (self.proc:poll()) end
 
---- handle:stop(): ends the trial now (SIGKILL to the pid in dir/trial.pid; a
--- pruned or paused trial resumes from its checkpoints); poll then reports the
--- exit. A trial that already ended is left alone.
-function Handle:stop()
-  if self.code then return end
-  local pid = tonumber((fs.read(self.dir .. "/trial.pid") or ""):match("%d+"))
-  if pid and M.pid_alive(pid) then os.execute(string.format("kill -KILL %d 2>/dev/null", pid)) end
-end
+--- handle:kill(sig): sig ("INT", "TERM") to the trial's process group.
+function Handle:kill(sig) self.proc:kill(sig) end
 
 --- pid_alive(pid) -> is the process pid alive (not a zombie)? True when /proc
 -- cannot tell (then the caller trusts the lease); false for nil.

@@ -74,13 +74,16 @@ end
 
 --- outcome(study, dir, code) -> {status, message, value, step, steps}: a finished
 -- trial process (exit code) judged from its run directory; a run that reported
--- no objective value is "failed", naming the eval metrics it did report.
+-- no objective value is "failed", naming the eval metrics it did report; one
+-- stopped by SIGINT/SIGTERM (exit 130/143) is "interrupted" (resumable).
 function M.outcome(study, dir, code)
   local r = json.decode(fs.read(dir .. "/result.json") or "") or nil
   local status, message = "failed", nil
   if type(r) == "table" and r.status then
     status, message = r.status, r.message
     if code ~= 0 and code ~= 3 and status == "done" then status = "failed"; message = "exit status " .. code end
+  elseif code == 130 or code == 143 then          -- stopped by SIGINT/SIGTERM before it wrote a result
+    status, message = "interrupted", string.format("interrupted (exit status %d) before it wrote a result", code)
   else
     message = tail_line(dir .. "/trial.log") or ("exit status " .. tostring(code))
   end

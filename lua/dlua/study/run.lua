@@ -3,6 +3,7 @@
 -- `dlua agent STUDY_DIR [flags]` (agent_main), with their flags and help.
 local core = require "dlua.core"
 local util = require "dlua.util"
+local proc = require "dlua.util.proc"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local common = require "dlua.study.common"
@@ -37,6 +38,14 @@ function M.prepare(self, dir, n)
 end
 
 -- has a trial of the study in dir measured the objective (then the dry run is moot)?
+-- after an interrupt: how many trials stopped, and how to continue them
+local function interrupted_note(agent)
+  local n = 0
+  for _, r in ipairs(agent.ran) do if r.status == "interrupted" then n = n + 1 end end
+  io.stderr:write(string.format("dlua: study %s interrupted by %s: %d trial(s) interrupted at their last checkpoint; " ..
+    "run the same command again to continue them\n", agent.study.name, agent.interrupted, n))
+end
+
 local function measured(dir)
   for _, e in ipairs(journal.open(dir):events()) do
     if e.event == "finish" and e.status == "done" then return true end
@@ -85,7 +94,8 @@ function M.run(self, opts)
   end
   agent:loop()
   local res = results.results(dir)
-  res.dir, res.ran = dir, agent.ran
+  res.dir, res.ran, res.interrupted = dir, agent.ran, agent.interrupted
+  if agent.interrupted then interrupted_note(agent) end
   return res
 end
 
@@ -192,6 +202,7 @@ function M.main(self, args, script, hooks)
     print(string.format("study directory %s; run trials with: dlua agent %s --count N", res.dir, res.dir))
     return res
   end
+  if res.interrupted then return res end        -- the caller exits 130 / 143; the next run continues
   print(results.format_results(res))
   if res.best == nil and #res.trials > 0 then error(M.failure_summary(res), 0) end
   return res
@@ -242,6 +253,10 @@ function M.agent_main(args, opts)
   local agent = agent_mod.new(study, dir, {jobs = o.jobs or 1, quiet = o.quiet, threads = o.threads,
     exe = launch.exe_path(opts), lease = o.lease, count = o.count, wait = false, trials = rec.trials, root = fs.dirname(dir)})
   local ran = agent:loop()
+  if agent.interrupted then                     -- 130 / 143, as a shell reports a signal
+    interrupted_note(agent)
+    os.exit(proc.exit_code(agent.interrupted))
+  end
   if not o.quiet then
     print(string.format("agent %s ran %d trial(s) of study %s", agent.owner, #ran, study.name))
   end

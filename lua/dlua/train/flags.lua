@@ -85,6 +85,10 @@ function M.parse(args, hparams, opts)
           i = i + 1
           v = args[i]
           if v == nil then error(string.format("%s: missing value", name), 0) end
+          if v:sub(1, 2) == "--" then           -- `--out --no-track`: a value never is the next flag
+            error(string.format("%s: missing value (the next argument '%s' is a flag; write %s=%s if it is meant " ..
+              "as the value)", name, v, name, v), 0)
+          end
         end
       elseif inline then
         error(string.format("%s takes no value", name), 0)
@@ -118,6 +122,48 @@ function M.parse(args, hparams, opts)
     i = i + 1
   end
   return o
+end
+
+--- The dlua flags among args (a list of strings): {"--out", ...} in order, each once.
+-- A script that returns no experiment or study cannot honour them (dlua.c asks).
+function M.flags_in(args)
+  local found, seen = {}, {}
+  for _, a in ipairs(args) do
+    if a == "--" then break end
+    local name = a:match("^(%-%-[%w%-]+)=") or a
+    local _, known = flag_takes_value(name)
+    if known and name ~= "--help" and not seen[name] then found[#found + 1] = name; seen[name] = true end
+  end
+  return found
+end
+
+--- watch_arg(): replaces the global arg by a proxy that notes being read (an index,
+-- its length, pairs); dlua.c calls it before a script given flags runs, so
+-- check_unused can tell a script that reads its arguments from one that ignores them.
+function M.watch_arg()
+  local real = arg
+  if type(real) ~= "table" then return end
+  M.real_arg, M.arg_read = real, false
+  arg = setmetatable({}, {
+    __index = function(_, k) M.arg_read = true; return real[k] end,
+    __newindex = function(_, k, v) M.arg_read = true; real[k] = v end,
+    __len = function() M.arg_read = true; return #real end,
+    __pairs = function() M.arg_read = true; return next, real, nil end,
+  })
+end
+
+--- Raises when the arguments hold dlua's flags but the script returned no
+-- experiment or study and never read arg: the flags would be silently ignored.
+-- Called by dlua.c after such a script ran (a script reading `...` only is not seen
+-- reading its arguments).
+function M.check_unused(script)
+  local args = M.real_arg or arg
+  if M.arg_read or type(args) ~= "table" then return end
+  local found = M.flags_in(args)
+  if #found == 0 then return end
+  error(string.format("%s returned no experiment or study, so %s %s not apply (dlua's flags configure what a " ..
+    "script returns; a plain script reads its own arguments from arg)", script, table.concat(found, ", "),
+    #found == 1 and "does" or "do"), 0)
 end
 
 function M.help(obj, script)

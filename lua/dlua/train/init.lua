@@ -27,6 +27,7 @@ local fs = require "dlua.util.fs"
 local blame = require "dlua.util.blame"
 local metrics_mod = require "dlua.train.metrics"
 local progress_mod = require "dlua.train.progress"
+local proc = require "dlua.util.proc"
 local optim = require "dlua.optim"
 local trace = require("dlua.data").trace
 local dist = require "dlua.dist"
@@ -207,7 +208,7 @@ local function open_run(config)
     return dp and dp:share_ledger(l) or l
   end
   run.ledger = open_ledger()
-  local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every}
+  local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every, eval_every = ev.every}
   run.prog = prog
   local function warn(msg) prog:message("warning: " .. msg) end
 
@@ -228,6 +229,7 @@ local function open_run(config)
       end
       for _, e in ipairs(run.ledger.data.evals) do run.metrics_at[e.step] = e.metrics end
       prog:message(string.format("resuming from %s (step %d)", path, run.step))
+      prog:restart(run.step)                    -- the ETA times the steps done since the resume
     else
       if lead then fs.remove_matching(metrics_path) end
       run.ledger:truncate(-1)                   -- nothing of the old run is kept
@@ -256,6 +258,10 @@ local function open_run(config)
     fields = fields, forward = config.forward, predictions = ev.predictions, dir = dir,
     shard = dp and dp:eval_shard() or nil,
   }
+  run.evaluator.on_batch = function(name, i, n)   -- the eval indicator ("eval valid 3/5")
+    proc.test_pause("eval", run.step)
+    prog:eval_progress(name, i, n)
+  end
   run.window = {loss = 0, n = 0, t = core.clock(), ex = 0}
   return run
 end
@@ -278,9 +284,38 @@ local function update_ema(run)
   core.set_grad_enabled(true)
 end
 
+-- the train line of the steps since the last one (metrics.jsonl, the progress line)
+local function log_window(run, s)
+  local win = run.window
+  local el = core.clock() - win.t
+  local e = {step = s, split = "train", loss = win.loss / win.n, lr = run.optimizer:lr(), grad_norm = run.last_grad_norm,
+             examples_per_s = win.ex / math.max(el, 1e-9)}
+  log_event(run, e)
+  run.prog:train(s, e)
+  win.loss, win.n, win.ex, win.t = 0, 0, 0, core.clock()
+end
+
+-- after step s, when a SIGINT or SIGTERM was caught: the steps since the last train
+-- line are logged and a checkpoint of step s is written (unless it was just written),
+-- so the run resumes exactly here. Returns "interrupted", message (nil when none came).
+local function stop_if_interrupted(run, s)
+  local sig = run.catching and proc.interrupted()
+  if not sig then return end
+  if run.window.n > 0 then log_window(run, s) end
+  local latest = run.ledger.data.latest
+  if not (latest and latest.step == s) then
+    local csp = trace.active() and trace.span("checkpoint")
+    state.save(run)
+    if csp then csp:close() end
+  end
+  run.signal = sig
+  return "interrupted", string.format("interrupted by %s at step %d", sig, s)
+end
+
 -- one optimizer step s (= run.step + 1); returns "diverged", message when the run must stop
 local function train_step(run, s)
   local config, opt, stream, div = run.config, run.optimizer, run.stream, run.div
+  proc.test_pause("step", s)
   local t_in = core.clock()
   local batch = stream.next()
   if batch == nil then error("dl.train: the data ran out", 0) end
@@ -319,13 +354,9 @@ local function train_step(run, s)
   local win = run.window
   win.loss, win.n, win.ex = win.loss + lv, win.n + 1, win.ex + bs
   run.cost.train = run.cost.train + (core.clock() - t0)
+  run.last_grad_norm = gn
   if s % run.log_every == 0 or s == run.steps then
-    local el = core.clock() - win.t
-    local e = {step = s, split = "train", loss = win.loss / win.n, lr = opt:lr(), grad_norm = gn,
-               examples_per_s = win.ex / math.max(el, 1e-9)}
-    log_event(run, e)
-    run.prog:train(s, e)
-    win.loss, win.n, win.ex, win.t = 0, 0, 0, core.clock()
+    log_window(run, s)
     for _, p in ipairs(run.params) do            -- parameters stay finite (checked at log steps)
       if not finite(p:sum():item()) then
         return "diverged", string.format("parameters are not finite at step %d", s)
@@ -407,6 +438,8 @@ local function run_steps(run)
       status, message = train_step(run, s)
       if status then return end
       eval_and_checkpoint(run, s)
+      status, message = stop_if_interrupted(run, s)
+      if status then return end
     end
   end, run.on_error)
   if ok then return status or "done", message end
@@ -421,6 +454,11 @@ local function finish(run, status, message)
   if run.stream.close then run.stream.close() end
   prog:finish()
   if status == "diverged" then prog:message("diverged: " .. message) end
+  if status == "interrupted" then                 -- shown even when quiet: the run stopped early
+    local latest = run.ledger.data.latest
+    io.stderr:write(string.format("dlua: %s; checkpoint %s\n", message,
+      latest and run.ckpt_dir .. "/" .. latest.path or "(none)"))
+  end
   if dp then run.cost.allreduce = dp.seconds end
   local total = core.clock() - run.t_start
   local cost = {seconds = total}
@@ -429,7 +467,7 @@ local function finish(run, status, message)
   local result = {
     status = status, message = message, dir = dir, steps = run.step, grad_norms = run.grad_norms,
     clipped = run.clipped, metrics = run.last_metrics, cost = cost, ledger = run.ckpt_dir .. "/index.json",
-    traceback = status == "failed" and run.traceback or nil,
+    traceback = status == "failed" and run.traceback or nil, signal = run.signal,
   }
   if led.best then
     result.best = {step = led.best.step, metrics = led.best.metrics, value = led.best.value,
@@ -474,7 +512,13 @@ end
 function M.train(config)
   local bad = M.config_problem(config)
   if bad then error(bad, 2) end
+  -- a first SIGINT/SIGTERM stops the run cleanly after its current step (not under
+  -- mpirun: the ranks would see it at different steps); released however this ends
+  local catching = dist.world() <= 1
+  if catching then proc.catch() end
+  local _ <close> = catching and setmetatable({}, {__close = function() proc.release() end}) or nil
   local run = open_run(config)
+  run.catching = catching
   return finish(run, run_steps(run))
 end
 

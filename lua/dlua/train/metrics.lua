@@ -177,6 +177,7 @@ function Evaluator:run(name, set, step)
   local shard = self.shard
   local per_batch = shard and {} or nil         -- [mname] = {[bi] = {s, t}}
   local iter, nb = batches(set, self.batch_size, self.fields, self.sample, shard)
+  local done = 0
   for x, y, w, bi in iter, nb do
     if shard then pos = (bi - 1) * self.batch_size end
     local out = self.forward and self.forward(self.model, {[self.fields.input] = x, [self.fields.target] = y})
@@ -221,6 +222,8 @@ function Evaluator:run(name, set, step)
       end
       pos = pos + n
     end
+    done = done + 1
+    if self.on_batch then self.on_batch(name, bi or done, nb) end   -- dl.train's progress line
   end
   if shard then
     per_total, per_correct = self:finish_shard(shard, nb, per_batch, sums, totals, per_total, per_correct)

@@ -8,6 +8,7 @@
 local core = require "dlua.core"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
+local proc = require "dlua.util.proc"
 local dist = require "dlua.dist"
 local checkpoint = require "dlua.train.checkpoint"
 local ledger = require "dlua.train.ledger"
@@ -79,6 +80,7 @@ function M.save(run)
   if not run.dp or run.dp.lead then ok, err = checkpoint.save(path, tensors, meta) end
   if run.dp then run.dp:agree(ok or not err, "dl.train: cannot save checkpoint: " .. tostring(err)) end
   if not ok and err then error("dl.train: cannot save checkpoint: " .. tostring(err), 0) end
+  proc.test_pause("checkpoint", run.step)     -- a spec's window: written, not yet in the ledger
   local led = run.ledger
   local cks = led.data.checkpoints
   for i = #cks, 1, -1 do if cks[i].step == run.step then table.remove(cks, i) end end

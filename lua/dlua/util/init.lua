@@ -229,7 +229,8 @@ function M.getpid()
   return s and tonumber(s:match("^(%d+)"))
 end
 
---- Sleeps s seconds (through the shell's sleep: Lua has no sleep of its own).
-function M.sleep(s) os.execute(string.format("sleep %.3f", s)) end
+--- Sleeps s seconds in C (dlua.util.proc.sleep: a SIGINT is not swallowed by a
+-- shell's sleep); returns true when a caught interrupt cut it short.
+function M.sleep(s) return core._sleep(s) end
 
 return M

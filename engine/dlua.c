@@ -6,8 +6,10 @@
  * terminal, stdin as the script otherwise, errors with a traceback and
  * exit status 1). On top of that it makes 'require "dlua"' work with no
  * environment variables: the engine's C modules go into package.preload,
- * and the directory of the Lua library (installed layout first, then the
- * source tree it was built from) is prepended to package.path. The prompt
+ * and the directory of the Lua library (installed layout first:
+ * <prefix>/share/lua/5.4 next to <prefix>/bin/dlua; then the source tree it
+ * was built from) is prepended to package.path. A bare word that is no file
+ * ('dlua study FILE', 'dlua help') is a command of dlua.cli.commands. The prompt
  * reads lines with fgets, so there is no readline dependency, and there is
  * no SIGINT handler (lua.c needs a global lua_State for one).
  */
@@ -35,7 +37,8 @@
 #define DLUA_PROMPT     "> "
 #define DLUA_PROMPT2    ">> "
 #define DLUA_MAXINPUT   512     /* fgets chunk; longer lines are joined */
-#define DLUA_INSTALLED  "/share/dlua/lua"   /* relative to the prefix */
+#define DLUA_INSTALLED  "/share/lua/5.4"    /* relative to the prefix */
+#define DLUA_MARKER     "/dlua/init.lua"    /* what makes it the library */
 #define EOFMARK         "<eof>"
 #define MARKLEN         (sizeof(EOFMARK) - 1)
 
@@ -82,6 +85,7 @@ static void print_version (void) {
 static void print_usage (FILE *f) {
   fprintf(f,
   "usage: %s [options] [script [args]]\n"
+  "       %s COMMAND [args]   (%s help lists the commands: run, study, report, ...)\n"
   "Available options are:\n"
   "  -e stat   execute string 'stat'\n"
   "  -i        enter interactive mode after executing 'script'\n"
@@ -94,7 +98,7 @@ static void print_usage (FILE *f) {
   "  --        stop handling options\n"
   "  -         stop handling options and execute stdin\n"
   "With no script: a prompt if stdin is a terminal, else stdin is the script.\n",
-  DLUA_PROGNAME);
+  DLUA_PROGNAME, DLUA_PROGNAME, DLUA_PROGNAME);
   fflush(f);
 }
 
@@ -196,12 +200,14 @@ static int pushargs (lua_State *L) {
   return n;
 }
 
-/* a lowercase word with no such file: a command ('dlua agent'), not a script */
+/* a word of lowercase letters and '-' that is no regular file (none, or a
+ * directory such as ./report): a command ('dlua agent', 'dlua batch-size') */
 static int is_command (const char *name) {
   const char *c;
+  struct stat st;
   for (c = name; *c; c++)
-    if (*c < 'a' || *c > 'z') return 0;
-  return c != name && access(name, F_OK) != 0;
+    if ((*c < 'a' || *c > 'z') && *c != '-') return 0;
+  return c != name && name[0] != '-' && (stat(name, &st) != 0 || !S_ISREG(st.st_mode));
 }
 
 /* does an argument after the script look like a flag ('--x')? */
@@ -403,13 +409,13 @@ static int push_exedir (lua_State *L) {
   }
 }
 
-static int isdir (const char *path) {
+static int isfile (const char *path) {
   struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* pushes the Lua library directory: <exe dir>/../share/dlua/lua if it
- * exists (installed layout), else the source tree's lua/ (build tree) */
+/* pushes the Lua library directory: <exe dir>/../share/lua/5.4 if it holds
+ * dlua/init.lua (installed layout), else the source tree's lua/ (build tree) */
 static void push_libdir (lua_State *L) {
   if (push_exedir(L)) {
     const char *dir = lua_tostring(L, -1);
@@ -419,12 +425,14 @@ static void push_libdir (lua_State *L) {
       lua_pushlstring(L, dir, (size_t)(slash - dir));
       lua_pushliteral(L, DLUA_INSTALLED);
       lua_concat(L, 2);
+      lua_pushfstring(L, "%s" DLUA_MARKER, lua_tostring(L, -1));
       cand = lua_tostring(L, -1);
-      if (isdir(cand)) {
+      if (isfile(cand)) {
+        lua_pop(L, 1);  /* marker path */
         lua_remove(L, -2);  /* exe dir */
         return;
       }
-      lua_pop(L, 1);
+      lua_pop(L, 2);  /* marker path, candidate */
     }
     lua_pop(L, 1);
   }

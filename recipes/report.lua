@@ -1,11 +1,15 @@
--- recipes/report.lua -- the report and the diagnosis of a finished study, run or
--- directory of runs (playbook 2.5, "extracting insight from experimental results"):
--- writes a self-contained HTML page with inline SVG plots and prints the checklist.
--- Because trials keep their whole history, another metric or aggregation re-ranks
--- everything without rerunning (--metric valid/loss, --aggregate final).
+-- recipes/report.lua -- the report and the diagnosis of a finished (or running) study, run or
+-- directory of runs (playbook 2.5, "extracting insight from experimental results"): writes a
+-- self-contained HTML page and prints the checklist. The page is interactive (uPlot curves
+-- with hover values, zoom, log y, smoothing, one trial highlighted everywhere; works offline
+-- from file://); --static writes inline SVG only (CI artefacts, papers, PDFs); --watch keeps
+-- rewriting it while a study runs, and the open page reloads itself. Because trials keep
+-- their whole history, another metric or aggregation re-ranks everything without rerunning
+-- (--metric valid/loss, --aggregate final).
 --
 --   dlua recipes/report.lua DIR [--metric M] [--mode max|min] [--aggregate best|final]
---        [--out FILE] [--top K] [--isolate name,name] [--screenshot PNG]
+--        [--out FILE] [--top K] [--isolate name,name] [--pareto m1,m2] [--static]
+--        [--watch [--interval S] [--timeout S]] [--screenshot PNG]
 local dl = require "dlua"
 local probe = require "dlua.study.probe"
 
@@ -18,28 +22,45 @@ usage: dlua recipes/report.lua DIR [flags]
   --out FILE         the HTML file (default DIR/report.html)
   --top K            trials highlighted in the training curves (3)
   --isolate a,b      isolation plots for these hyperparameters too (continuous ones bucketed)
+  --pareto m1,m2     the Pareto front of two metrics (directions from their names)
+  --static           inline SVG only, no script but the table sorting (CI artefacts, papers, PDFs)
+  --watch            rewrite the report as trials log and finish, until the study is finished;
+                     the open page reloads itself (--interval S between checks, 2; --timeout S)
   --screenshot PNG   also render the page in headless Chromium and save a screenshot]]
 
 probe.main(function()
-  local args = {}
-  for i = 1, #arg do args[i] = arg[i] end
+  local args, static, watch = {}, false, false
+  for i = 1, #arg do
+    if arg[i] == "--static" then static = true
+    elseif arg[i] == "--watch" then watch = true
+    else args[#args + 1] = arg[i] end
+  end
   local cli = require "dlua.cli"
-  local o = cli.parse(args, nil, {extra = {"--metric", "--mode", "--aggregate", "--top", "--isolate", "--screenshot"}})
+  local o = cli.parse(args, nil, {extra = {"--metric", "--mode", "--aggregate", "--top", "--isolate", "--screenshot",
+    "--pareto", "--interval", "--timeout"}})
   if o.help or #o.positional ~= 1 then
     print(USAGE)
     if not o.help then os.exit(1) end
     return
   end
   local dir = o.positional[1]
-  local iso
-  if o.extra.isolate then
-    iso = {}
-    for n in o.extra.isolate:gmatch("[^,]+") do iso[#iso + 1] = n end
+  local function list(s)
+    if not s then return nil end
+    local t = {}
+    for n in s:gmatch("[^,]+") do t[#t + 1] = n end
+    return t
   end
   local opts = {metric = o.extra.metric, mode = o.extra.mode, aggregate = o.extra.aggregate}
   local ropts = {metric = opts.metric, mode = opts.mode, aggregate = opts.aggregate, out = o.out,
-                 top = probe.number("top", o.extra.top), isolate = iso}
+                 top = probe.number("top", o.extra.top), isolate = list(o.extra.isolate), pareto = list(o.extra.pareto),
+                 static = static or nil, watch = watch or nil}
+  if o.extra.interval then ropts.interval = tonumber(o.extra.interval) or error("--interval: expected seconds, got " ..
+    o.extra.interval, 0) end
+  if o.extra.timeout then ropts.timeout = tonumber(o.extra.timeout) or error("--timeout: expected seconds, got " ..
+    o.extra.timeout, 0) end
+  if (ropts.interval or ropts.timeout) and not watch then error("--interval and --timeout go with --watch", 0) end
   local path = dl.report(dir, ropts)
+  if watch then return end
   dl.diagnose(dir, opts)
   print("report: " .. path)
   if o.extra.screenshot then

@@ -1,18 +1,20 @@
 #!/bin/sh
 # Installs, from Debian 12 packages, everything dlua needs to build, test and run its
 # examples (Open MPI: multi-process training and its mpirun -np 2 tests; chromium: the
-# headless-browser test of the study report, tests/browser/check_report.lua, which the
-# busted suite runs; clang and libclang-rt-14-dev: the libFuzzer harnesses of tests/fuzz,
-# whose runtime, libclang_rt.fuzzer, that package ships; tmux: the progress line checked
-# in a real terminal, tests/lua/progress_spec.lua). Idempotent: packages already present
-# are left alone. Run as root.
+# headless-browser tests of the study report, tests/browser/, which the busted suite runs;
+# Node.js and puppeteer-core for them, from npm ci in tests/browser; clang and
+# libclang-rt-14-dev: the libFuzzer harnesses of tests/fuzz, whose runtime,
+# libclang_rt.fuzzer, that package ships; tmux: the progress line checked in a real
+# terminal, tests/lua/progress_spec.lua; luarocks and man-db: the luarocks make and man -l
+# of tests/lua/install_spec.lua). Idempotent: packages already present are left alone.
+# Run as root.
 #   scripts/setup.sh          build + test + run dependencies
 #   scripts/setup.sh --bench  also PyTorch and numpy for the side-by-side benchmarks
 set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
       lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
-      chromium clang libclang-rt-14-dev tmux"
+      chromium clang libclang-rt-14-dev tmux luarocks man-db"
 case "${1:-}" in
   --bench) pkgs="$pkgs python3-torch python3-optuna python3-scipy" ;;
 esac
@@ -42,3 +44,11 @@ if ! clang -fsanitize=fuzzer,address,undefined "$tmp/f.c" -o "$tmp/f" 2>"$tmp/er
   exit 1
 fi
 rm -rf "$tmp"
+
+# the browser test of the interactive report (tests/browser/report.test.js): puppeteer-core,
+# pinned by tests/browser/package-lock.json, drives the chromium above; needs Node.js >= 18
+if ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ]; then echo "setup: Node.js (npm) is missing (run as root to install it)" >&2; exit 1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+(cd "$(dirname "$0")/../tests/browser" && npm ci --no-audit --no-fund --loglevel=error)

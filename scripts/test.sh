@@ -13,6 +13,8 @@
 # Run from anywhere; needs what scripts/setup.sh installs.
 set -eu
 cd "$(dirname "$0")/.."
+# the report's browser test (tests/browser/) must run, not skip (scripts/setup.sh installs it)
+export DLUA_REQUIRE_BROWSER=1
 jobs=$(nproc 2>/dev/null || echo 2)
 
 echo "== release build"

@@ -11,7 +11,7 @@
 --   dlua tests/bench/search_bench.lua [seeds=20] [all | regret | cost] [--no-optuna]
 -- The Optuna side runs as /usr/bin/python3 tests/bench/search_optuna.py in the same run.
 local S = require("dlua").search
-local json = require "dlua.json"
+local json = require "dlua.util.json"
 
 local seeds = tonumber(arg and arg[1]) or 20
 local what = arg and arg[2] or "all"

@@ -1,4 +1,4 @@
--- tests/browser/check_report.lua -- loads a dl.report page in headless Chromium (Debian's
+-- tests/browser/check_report.lua -- loads a static dl.report page ({static = true}) in headless Chromium (Debian's
 -- chromium) and checks what the browser rendered: the expected SVG plots with the
 -- right number of marks, each mark laid out inside its plot, the trials table sorting
 -- on a click, and no JavaScript error or console error. A negative control (a page
@@ -57,7 +57,9 @@ window.addEventListener('load', function () {
   }
   var figs = document.querySelectorAll('figure[id]');
   for (var i = 0; i < figs.length; i++) {
-    var f = figs[i], svg = f.querySelector('svg'), rect = svg.getBoundingClientRect(), counts = {};
+    var f = figs[i], svg = f.querySelector('svg'), counts = {};
+    if (!svg) continue;                                  // the importance bars are HTML
+    var rect = svg.getBoundingClientRect();
     var sels = {pt: 'circle.pt', infeasible: 'path.infeasible', curve: 'polyline.curve', best: 'polyline.best',
                 pc: 'polyline.pc-line', pcbad: 'polyline.pc-infeasible', bar: 'rect.bar', bound: 'line.bound',
                 errorbar: 'path.errorbar', gn: 'polyline.gn'};
@@ -130,7 +132,7 @@ local dir = F.study(root, {scientific = {optimizer = {"sgd", "adam"}}, trials = 
   nuisance = {lr = S.log_uniform(1e-4, 1e-1), momentum = S.uniform(0.8, 0.99):when{optimizer = "sgd"}},
   value = function(hp) if hp.lr > 0.03 then return nil end return 0.5 + 0.1 * math.log(hp.lr / 1e-4, 10) end,
   seeds = {[1] = {0.8, 0.81, 0.79}}})
-local page = dl.report(dir)
+local page = dl.report(dir, {static = true})
 local d = A.load(dir)
 
 -- expectations, from the data

@@ -164,7 +164,8 @@ local CASES = {
   {"dl.study_results", function() dl.study_results(tmp, {agregate = "final"}) end,
    "dl.study_results: unknown option 'agregate' (valid: aggregate, metric, mode); did you mean 'aggregate'?"},
   {"dl.report", function() dl.report(tmp, {metrc = "valid/loss"}) end,
-   "dl.report: unknown option 'metrc' (valid: aggregate, isolate, metric, mode, out, title, top); did you mean " ..
+   "dl.report: unknown option 'metrc' (valid: aggregate, interval, isolate, metric, mode, out, pareto, quiet, static, " ..
+     "timeout, title, top, watch); did you mean " ..
    "'metric'?"},
   {"report.screenshot", function() report.screenshot("a.html", "a.png", {widht = 100}) end,
    "report.screenshot: unknown option 'widht' (valid: height, width); did you mean 'width'?"},

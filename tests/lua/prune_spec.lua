@@ -139,7 +139,7 @@ describe("dl.study prune = {algorithm = \"median\"}", function()
       " completed trial%(s%)$"), rows.trial_t004.message)
     -- pruned trials stopped early: fewer than 30 steps trained
     for _, id in ipairs(strict and {"trial_t004", "trial_t005", "trial_t006"} or {}) do
-      assert.is_true(tonumber(rows[id].steps) < 30, id .. " ran " .. rows[id].steps)
+      assert.is_true(tonumber(rows[id].steps_run) < 30, id .. " ran " .. rows[id].steps_run)
     end
     local res = dl.study_results(sd)
     assert.are.equal(3, res.pruned)

@@ -65,7 +65,10 @@ return dl.experiment{
 --   name, scientific = {optimizer = {"sgd", "adam"}} (default: none), nuisance = space table,
 --   trials = per group, steps = 100, value = fn(hp, j) -> final objective or nil (infeasible),
 --   curve = fn(hp, step, final) -> {eval metrics} (default: rises to final), train = fn(hp, step) -> loss,
---   seeds = {[group index] = {values...}} (seed re-runs of each group's best)
+--   seeds = {[group index] = {values...}} (seed re-runs of each group's best),
+--   prune = fn(hp, j) -> rung step or nil (the trial stops there with status "pruned", as a scheduler
+--   that stops unpromising trials would leave it), eval_every = steps between evals
+--   (>= steps: one eval per trial, at its last step)
 -- Returns the study directory and the study object.
 function F.study(root, opts)
   F.write(root .. "/exp.lua", F.EXPERIMENT)
@@ -88,17 +91,19 @@ function F.study(root, opts)
   end
   local function add(t, hp, kind, base)
     local final = opts.value(hp, t.j)
+    local rung = final and kind == "search" and opts.prune and opts.prune(hp, t.j) or nil
+    local status = rung and "pruned" or (final and "done" or "diverged")
     local tdir = dir .. "/" .. t.id
     local full = {}
     for k, v in pairs(hp) do full[k] = v end
     full.seed = full.seed or 0
-    F.run(tdir, {steps = steps, hp = full, eval_every = opts.eval_every, status = final and "done" or "diverged",
-      message = not final and "loss is nan at step 7" or nil, stop_at = not final and 7 or nil,
-      eval = curve(hp, final or 0), train = opts.train and function(s) return opts.train(hp, s) end or nil})
+    F.run(tdir, {steps = steps, hp = full, eval_every = opts.eval_every, status = status,
+      message = not final and "loss is nan at step 7" or nil, stop_at = rung or (not final and 7) or nil,
+      eval = curve(hp, final or 0), train = opts.train and function(s) return opts.train(hp, s, t.j) end or nil})
     local value, step = require("dlua.study").run_metric(tdir, spec.objective.metric, spec.objective.mode, "best")
-    events[#events + 1] = json.encode({event = "finish", trial = t.id, owner = "synthetic", status = final and "done" or "diverged",
-      value = final and value or nil, step = final and step or nil, steps = final and steps or 7, hp = hp,
-      message = not final and "loss is nan at step 7" or nil,
+    events[#events + 1] = json.encode({event = "finish", trial = t.id, owner = "synthetic", status = status,
+      value = status == "done" and value or nil, step = status == "done" and step or nil,
+      steps = rung or (final and steps or 7), hp = hp, message = not final and "loss is nan at step 7" or nil,
       nuisance = t.nuisance, group = t.group.index, kind = kind, base = base, dir = tdir, time = 0})
   end
   local plan = study:plan()
@@ -119,6 +124,44 @@ function F.study(root, opts)
   end
   F.write(dir .. "/journal.jsonl", table.concat(events, "\n") .. "\n")
   return dir, study
+end
+
+local function log10(x) return math.log(x, 10) end
+
+--- The studies the report's specs and its browser test draw (each returns the study directory):
+--   mixed: two optimizers, lr and (sgd only, a conditional parameter) momentum searched, the
+--     trials with lr > 0.03 diverged (infeasible), one trial (optimizer-adam_t002) whose training
+--     loss diverges to 15 while it finishes, trials 6 and 7 of each group pruned at step 40, seed re-runs;
+--   single_eval: one eval per trial at its last step (60), no curves to speak of;
+--   many: n (200) trials of one group, lr and weight decay, for the timing.
+function F.mixed_study(root)
+  local S = dl.search
+  return F.study(root, {scientific = {optimizer = {"sgd", "adam"}}, trials = 8,
+    nuisance = {lr = S.log_uniform(1e-4, 1e-1), momentum = S.uniform(0.8, 0.99):when{optimizer = "sgd"}},
+    value = function(hp) if hp.lr > 0.03 then return nil end
+      return 0.5 + 0.1 * log10(hp.lr / 1e-4) + (hp.optimizer == "adam" and 0.03 or 0) end,
+    train = function(hp, s, j)
+      if hp.optimizer == "adam" and j == 2 then return 2.3 + 12.7 * (s / 100) ^ 2 end   -- diverges while it trains
+      return 0.3 + 2.0 * math.exp(-s * (hp.lr + 0.002) * 3)
+    end,
+    prune = function(_, j) if j == 6 or j == 7 then return 40 end end,
+    seeds = {[1] = {0.8, 0.81, 0.79}}})
+end
+
+function F.single_eval_study(root)
+  local S = dl.search
+  return F.study(root, {name = "single-eval", trials = 10, steps = 60, eval_every = 1000,
+    nuisance = {lr = S.log_uniform(1e-4, 1e-1), width = S.choice{8, 16, 32}},
+    value = function(hp) return 0.6 + 0.08 * log10(hp.lr / 1e-4) + (hp.width == 32 and 0.02 or 0) end})
+end
+
+function F.many_study(root, n)
+  local S = dl.search
+  return F.study(root, {name = "many", trials = n or 200, steps = 100,
+    nuisance = {lr = S.log_uniform(1e-4, 1e-1), weight_decay = S.log_uniform(1e-6, 1e-2)},
+    value = function(hp) if hp.lr > 0.08 then return nil end return 0.5 + 0.1 * log10(hp.lr / 1e-4) -
+      0.02 * math.abs(log10(hp.weight_decay) + 4) end,
+    train = function(hp, s) return 0.3 + 2.0 * math.exp(-s * hp.lr * 3) + 0.01 * math.sin(s * hp.weight_decay * 1e4) end})
 end
 
 return F

@@ -74,12 +74,12 @@ describe("dlua.report.svg", function()
   end)
 end)
 
-describe("dl.report on a study", function()
+describe("dl.report{static = true} on a study", function()
   local root, dir, html, d
   setup(function()
     root = F.tmpdir("study")
     dir = two_group_study(root)
-    local path = dl.report(dir)
+    local path = dl.report(dir, {static = true})
     assert.are.equal(dir .. "/report.html", path)
     html = read(path)
     d = A.load(dir)
@@ -177,7 +177,7 @@ describe("dl.report on a study", function()
   end)
 
   it("buckets a continuous hyperparameter for its isolation plot in its sampling scale", function()
-    local path = dl.report(dir, {isolate = {"lr"}, out = root .. "/iso.html"})
+    local path = dl.report(dir, {isolate = {"lr"}, out = root .. "/iso.html", static = true})
     local fig = assert(figure(read(path), "isolation-lr"))
     -- 16 trials with lr active -> ceil(sqrt(16)) = 4 equal buckets of log10(lr) over [-4, -1]
     local best = {}
@@ -221,7 +221,8 @@ describe("dl.report on a study", function()
 
   it("rejects unknown options and names what it could not read", function()
     assert.error_matches(function() dl.report(dir, {metrc = "x"}) end,
-      "dl.report: unknown option 'metrc' %(valid: aggregate, isolate, metric, mode, out, title, top%)")
+      "dl.report: unknown option 'metrc' %(valid: aggregate, interval, isolate, metric, mode, out, pareto, quiet, " ..
+      "static, timeout, title, top, watch%)")
     assert.error_matches(function() dl.report(root .. "/nope") end, "dl.report: .*/nope is not a directory")
   end)
 end)
@@ -242,7 +243,7 @@ describe("dl.report on a run", function()
     assert.are.equal("done", res.status)
     local clipped = 0
     for s = 1, 30 do if res.clipped[s] then clipped = clipped + 1 end end
-    local html = read(dl.report(root .. "/run"))
+    local html = read(dl.report(root .. "/run", {static = true}))
     local fig = assert(figure(html, "gradnorm-steps"))
     local pts = fig:match('<polyline class="gn" points="([^"]+)"')
     assert.are.equal(30, count(pts, "[%d%.]+,[%d%.]+"))
@@ -274,6 +275,21 @@ describe("recipes/report.lua", function()
     p2:close()
     assert.truthy(out2:find("dlua: dl.report: .*/none is not a directory"), out2)
     assert.truthy(out2:find("rc=1", 1, true))
+    local function run(flags)
+      local p3 = io.popen(string.format("%s recipes/report.lua %s %s 2>&1; echo rc=$?", EXE, dir, flags))
+      local o3 = p3:read("a")
+      p3:close()
+      return o3
+    end
+    assert.truthy(run("--static --out " .. root .. "/s.html"):find("rc=0", 1, true))
+    local page = read(root .. "/s.html")
+    assert.is_nil(page:find("window.DLUA", 1, true))
+    assert.truthy(page:find('<polyline class="curve', 1, true))
+    local o4 = run("--interval 1")
+    assert.truthy(o4:find("--interval and --timeout go with --watch", 1, true) and o4:find("rc=1", 1, true), o4)
+    local o5 = run("--watch --interval 0.1 --timeout 0.3")
+    assert.truthy(o5:find("report: " .. dir .. "/report.html (update 1)", 1, true) and o5:find("rc=0", 1, true), o5)
+    assert.truthy(fs.exists(dir .. "/report.html.watch.js"))
     fs.rm_rf(root)
   end)
 end)
@@ -292,5 +308,276 @@ describe("the report in headless Chromium", function()
     p:close()
     assert.truthy(out:find("rc=0", 1, true), out)
     assert.truthy(out:find("browser: ok", 1, true), out)
+  end)
+end)
+
+describe("dlua.report.stats", function()
+  it("clips only the trial far above the others' maxima (Q3 + 3 IQR of the per-trial maxima)", function()
+    local series = {}
+    for i = 1, 7 do series[i] = {2.3 - 0.01 * i, 1.0, 0.5} end       -- maxima 2.29 .. 2.23
+    series[8] = {2.3, 6, 15}                                           -- diverges
+    local lo, hi, clipped = A.robust_range(series)
+    local maxs = {2.29, 2.28, 2.27, 2.26, 2.25, 2.24, 2.23, 15}
+    local q1, q3 = A.quantile(maxs, 0.25), A.quantile(maxs, 0.75)
+    assert.are.same({8}, clipped)
+    -- the spread is at least 5% of Q3 (maxima that nearly agree do not make a hair trigger)
+    assert.is_true(q3 - q1 < 0.05 * q3)
+    assert.is_true(math.abs(hi - (q3 + 3 * 0.05 * q3)) < 1e-12, tostring(hi))
+    assert.are.equal(0.5, lo)                                          -- the lowest value: nothing below is far off
+    -- fewer than 4 trials: the full range
+    local lo3, hi3, c3 = A.robust_range({{1, 2}, {1, 50}, {0.5, 3}})
+    assert.are.same({0.5, 50, {}}, {lo3, hi3, c3})
+  end)
+
+  it("estimates importance as the adjusted share of variance of the binned marginal means", function()
+    -- a categorical dimension that decides the value (eta^2 = 1) and one that does not
+    local trials = {}
+    local vals = {a = {1, 1, 1, 3, 3, 3}, b = {"p", "q", "p", "q", "p", "q"}}
+    for i = 1, 6 do
+      trials[i] = {feasible = true, value = vals.a[i] + (i % 2) * 0.1, hp = {a = vals.a[i], b = vals.b[i]}}
+    end
+    local imp = A.importance(trials, {{name = "a", values = {1, 3}}, {name = "b", values = {"p", "q"}}})
+    -- by hand: values 1.1, 1, 1.1, 3, 3.1, 3; mean 2.05
+    local ys = {1.1, 1, 1.1, 3, 3.1, 3}
+    local m = 0
+    for _, y in ipairs(ys) do m = m + y end
+    m = m / 6
+    local tot = 0
+    for _, y in ipairs(ys) do tot = tot + (y - m) ^ 2 end
+    local function adj(groups)
+      local between = 0
+      for _, g in ipairs(groups) do
+        local s = 0
+        for _, i in ipairs(g) do s = s + ys[i] end
+        between = between + #g * (s / #g - m) ^ 2
+      end
+      local eta, chance = between / tot, (#groups - 1) / 5
+      return math.max(0, (eta - chance) / (1 - chance)), eta
+    end
+    local ea = adj({{1, 2, 3}, {4, 5, 6}})
+    local eb, rawb = adj({{1, 3, 5}, {2, 4, 6}})
+    assert.are.equal("a", imp[1].name)
+    assert.is_true(math.abs(imp[1].value - ea) < 1e-12)
+    assert.is_true(math.abs(imp[2].value - eb) < 1e-12 and math.abs(imp[2].raw - rawb) < 1e-12)
+    assert.is_true(imp[1].value > 0.95 and imp[2].value < 0.05)
+  end)
+
+  it("finds the Pareto front of two objectives", function()
+    local pts = {{x = 1, y = 5}, {x = 2, y = 3}, {x = 3, y = 4}, {x = 4, y = 1}, {x = 2, y = 3}, {x = 5, y = 2}}
+    -- minimise both: (1,5), (2,3) twice, (4,1) are not dominated
+    assert.are.same({1, 2, 5, 4}, A.pareto(pts, {"min", "min"}))
+    -- maximise both: (1,5), (3,4), (5,2)
+    assert.are.same({1, 3, 6}, A.pareto(pts, {"max", "max"}))
+  end)
+end)
+
+describe("dlua.report.data", function()
+  it("writes exact numbers, null holes and no </script> that would end the page's script", function()
+    local data = require "dlua.report.data"
+    local s = data.encode({a = data.list({1.5, nil, 0.1 + 0.2}, 3), b = "</script><b>", c = 3, d = 1 / 0})
+    assert.are.equal('{"a":[1.5,null,0.30000000000000004],"b":"<\\/script><b>","c":3,"d":null}', s)
+    local back = json.decode(s)
+    assert.are.same({"</script><b>", 3}, {back.b, back.c})
+  end)
+end)
+
+describe("dl.report (interactive)", function()
+  local root, dir, d, html, model
+  setup(function()
+    root = F.tmpdir("interactive")
+    dir = F.mixed_study(root)
+    html = read(dl.report(dir))
+    d = A.load(dir)
+    model = require("dlua.report.data").build(d, {})
+  end)
+  teardown(function() fs.rm_rf(root) end)
+
+  it("inlines uPlot, its own script and the data: nothing is fetched", function()
+    assert.truthy(html:find("^<!DOCTYPE html>"))
+    for _, bad in ipairs({"<link", "src=", "@import", "fetch(", "XMLHttpRequest", "<iframe", "import("}) do
+      assert.is_nil(html:find(bad, 1, true), bad)
+    end
+    -- the only URL is the one in uPlot's licence comment
+    local rest = html:gsub('xmlns="http://www.w3.org/2000/svg"', ""):gsub("https://github.com/leeoniya/uPlot", "")
+    assert.is_nil(rest:find("https?://"))
+    local manifest = read("vendor/uplot/MANIFEST")
+    assert.truthy(manifest:find("version 1.6.32", 1, true))
+    assert.truthy(html:find(read("vendor/uplot/uPlot.iife.min.js"), 1, true))
+    assert.truthy(html:find("window.DLUA = ", 1, true))
+    local n = 0
+    for _ in html:gmatch("</script>") do n = n + 1 end
+    assert.are.equal(4, n)                                   -- data, uPlot, table sorting, the page's script
+  end)
+
+  it("carries every trial's curve as metrics.jsonl has it, aligned on the union of the steps", function()
+    local c = model.curves[1]
+    assert.are.equal("train/loss", c.metric)
+    for _, s in ipairs(c.series) do
+      local t = d.trials[s.t + 1]
+      local want = {}
+      for line in read(t.dir .. "/metrics.jsonl"):gmatch("[^\n]+") do
+        local e = json.decode(line)
+        if e.split == "train" then want[e.step] = e.loss end
+      end
+      for k, step in ipairs(c.x) do assert.are.equal(want[step], s.y[k], t.id .. " step " .. step) end
+    end
+  end)
+
+  it("clips the diverging trial out of the training-loss range and keeps the others' start in view", function()
+    local c = model.curves[1]
+    local ids = {}
+    for _, i in ipairs(c.clipped) do ids[#ids + 1] = d.trials[i + 1].id end
+    assert.are.same({"optimizer-adam_t002"}, ids)
+    assert.is_true(c.hi < 4 and c.hi >= 2.3 - 1e-9, tostring(c.hi))
+  end)
+
+  it("ends pruned trials' curves at their rung and shows them apart from the infeasible ones", function()
+    local n = 0
+    for _, t in ipairs(d.trials) do
+      if t.pruned then
+        n = n + 1
+        assert.are.equal(40, t.rung)
+        local xs = A.curve(t, "valid/accuracy")
+        assert.are.equal(40, xs[#xs])
+        assert.truthy(html:find('<tr class="pruned" data%-trial="' .. t.id:gsub("%-", "%%-") .. '">'))
+      end
+    end
+    assert.are.equal(4, n)
+    local fig = assert(figure(html, "pruned"))
+    assert.are.equal(4, count(fig, '<path class="rung"'))
+    local f = dl.diagnose(dir, {quiet = true})
+    for _, x in ipairs(f) do
+      if x.check == "infeasible" and x.data.fraction then
+        assert.are.equal(12, x.data.trials)                  -- 16 search trials, 4 pruned not counted
+        assert.truthy(x.message:find("4 pruned trial(s) not counted", 1, true))
+      end
+    end
+  end)
+
+  it("reads pruned trials from trials.csv too (a copied study without its journal)", function()
+    local rows = {"id,status,message"}
+    for _, t in ipairs(d.trials) do rows[#rows + 1] = t.id .. "," .. t.status .. "," end
+    F.write(dir .. "/trials.csv", table.concat(rows, "\n") .. "\n")
+    assert(os.rename(dir .. "/journal.jsonl", dir .. "/journal.aside"))
+    local ok, c = pcall(A.load, dir)
+    assert(os.rename(dir .. "/journal.aside", dir .. "/journal.jsonl"))
+    assert(ok, c)
+    local pruned = {}
+    for _, t in ipairs(c.trials) do if t.pruned then pruned[#pruned + 1] = t.id .. "@" .. t.rung end end
+    table.sort(pruned)
+    assert.are.same({"optimizer-adam_t006@40", "optimizer-adam_t007@40", "optimizer-sgd_t006@40", "optimizer-sgd_t007@40"}, pruned)
+  end)
+
+  it("draws the optimisation history with the best so far and the importance of each hyperparameter", function()
+    local fig = assert(figure(html, "history"))
+    local trials = A.search_trials(d)
+    local feasible = 0
+    for _, t in ipairs(trials) do if t.feasible then feasible = feasible + 1 end end
+    assert.are.equal(feasible, count(fig, '<circle class="pt hist"'))
+    assert.truthy(fig:find(string.format("best %.4g after", d.best.value), 1, true))
+    local imp = assert(html:match('<figure class="figure wide%-ok" id="importance">.-</figure>'))
+    for _, name in ipairs({"lr", "momentum", "optimizer"}) do assert.truthy(imp:find('data-name="' .. name .. '"', 1, true)) end
+  end)
+
+  it("puts inactive values on the parallel coordinates' n/a band, below the tick labels", function()
+    local page = read(dl.report(dir, {static = true, out = root .. "/s.html"}))
+    local fig = assert(figure(page, "parallel"))
+    local band = tonumber(fig:match('<rect class="na%-band" x="[%d%.]+" y="([%d%.]+)"'))
+    local lowest_tick = 0
+    for y in fig:gmatch('<text class="tick" x="[%d%.]+" y="([%d%.]+)"') do lowest_tick = math.max(lowest_tick, tonumber(y)) end
+    assert.is_true(band > lowest_tick, band .. " vs " .. lowest_tick)
+    -- an adam trial (no momentum): its point on the momentum axis (the 2nd) lies in the band
+    local id
+    for _, t in ipairs(d.trials) do if t.hp.optimizer == "adam" and t.feasible then id = t.id end end
+    local pts = fig:match('points="([^"]+)"[^>]*data%-trial="' .. id:gsub("%-", "%%-") .. '"')
+    local ys = {}
+    for y in pts:gmatch(",([%d%.]+)") do ys[#ys + 1] = tonumber(y) end
+    assert.is_true(ys[2] > band and ys[2] < band + 14, pts)
+  end)
+
+  it("draws a study with one eval per trial against the trial number", function()
+    local sroot = F.tmpdir("single")
+    local sdir = F.single_eval_study(sroot)
+    local sd = A.load(sdir)
+    local m = require("dlua.report.data").build(sd, {})
+    local c
+    for _, x in ipairs(m.curves) do if x.metric == "valid/accuracy" then c = x end end
+    assert.is_true(c.single)
+    assert.are.same({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, c.x)
+    for _, s in ipairs(c.series) do
+      local t = sd.trials[s.t + 1]
+      assert.are.equal(t.value, s.y[t.order], t.id)
+    end
+    fs.rm_rf(sroot)
+  end)
+
+  it("writes a Pareto front when asked for two objectives", function()
+    local page = read(dl.report(dir, {pareto = {"valid/accuracy", "valid/loss"}, out = root .. "/p.html"}))
+    local fig = assert(figure(page, "pareto"))
+    local done = 0
+    for _, t in ipairs(A.search_trials(d)) do if t.status == "done" then done = done + 1 end end
+    assert.are.equal(done, count(fig, '<circle class="pt pareto"'))
+  end)
+
+  it("draws a single run with the same curves", function()
+    local rroot = F.tmpdir("one-run")
+    local run = F.run(rroot .. "/r", {steps = 50, eval = function(s) return {["valid/accuracy"] = s / 100} end})
+    local page = read(dl.report(run))
+    assert.truthy(page:find('id="curves-train-loss"', 1, true))
+    assert.truthy(page:find('id="curves-valid-accuracy"', 1, true))
+    assert.is_nil(page:find('id="parallel"', 1, true))
+    fs.rm_rf(rroot)
+  end)
+end)
+
+describe("dl.report{watch = true}", function()
+  it("rewrites the page and its stamp script until the study is finished, then stops", function()
+    local root = F.tmpdir("watch")
+    local dir = two_group_study(root)
+    -- unfinished (no results.json): it watches until the timeout
+    local t0 = dl.clock()
+    local path = dl.report(dir, {watch = true, interval = 0.1, timeout = 1, quiet = true})
+    assert.is_true(dl.clock() - t0 >= 0.9)
+    local page, stamp = read(path), read(path .. ".watch.js")
+    assert.truthy(page:find('window.DLUA_WATCH = {"done":false,"file":"report.html.watch.js","interval":100,"stamp":"', 1, true))
+    local s1 = stamp:match('"stamp":"([^"]+)"')
+    assert.truthy(page:find('"stamp":"' .. s1 .. '"', 1, true))
+    assert.truthy(stamp:find('"done":false', 1, true))
+    -- finished: one more write, marked done, and it returns at once
+    F.write(dir .. "/results.json", "{}\n")
+    t0 = dl.clock()
+    dl.report(dir, {watch = true, interval = 5, quiet = true})
+    assert.is_true(dl.clock() - t0 < 4)
+    assert.truthy(read(path .. ".watch.js"):find('"done":true', 1, true))
+    assert.error_matches(function() dl.report(dir, {watch = true, static = true}) end,
+      "dl.report: static and watch exclude each other")
+    assert.error_matches(function() dl.report(dir, {watch = true, interval = 0}) end, "dl.report: interval must be > 0 seconds")
+    fs.rm_rf(root)
+  end)
+end)
+
+describe("the interactive report in Chromium (tests/browser/report.test.js)", function()
+  it("hovers, clicks, clips, prunes, watches and times the 200-trial page", function()
+    local why
+    local function has(cmd) return os.execute(cmd .. " >/dev/null 2>&1") == true end
+    if not require("dlua.report").chromium() then why = "no chromium (scripts/setup.sh installs it)"
+    elseif not has("command -v node") then why = "no node (scripts/setup.sh installs Node.js packages)"
+    elseif not fs.exists("tests/browser/node_modules/puppeteer-core/package.json") then
+      why = "no tests/browser/node_modules (scripts/setup.sh runs npm ci in tests/browser)"
+    end
+    if why then
+      assert.is_nil(os.getenv("DLUA_REQUIRE_BROWSER") == "1" and why or nil, "DLUA_REQUIRE_BROWSER=1 but " .. tostring(why))
+      pending(why)
+      return
+    end
+    local out = F.tmpdir("puppeteer")
+    local p = io.popen(string.format("%s tests/browser/fixtures.lua %s 2>&1 && node tests/browser/report.test.js %s/manifest.json " ..
+      "2>&1; echo rc=$?", EXE, out, out))
+    local text = p:read("a")
+    p:close()
+    for line in text:gmatch("[^\n]*timing[^\n]*") do print("\n" .. line) end
+    assert.truthy(text:find("rc=0", 1, true), text)
+    assert.truthy(text:find("browser: ok", 1, true), text)
+    fs.rm_rf(out)
   end)
 end)

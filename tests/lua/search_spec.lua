@@ -422,6 +422,49 @@ local function best_after(alg, seed, budget, batch, f)
 end
 
 describe("dl.search bayes", function()
+  it("replays the trust region's side from the history and centres it on the lowest posterior mean", function()
+    local B = require "dlua.search.bayes"
+    local space = S.space{a = S.uniform(0, 1), b = S.uniform(0, 1)}
+    local us = {{0.1, 0.1}, {0.9, 0.9}, {0.5, 0.4}, {0.3, 0.6}, {0.2, 0.7}, {0.6, 0.5}, {0.7, 0.2}}
+    local theta = {math.log(0.5), math.log(0.5), 0, math.log(1e-3)}
+    local mean = {3, 2, 1, 0.5, 0.2, 0.9, 0.8}                       -- lowest at observation 5
+    -- nil until more than `init` observations
+    assert.is_nil(B.trust_region(space, {5, 4}, {us[1], us[2]}, {5, 4}, theta, 2))
+    -- three new lows in a row after init = 2 double the side: 0.8 -> 1.6, box clipped to the cube
+    local lo, hi, L = B.trust_region(space, {5, 4, 3, 2, 1}, us, mean, theta, 2)
+    assert.are.equal(1.6, L)
+    assert.are.same({0, 0}, lo)
+    assert.are.same({1 - 2 ^ -53, 1 - 2 ^ -53}, hi)
+    -- d = 2 failures in a row halve it, twice: 0.8 -> 0.2; centre (0.2, 0.7), half side 0.1
+    lo, hi, L = B.trust_region(space, {1, 2, 2, 2, 2, 2, 2}, us, mean, theta, 2)
+    assert.are.equal(0.2, L)
+    assert.is_near(0.1, lo[1], 1e-15); assert.is_near(0.3, hi[1], 1e-15)
+    assert.is_near(0.6, lo[2], 1e-15); assert.is_near(0.8, hi[2], 1e-15)
+    -- ARD: sides proportional to the length scales, their geometric mean L (l = 0.2 and 0.8: sides L/2, 2L)
+    theta = {math.log(0.2), math.log(0.8), 0, math.log(1e-3)}
+    lo, hi = B.trust_region(space, {1, 2, 2, 2, 2, 2, 2}, us, mean, theta, 2)
+    assert.is_near(0.1, hi[1] - lo[1], 1e-12)
+    assert.is_near(0.4, hi[2] - lo[2], 1e-12)
+  end)
+
+  it("reports the trust region it used, from opts.init on, and takes a warm start", function()
+    local space = S.space{a = S.uniform(0, 1), b = S.uniform(0, 1)}
+    local values = {5, 6, 7, 8, 4, 9, 3, 2}
+    local hist = {}
+    for i = 1, 8 do hist[i] = {u = S.halton(i, 2, {seed = 3}), value = values[i]} end
+    -- default init max(5, 2 (2 + 1)) = 6: observations 7 and 8 are new lows, two successes: 0.8 stays
+    local _, info = S.bayes_suggest(space, hist, {}, 1, {seed = 1})
+    assert.are.equal(0.8, info.region.length)
+    assert.are.equal(2, #info.region.lo)
+    -- init = 8: no adaptive observation yet, no region
+    local _, early = S.bayes_suggest(space, hist, {}, 1, {seed = 1, init = 8})
+    assert.is_nil(early.region)
+    -- init = 2: observations 3 and 4 fail twice (d = 2): 0.4; then success, failure, two successes
+    local _, late = S.bayes_suggest(space, hist, {}, 1, {seed = 1, init = 2, theta = info.theta})
+    assert.are.equal(0.4, late.region.length)
+    assert.are.equal(4, #late.theta)
+  end)
+
   it("beats random search on Branin at an equal budget of 20 evaluations (4 seeds)", function()
     local b, rnd = {}, {}
     for seed = 1, 4 do
@@ -552,10 +595,88 @@ describe("dl.search.suggester", function()
     assert.error_matches(function() S.suggester(space1, {theta = {0, 0}}) end,
       "dl.search.suggester: option 'theta' must be a list of 3 finite numbers %(s:state%(%).theta for this space%)")
     local s = S.suggester(space1)
-    assert.error_matches(function() s:suggest(0) end, "dl.search.suggester: suggest: n must be an integer >= 1, got 0")
+    assert.error_matches(function() s:suggest(0) end, "dl.search.suggester: suggest: n must be an integer in %[1, 100000%], got 0")
     assert.error_matches(function() s:observe({x = 0.5}, 1) end,
       "dl.search.suggester: observe: argument 1 must be a suggestion returned by suggest")
     assert.error_matches(function() s:observe(s:suggest()[1], "1.5") end,
       "dl.search.suggester: observe: value must be a number or nil %(infeasible%), got string")
+  end)
+end)
+
+describe("dl.search.importance", function()
+  local space5 = S.space{x1 = S.uniform(0, 1), x2 = S.uniform(0, 1), x3 = S.uniform(0, 1), x4 = S.uniform(0, 1),
+                         x5 = S.uniform(0, 1)}
+
+  it("recovers the one relevant dimension of sin(5 x1) + noise (x2..x5 irrelevant), by both estimates", function()
+    for seed = 1, 3 do
+      local r = S.rng("importance-spec", seed)
+      local seq = S.halton_sequence(5, seed)
+      local hist = {}
+      for i = 1, 60 do
+        local u = seq:point(i)
+        hist[i] = {u = u, value = math.sin(5 * space5:point(u).x1) + 0.1 * r:normal()}
+      end
+      local imp = S.importance(space5, hist)
+      assert.are.equal(5, #imp.params)
+      assert.are.equal("x1", imp.params[1].name)
+      local sum = 0
+      for _, p in ipairs(imp.params) do sum = sum + p.gp end
+      assert.is_near(1, sum, 1e-12)
+      assert.is_true(imp.params[1].gp > 0.5, "gp importance of x1: " .. imp.params[1].gp)
+      assert.is_true(imp.params[1].fanova > 0.8, "fanova importance of x1: " .. imp.params[1].fanova)
+      for k = 2, 5 do
+        assert.is_true(imp.params[k].gp < imp.params[1].gp / 2, imp.params[k].name .. " gp " .. imp.params[k].gp)
+        assert.is_true(imp.params[k].fanova < 0.1, imp.params[k].name .. " fanova " .. imp.params[k].fanova)
+      end
+      assert.are.equal(7, #imp.theta)
+    end
+  end)
+
+  it("computes the fANOVA share as omega^2 of the bin means by hand, one bin per value", function()
+    -- values of "a": 0, 2; of "b": 4, 6. mean 3, SS_total 20, SS_between 2 (1 - 3)^2 + 2 (5 - 3)^2 = 16,
+    -- MS_within (20 - 16) / (4 - 2) = 2: omega^2 = (16 - 1 * 2) / (20 + 2) = 14 / 22
+    local space = S.space{c = S.discrete{"a", "b"}, x = S.uniform(0, 1)}
+    local hist = {{u = {0.25, 0.1}, value = 0}, {u = {0.25, 0.9}, value = 2},
+                  {u = {0.75, 0.1}, value = 4}, {u = {0.75, 0.9}, value = 6}}
+    local imp = S.importance(space, hist, {bins = 2})
+    assert.are.equal("c", imp.params[1].name)
+    assert.is_near(14 / 22, imp.params[1].fanova, 1e-12)
+    -- x: bins u < 0.5 (0, 4) and u >= 0.5 (2, 6): means 2 and 4, SS_between 4, MS_within 16 / 2 = 8:
+    -- (4 - 8) / 28 < 0, clamped to 0
+    assert.are.equal(0, imp.params[2].fanova)
+  end)
+
+  it("rejects a non-space, short histories and unknown options", function()
+    assert.error_matches(function() S.importance({}, {}) end,
+      "dl.search.importance: argument 1 must be a space %(dl.search.space%), got table")
+    assert.error_matches(function() S.importance(space5, {{u = {0.5, 0.5, 0.5, 0.5, 0.5}, value = 1}}) end,
+      "dl.search.importance: needs at least 3 feasible observations, got 1")
+    assert.error_matches(function() S.importance(space5, {{u = {0.5}, value = 1}}) end,
+      "dl.search.importance: history%[1%] must be {u = 5 coordinates, value =}")
+    assert.error_matches(function() S.importance(space5, {}, {bin = 3}) end, "dl.search.importance: unknown option 'bin'")
+    assert.error_matches(function() S.importance(space5, {}, {bins = 1}) end,
+      "dl.search.importance: option 'bins' must be >= 2, got 1")
+  end)
+end)
+
+describe("dl.search bounds (api fuzzer findings 10 and 12)", function()
+  local dl = require "dlua"
+  local S = dl.search
+  it("refuses counts, dimensions and bases that would loop without bound, naming the argument", function()
+    assert.error_matches(function() S.primes(1000000000) end,
+      "bad argument #1 to 'dl.search.primes' %(n must be an integer in %[0, 10000%], got 1000000000%)")
+    assert.error_matches(function() S.halton(1, 1 << 31) end,
+      "bad argument #2 to 'dl.search.halton' %(d must be an integer in %[1, 10000%], got 2147483648%)")
+    assert.error_matches(function() S.halton_sequence((1 << 62) + 1, 1) end,
+      "bad argument #1 to 'dl.search.halton_sequence' %(d must be an integer in %[1, 10000%]")
+    assert.error_matches(function() S.random_point(1, 1 << 40, 1) end,
+      "bad argument #2 to 'dl.search.random_point' %(d must be an integer in %[1, 10000%]")
+    assert.error_matches(function() S.halton_permutations(1, 3, 1) end,
+      "bad argument #1 to 'dl.search.halton_permutations' %(base must be an integer in %[2, 104729%], got 1%)")
+    assert.error_matches(function() S.halton(0 / 0, 2) end, "i must be an integer in %[1, 9007199254740992%], got %-?nan")
+    assert.error_matches(function() dl.track.csv_row({}, 1000000000) end,
+      "bad argument #2 to 'dl.track.csv_row' %(n must be an integer in %[0, 100000%]")
+    assert.are.same({2, 3, 5, 7}, S.primes(4))
+    assert.are.same(S.halton(3, 2), S.halton(3.0, 2.0))
   end)
 end)

@@ -137,25 +137,25 @@ describe("dl.study", function()
         local r = t[string.format("width-%d_t%03d", w, j)]
         assert.truthy(r, "missing trial " .. j .. " of width " .. w)
         assert.are.equal("done", r.status)
-        assert.are.equal(tostring(w), r.width)
-        assert.are.equal("16", r.batch_size)
-        assert.are.equal(want[j].lr, tonumber(r.lr))                 -- the same point for both widths
-        assert.are.equal(want[j].optimizer, r.optimizer)
+        assert.are.equal(tostring(w), r["hp.width"])
+        assert.are.equal("16", r["hp.batch_size"])
+        assert.are.equal(want[j].lr, tonumber(r["hp.lr"]))                 -- the same point for both widths
+        assert.are.equal(want[j].optimizer, r["hp.optimizer"])
         -- momentum exists only for sgd: not in the row, not on the trial's command line
         local log = fs.read(sd .. "/" .. r.id .. "/hparams.json")
-        if r.optimizer == "sgd" then
+        if r["hp.optimizer"] == "sgd" then
           saw_sgd = true
-          assert.are.equal(want[j].momentum, tonumber(r.momentum))
+          assert.are.equal(want[j].momentum, tonumber(r["hp.momentum"]))
           assert.are.equal(want[j].momentum, json.decode(log).momentum)
         else
           saw_adam = true
-          assert.are.equal("", r.momentum)
+          assert.are.equal("", r["hp.momentum"])
           assert.are.equal(0.9, json.decode(log).momentum)            -- the experiment's default
         end
         local best, step = best_accuracy(sd .. "/" .. r.id)
         assert.are.equal(best, tonumber(r.best_value))
         assert.are.equal(step, tonumber(r.best_step))
-        assert.are.equal("30", r.steps)
+        assert.are.equal("30", r.steps_run)
         assert.are.equal("valid/accuracy", r.best_metric)
       end
     end
@@ -226,9 +226,9 @@ describe("dl.study", function()
     local x, y = by_id(dl.track.read(dir .. "/one/same/trials.csv")), by_id(dl.track.read(dir .. "/two/same/trials.csv"))
     for i = 1, 4 do
       local id = string.format("trial_t%03d", i)
-      assert.are.equal(x[id].lr, y[id].lr)
-      assert.are.equal(x[id].width, y[id].width)
-      assert.are.equal(a[i].nuisance.lr, tonumber(x[id].lr))
+      assert.are.equal(x[id]["hp.lr"], y[id]["hp.lr"])
+      assert.are.equal(x[id]["hp.width"], y[id]["hp.width"])
+      assert.are.equal(a[i].nuisance.lr, tonumber(x[id]["hp.lr"]))
       assert.are.equal(x[id].best_value, y[id].best_value)      -- deterministic trials: identical results
     end
   end)
@@ -245,11 +245,11 @@ describe("dl.study", function()
     assert.are.equal(8, #rows)
     local diverged, done = 0, 0
     for _, r in ipairs(rows) do
-      if r.crash == "true" then
+      if r["hp.crash"] == "true" then
         assert.are.equal("failed", r.status)
         assert.truthy(r.message:find("crash requested"), r.message)
         assert.are.equal("", r.best_value)
-      elseif tonumber(r.lr) > 1.0 then
+      elseif tonumber(r["hp.lr"]) > 1.0 then
         assert.are.equal("diverged", r.status)
         assert.are.equal("", r.best_value)                       -- infeasible: no value, never a fake one
         assert.truthy(r.message:find("nan"), r.message)
@@ -418,9 +418,9 @@ describe("dl.study", function()
       for s = 1, 2 do
         local r = rows[g.best.id .. "_seed" .. s]
         assert.truthy(r, "no seed re-run " .. s .. " of " .. g.best.id)
-        assert.are.equal(base.lr, r.lr)
-        assert.are.equal(base.width, r.width)
-        assert.are.equal(tostring(s), r.seed)
+        assert.are.equal(base["hp.lr"], r["hp.lr"])
+        assert.are.equal(base["hp.width"], r["hp.width"])
+        assert.are.equal(tostring(s), r["hp.seed"])
         vals[s] = tonumber(r.best_value)
       end
       assert.are.equal(2, g.seeds.n)
@@ -455,7 +455,7 @@ describe("dl.study", function()
       return l
     end)())
     local rows = by_id(dl.track.read(sd .. "/trials.csv"))
-    for id, e in pairs(suggested) do assert.are.equal(e.nuisance.lr, tonumber(rows[id].lr)) end
+    for id, e in pairs(suggested) do assert.are.equal(e.nuisance.lr, tonumber(rows[id]["hp.lr"])) end
     local n = #events(sd)
     out, rc = run(dir, "bayes.lua --out runs --quiet")
     assert.are.equal(0, rc, out)

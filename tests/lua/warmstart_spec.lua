@@ -78,14 +78,14 @@ describe("dl.study enqueue", function()
       assert.are.same({"trial_t001", "trial_t002", "trial_t003"}, claims)
       local rows = {}
       for _, r in ipairs(dl.track.read(sd .. "/trials.csv")) do rows[r.id] = r end
-      assert.are.equal(0.1, tonumber(rows.trial_t001.lr))
-      assert.are.equal(0.9, tonumber(rows.trial_t001.momentum))
-      assert.are.equal(0.002, tonumber(rows.trial_t002.lr))
-      assert.are.equal(0.5, tonumber(rows.trial_t002.momentum))
+      assert.are.equal(0.1, tonumber(rows.trial_t001["hp.lr"]))
+      assert.are.equal(0.9, tonumber(rows.trial_t001["hp.momentum"]))
+      assert.are.equal(0.002, tonumber(rows.trial_t002["hp.lr"]))
+      assert.are.equal(0.5, tonumber(rows.trial_t002["hp.momentum"]))
       -- trial 3 is the algorithm's first point (bayes: quasirandom start, init = max(5, d + 1))
       local want = S.sample(SPACE, 1, {seed = 3})[1]
-      assert.are.equal(dl.study_format_value and want.lr or want.lr, tonumber(rows.trial_t003.lr))
-      assert.are.equal(want.momentum, tonumber(rows.trial_t003.momentum))
+      assert.are.equal(want.lr, tonumber(rows.trial_t003["hp.lr"]))
+      assert.are.equal(want.momentum, tonumber(rows.trial_t003["hp.momentum"]))
     end)
   end
 

@@ -1,6 +1,6 @@
 --- dlua.analysis: reads finished runs and studies back from their files, for
--- dl.report and dl.diagnose, and holds the statistics both use (quantiles,
--- bootstrap, bucketing, detrended spread).
+-- dl.report and dl.diagnose; re-exports dlua.report.stats (quantiles,
+-- bootstrap, bucketing, robust ranges, importance, Pareto front).
 --
 --   local A = require "dlua.report.analysis"
 --   local d = A.load("runs/fashion-mnist-optimizer", {metric = "valid/loss", aggregate = "final"})
@@ -22,11 +22,13 @@ local search = require "dlua.search"
 local checkpoint = require "dlua.train.checkpoint"
 local track = require "dlua.train.track"
 local study = require "dlua.study"
+local stats = require "dlua.report.stats"
 
 local M = {}
 
-local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
-M.finite = finite
+-- the statistics live in dlua.report.stats; every function of it is also A.<name>
+for k, v in pairs(stats) do M[k] = v end
+local finite = stats.finite
 
 local sorted_keys = util.sorted_keys
 M.sorted_keys = sorted_keys
@@ -35,126 +37,6 @@ M.sorted_keys = sorted_keys
 function M.default_mode(metric)
   if metric:match("loss$") or metric:match("error$") then return "min" end
   return "max"
-end
-
---- Is a better than b under mode (b == nil: any finite a is better)?
-function M.better(a, b, mode)
-  if not finite(a) then return false end
-  if b == nil then return true end
-  if mode == "min" then return a < b end
-  return a > b
-end
-
------------------------------------------------------------------- statistics
-
---- Quantile p in [0, 1] of a list (linear interpolation between order
--- statistics, numpy's default); nil for an empty list.
-function M.quantile(values, p)
-  local v = {}
-  for _, x in ipairs(values) do if finite(x) then v[#v + 1] = x end end
-  if #v == 0 then return nil end
-  table.sort(v)
-  local h = (#v - 1) * p + 1
-  local lo = math.floor(h)
-  local hi = math.min(#v, lo + 1)
-  return v[lo] + (h - lo) * (v[hi] - v[lo])
-end
-
-function M.mean(values)
-  local s, n = 0, 0
-  for _, x in ipairs(values) do if finite(x) then s, n = s + x, n + 1 end end
-  return n > 0 and s / n or nil
-end
-
---- Least-squares line through (xs, ys): slope, intercept, residual standard
--- deviation (n - 2 degrees of freedom; nil below 3 points).
-function M.linear_fit(xs, ys)
-  local n = #xs
-  if n < 2 then return 0, ys[1] or 0, nil end
-  local mx, my = 0, 0
-  for i = 1, n do mx, my = mx + xs[i], my + ys[i] end
-  mx, my = mx / n, my / n
-  local sxx, sxy = 0, 0
-  for i = 1, n do sxx, sxy = sxx + (xs[i] - mx) ^ 2, sxy + (xs[i] - mx) * (ys[i] - my) end
-  local slope = sxx > 0 and sxy / sxx or 0
-  local icpt = my - slope * mx
-  if n < 3 then return slope, icpt, nil end
-  local ss = 0
-  for i = 1, n do ss = ss + (ys[i] - (icpt + slope * xs[i])) ^ 2 end
-  return slope, icpt, math.sqrt(ss / (n - 2))
-end
-
---- Bootstrap of the best value vs the number of trials (playbook FAQ "how many
--- trials", Figure 3): values is the list of a group's trials, a number for a
--- feasible trial and false for an infeasible one. For each k in ks, R samples
--- of k trials drawn with replacement; the best feasible value of each sample.
--- Returns {{k =, q1 =, median =, q3 =, none = fraction of samples without a
--- feasible trial}, ...}. Seeded (opts.seed, default 0): the same input gives
--- the same numbers.
-function M.bootstrap(values, opts)
-  opts = opts or {}
-  local n = #values
-  local mode = opts.mode or "max"
-  local R = opts.samples or 500
-  local rng = search.rng("bootstrap", opts.seed or 0, n)
-  local ks = opts.ks
-  if not ks then
-    ks = {}
-    local k = 1
-    while k < n do
-      ks[#ks + 1] = k
-      k = math.max(k + 1, math.floor(k * 1.5 + 0.5))
-    end
-    ks[#ks + 1] = n
-  end
-  local out = {}
-  for _, k in ipairs(ks) do
-    local bests, none = {}, 0
-    for _ = 1, R do
-      local best
-      for _ = 1, k do
-        local v = values[rng:int(n) + 1]
-        if v and M.better(v, best, mode) then best = v end
-      end
-      if best == nil then none = none + 1 else bests[#bests + 1] = best end
-    end
-    out[#out + 1] = {k = k, q1 = M.quantile(bests, 0.25), median = M.quantile(bests, 0.5),
-                     q3 = M.quantile(bests, 0.75), none = none / R}
-  end
-  return out
-end
-
---- The position of v in a dimension's sampling scale, in [0, 1]: log for
--- log-scaled ones, the value's cell for discrete ones. nil when unknown.
-function M.unit(dim, v)
-  if v == nil then return nil end
-  if dim.values then
-    for i, x in ipairs(dim.values) do
-      if x == v then return #dim.values > 1 and (i - 1) / (#dim.values - 1) or 0.5 end
-    end
-    return nil
-  end
-  if type(v) ~= "number" or not finite(dim.lo) or not finite(dim.hi) or dim.hi <= dim.lo then return nil end
-  if dim.log then
-    if v <= 0 or dim.lo <= 0 then return nil end
-    return (math.log(v) - math.log(dim.lo)) / (math.log(dim.hi) - math.log(dim.lo))
-  end
-  return (v - dim.lo) / (dim.hi - dim.lo)
-end
-
---- Bucket index (1..n) of v in a continuous dimension: equal-width buckets
--- of its sampling scale between its bounds (log scale for log-scaled ones).
-function M.bucket(dim, v, n)
-  local u = M.unit(dim, v)
-  if u == nil then return nil end
-  return math.max(1, math.min(n, math.floor(u * n) + 1))
-end
-
---- The value at the edge of bucket b (0..n) of a continuous dimension.
-function M.bucket_edge(dim, b, n)
-  local u = b / n
-  if dim.log then return math.exp(math.log(dim.lo) + u * (math.log(dim.hi) - math.log(dim.lo))) end
-  return dim.lo + u * (dim.hi - dim.lo)
 end
 
 ------------------------------------------------------------------ run files
@@ -300,24 +182,19 @@ local function study_dims(rec)
   return dims
 end
 
---- Does dimension dim apply to hyperparameters hp (its conditions hold)?
-function M.active(dim, hp)
-  if not hp or hp[dim.name] == nil then return false end
-  for parent, vals in pairs(dim.cond or {}) do
-    local ok = false
-    for _, v in ipairs(vals) do if hp[parent] == v then ok = true end end
-    if not ok then return false end
-  end
-  return true
-end
-
 local function finish_trials(d)
   local mode = d.mode
   d.ranking = {}
-  for _, t in ipairs(d.trials) do
+  for i, t in ipairs(d.trials) do
     t.feasible = t.status == "done" and finite(t.value)
     t.max_steps = max_steps_of(t)
+    t.order = t.order or i
     if t.feasible then d.ranking[#d.ranking + 1] = t end
+    if t.status == "pruned" then                   -- stopped early by the study's scheduler: where, at what value
+      t.pruned = true
+      local xs, ys = M.curve(t, d.metric)
+      t.rung, t.rung_value = xs[#xs], ys[#ys]
+    end
   end
   table.sort(d.ranking, function(a, b)
     if a.value == b.value then return a.id < b.id end
@@ -374,6 +251,13 @@ local function load_study(dir, opts)
       if h then for k, v in pairs(t.hp or {}) do h[k] = v end; tr.hp = h end
       d.trials[#d.trials + 1] = tr
     end
+    -- the order the trials finished in (the journal's order), for the optimisation history
+    local order, n = {}, 0
+    for line in (fs.read(dir .. "/journal.jsonl") or ""):gmatch("[^\n]+") do
+      local e = json.decode(line)
+      if type(e) == "table" and e.event == "finish" and e.trial and not order[e.trial] then n = n + 1; order[e.trial] = n end
+    end
+    for _, t in ipairs(d.trials) do t.order = order[t.id] end
   else
     -- no journal (a copied study): the trials table and the run directories
     local rows = track.parse_csv(fs.read(dir .. "/trials.csv") or "")
@@ -394,6 +278,7 @@ local function load_study(dir, opts)
           if match then tr.group = gi; break end
         end
         if tr.status == "done" then tr.value, tr.step = value_of(tdir, metric, mode, aggregate) end
+        tr.order = r - 1
         d.trials[#d.trials + 1] = tr
       end
     end

@@ -133,7 +133,8 @@ local function check_boundary(d, out)
               local beyond, bad = {}, 0
               for _, t in ipairs(A.search_trials(d, gi)) do
                 local x = t.hp[dim.name]
-                if A.active(dim, t.hp) and type(x) == "number" and ((dir == "upper" and x > v) or (dir == "lower" and x < v)) then
+                if A.active(dim, t.hp) and type(x) == "number" and not t.pruned and
+                  ((dir == "upper" and x > v) or (dir == "lower" and x < v)) then
                   beyond[#beyond + 1] = t
                   if not t.feasible then bad = bad + 1 end
                 end
@@ -165,13 +166,15 @@ local function check_boundary(d, out)
 end
 
 local function check_infeasible(d, out)
-  local search = {}                              -- a pruned trial was stopped on purpose: not infeasible
-  for _, t in ipairs(A.search_trials(d)) do if t.status ~= "pruned" then search[#search + 1] = t end end
+  -- a pruned trial (stopped early by the study's scheduler) is neither feasible nor infeasible
+  local search, pruned = {}, 0
+  for _, t in ipairs(A.search_trials(d)) do if t.pruned then pruned = pruned + 1 else search[#search + 1] = t end end
   local bad = {}
   for _, t in ipairs(search) do if not t.feasible then bad[#bad + 1] = t end end
   local frac = #search > 0 and #bad / #search or 0
   local level = #bad == 0 and "ok" or (frac >= TH.infeasible_warn and "warn" or "note")
-  local msg = string.format("%d of %d trials infeasible (%.0f%%)", #bad, #search, 100 * frac)
+  local msg = string.format("%d of %d trials infeasible (%.0f%%)%s", #bad, #search, 100 * frac,
+    pruned > 0 and string.format("; %d pruned trial(s) not counted", pruned) or "")
   if #bad > 0 then
     local why = {}
     for _, t in ipairs(bad) do why[#why + 1] = string.format("%s %s", t.id, t.status) end

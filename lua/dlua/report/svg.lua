@@ -183,6 +183,28 @@ end
 
 ------------------------------------------------------------------------ plots
 
+--- A plot's title as SVG text at x, never clipped by a plot width wide: a title
+-- longer than the room right of x (about 7.8 px a character, bold 13 px) starts
+-- at the left edge in a smaller font (down to 8 px), and one still too long is
+-- squeezed to the width (textLength).
+function M.title_text(title, x, width)
+  local per, size, attrs = 7.8, 13, ""
+  if #title * per > width - x - 6 then
+    x = 6
+    local room = width - 12
+    if #title * per > room then
+      size = math.max(8, math.floor(13 * room / (#title * per)))
+      if #title * per * size / 13 > room then
+        attrs = string.format(' textLength="%d" lengthAdjust="spacingAndGlyphs"', room)
+      end
+    end
+  end
+  return string.format('<text class="title" x="%s" y="17" font-size="%d" font-weight="600"%s>%s</text>', num(x), size, attrs,
+    M.escape(title))
+end
+
+local function trial_attr(id) return id and (' data-trial="' .. M.escape(id) .. '"') or "" end
+
 local Plot = {}
 Plot.__index = Plot
 local serial = 0
@@ -282,10 +304,7 @@ function Plot:render()
     self.title and (' aria-label="' .. esc(self.title) .. '"') or ""))
   w(string.format('<rect class="frame" x="%s" y="%s" width="%s" height="%s" fill="#fff" stroke="#bbb"/>',
     num(m.l), num(m.t), num(pw), num(ph)))
-  if self.title then
-    w(string.format('<text class="title" x="%s" y="17" font-size="13" font-weight="600">%s</text>', num(m.l),
-      esc(self.title)))
-  end
+  if self.title then w(M.title_text(self.title, m.l, W)) end
   -- grid and ticks
   for _, t in ipairs(x:ticks()) do
     local X = px(t.value)
@@ -328,9 +347,10 @@ function Plot:render()
         if X and Y then pts[#pts + 1] = num(X) .. "," .. num(Y) end
       end
       if #pts > 0 then
-        w(string.format('<polyline class="%s" points="%s" fill="none" stroke="%s" stroke-width="%s"%s%s>',
+        w(string.format('<polyline class="%s" points="%s" fill="none" stroke="%s" stroke-width="%s"%s%s%s>',
           esc(cls or "line"), table.concat(pts, " "), color, num(op.width or 1.5),
-          op.dash and ' stroke-dasharray="4 3"' or "", op.opacity and (' stroke-opacity="' .. num(op.opacity) .. '"') or ""))
+          op.dash and ' stroke-dasharray="4 3"' or "", op.opacity and (' stroke-opacity="' .. num(op.opacity) .. '"') or "",
+          trial_attr(op.trial)))
         if op.title then w("<title>", esc(op.title), "</title>") end
         w("</polyline>")
         if #pts == 1 then                           -- one point draws nothing as a line: a dot
@@ -349,12 +369,13 @@ function Plot:render()
         if X and Y then
           if cross then
             local r = op.r or 4.5
-            w(string.format('<path class="%s" d="M%s %sL%s %sM%s %sL%s %s" stroke="%s" stroke-width="2">', esc(cls or "infeasible"),
-              num(X - r), num(Y - r), num(X + r), num(Y + r), num(X - r), num(Y + r), num(X + r), num(Y - r), c))
+            w(string.format('<path class="%s" d="M%s %sL%s %sM%s %sL%s %s" stroke="%s" stroke-width="2"%s>', esc(cls or "infeasible"),
+              num(X - r), num(Y - r), num(X + r), num(Y + r), num(X - r), num(Y + r), num(X + r), num(Y - r), c,
+              trial_attr(op.trials and op.trials[i])))
           else
-            w(string.format('<circle class="%s" cx="%s" cy="%s" r="%s" fill="%s" fill-opacity="%s" stroke="%s">',
+            w(string.format('<circle class="%s" cx="%s" cy="%s" r="%s" fill="%s" fill-opacity="%s" stroke="%s"%s>',
               esc(cls or "pt"), num(X), num(Y), num(op.r or 3.5), c, num(op.opacity or 0.85),
-              op.stroke or "#333"))
+              op.stroke or "#333", trial_attr(op.trials and op.trials[i])))
           end
           if title then w("<title>", esc(title), "</title>") end
           w(cross and "</path>" or "</circle>")
@@ -465,11 +486,12 @@ end
 
 --- svg.parallel{id, title, width, height, axes = {{label, log, min, max,
 -- categories}, ...}, rows = {{values = {...}, color =, title =, class =}},
--- caption}: one vertical axis per entry, one polyline per row (a nil value
--- is drawn at the axis' bottom, under a "n/a" mark).
+-- caption}: one vertical axis per entry, one polyline per row (a nil value,
+-- an inactive conditional hyperparameter or an infeasible objective, is drawn
+-- on a separate "n/a" band under the axes, clear of their tick labels).
 function M.parallel(spec)
   local W, H = spec.width or 900, spec.height or 320
-  local m = {l = 40, r = 60, t = spec.title and 44 or 24, b = 30}
+  local m = {l = 40, r = 60, t = spec.title and 44 or 24, b = 40}
   local axes = {}
   for i, a in ipairs(spec.axes) do
     local ax = new_axis(a)
@@ -482,23 +504,23 @@ function M.parallel(spec)
   local ph = H - m.t - m.b
   local function ax_x(i) return m.l + (n > 1 and (i - 1) * (W - m.l - m.r) / (n - 1) or 0) end
   local function ax_y(i, v)
-    if v == nil then return m.t + ph + 10 end
+    if v == nil then return m.t + ph + 26 end
     local f = axes[i]:frac(v)
-    return f and (m.t + (1 - f) * ph) or (m.t + ph + 10)
+    return f and (m.t + (1 - f) * ph) or (m.t + ph + 26)
   end
   local o = {}
   local function w(s) o[#o + 1] = s end
   w(string.format('<svg xmlns="http://www.w3.org/2000/svg" class="plot" data-kind="parallel" width="%d" height="%d" ' ..
     'viewBox="0 0 %d %d" role="img">', W, H, W, H))
-  if spec.title then
-    w(string.format('<text class="title" x="%d" y="17" font-size="13" font-weight="600">%s</text>', m.l, esc(spec.title)))
-  end
+  if spec.title then w(M.title_text(spec.title, m.l, W)) end
+  w(string.format('<rect class="na-band" x="%d" y="%d" width="%d" height="14" fill="#f6f0f0"/>', m.l - 30, m.t + ph + 19,
+    W - m.l - m.r + 60))
   for _, r in ipairs(spec.rows) do
     local pts = {}
     for i = 1, n do pts[#pts + 1] = num(ax_x(i)) .. "," .. num(ax_y(i, r.values[i])) end
-    w(string.format('<polyline class="%s" points="%s" fill="none" stroke="%s" stroke-width="%s" stroke-opacity="%s"%s>',
+    w(string.format('<polyline class="%s" points="%s" fill="none" stroke="%s" stroke-width="%s" stroke-opacity="%s"%s%s>',
       esc(r.class or "pc-line"), table.concat(pts, " "), r.color or "#888", num(r.width or 1.4), num(r.opacity or 0.8),
-      r.dash and ' stroke-dasharray="4 3"' or ""))
+      r.dash and ' stroke-dasharray="4 3"' or "", trial_attr(r.trial)))
     if r.title then w("<title>" .. esc(r.title) .. "</title>") end
     w("</polyline>")
   end
@@ -515,7 +537,8 @@ function M.parallel(spec)
           num(X), num(Y)))
       end
     end
-    w(string.format('<text class="tick" x="%s" y="%d" font-size="9" fill="#d62728">n/a</text>', num(X + 3), m.t + ph + 13))
+    w(string.format('<text class="tick na" x="%s" y="%d" font-size="9" fill="#d62728" text-anchor="end">n/a</text>',
+      num(X - 4), m.t + ph + 29))
   end
   w("</svg>")
   local out = {string.format('<figure class="figure"%s>', spec.id and (' id="' .. esc(spec.id) .. '"') or "")}

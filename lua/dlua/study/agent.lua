@@ -269,8 +269,10 @@ function Agent:rows(st)
     for _, k in ipairs(sorted_keys(seen)) do hp_names[#hp_names + 1] = k end
   end
   for _, n in ipairs(sorted_keys(study.fixed)) do if n ~= "seed" then hp_names[#hp_names + 1] = n end end
-  for _, n in ipairs(hp_names) do cols[#cols + 1] = n end
-  for _, c in ipairs({"seed", "best_metric", "best_value", "best_step", "steps", "wall_time", "dir", "message"}) do
+  -- hyperparameters as hp.NAME (hp.seed too), apart from the run's own columns: a
+  -- hyperparameter named steps or status can never shadow one (csv.DictReader keeps one)
+  for _, n in ipairs(hp_names) do cols[#cols + 1] = "hp." .. n end
+  for _, c in ipairs({"hp.seed", "best_metric", "best_value", "best_step", "steps_run", "wall_time", "dir", "message"}) do
     cols[#cols + 1] = c
   end
   local fins = {}
@@ -282,12 +284,12 @@ function Agent:rows(st)
   end)
   local rows = {}
   for i, f in ipairs(fins) do
-    local r = {id = f.trial, status = f.status, seed = f.hp and f.hp.seed or 0, best_metric = study.objective.metric,
-               best_value = f.value and fmtv(f.value) or "", best_step = f.step or "", steps = f.steps or "",
+    local r = {id = f.trial, status = f.status, ["hp.seed"] = f.hp and f.hp.seed or 0, best_metric = study.objective.metric,
+               best_value = f.value and fmtv(f.value) or "", best_step = f.step or "", steps_run = f.steps or "",
                wall_time = f.wall and string.format("%.1f", f.wall) or "", dir = f.dir, message = f.message or ""}
     for _, n in ipairs(hp_names) do
       local v = f.hp and f.hp[n]
-      r[n] = v ~= nil and fmtv(v) or ""
+      r["hp." .. n] = v ~= nil and fmtv(v) or ""
     end
     rows[i] = r
   end

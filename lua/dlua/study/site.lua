@@ -13,14 +13,14 @@ local M = {}
 
 local loading = {}                      -- files load_file is running, innermost last
 
---- load_file(path) -> what the file's main chunk returns, with path known as
--- the study file to the dl.study calls it makes. Errors as loadfile and the
--- chunk do.
-function M.load_file(path)
+--- load_file(path, ...) -> what the file's main chunk returns (called with ...), with
+-- path known as the study file to the dl.study calls it makes. Errors as loadfile
+-- and the chunk do.
+function M.load_file(path, ...)
   local chunk, err = loadfile(path)
   if not chunk then error(err, 0) end
   loading[#loading + 1] = path
-  local res = table.pack(pcall(chunk))
+  local res = table.pack(pcall(chunk, ...))
   table.remove(loading)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)

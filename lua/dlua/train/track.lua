@@ -4,6 +4,7 @@
 -- exact command that reproduces it. Rows are appended with one write each, so
 -- two processes finishing at once never interleave their lines.
 local fs = require "dlua.util.fs"
+local util = require "dlua.util"
 
 local M = {}
 
@@ -18,6 +19,7 @@ function M.csv_field(v)
 end
 
 function M.csv_row(values, n)
+  if n ~= nil then n = util.check_integer("dl.track.csv_row", 2, n, "n", 0, 100000) end
   local out = {}
   for i = 1, n or #values do out[i] = M.csv_field(values[i]) end
   return table.concat(out, ",")

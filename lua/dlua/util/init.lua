@@ -194,6 +194,22 @@ end
 
 ------------------------------------------------------------------ machine
 
+--- Checks that argument `arg` of fn is an integer in [min, max] and returns it;
+-- raises "bad argument #arg to 'fn' (what must be an integer in [min, max], got v)"
+-- at the caller of fn. Counts and dimensions that drive loops go through it, so no
+-- argument can make a function loop or allocate without bound.
+-- @usage n = util.check_integer("dl.search.primes", 1, n, "n", 1, 10000)
+function M.check_integer(fn, arg, v, what, min, max)
+  if math.type(v) ~= "integer" and type(v) == "number" and v == math.floor(v) and v >= min and v <= max then
+    v = math.tointeger(v)
+  end
+  if math.type(v) ~= "integer" or v < min or v > max then
+    error(string.format("bad argument #%d to '%s' (%s must be an integer in [%d, %d], got %s)", arg, fn, what,
+      min, max, type(v) == "number" and tostring(v) or type(v)), 3)
+  end
+  return v
+end
+
 --- The number of online CPUs (1 when /sys cannot be read).
 function M.cores()
   local f = io.open("/sys/devices/system/cpu/online")

@@ -1,0 +1,223 @@
+--- dlua.search.bayes: the adaptive algorithm, bayes_suggest: the next points
+-- by noise-aware expected improvement under the Gaussian process of
+-- dlua.search.gp (engine/gp.c), with a trust region around the incumbent mixed
+-- with global candidates, a feasibility model, kriging-believer batches and
+-- the subset rule above max_points (docs/studies.md).
+local util = require "dlua.util"
+local gp = require "dlua.search.gp"
+local rngs = require "dlua.search.rng"
+local halton = require "dlua.search.halton"
+
+local M = {}
+
+-------------------------------------------------------------- bayes (GP + EI)
+
+-- engine choice (Gelbart et al. 2014's probabilistic constraint Pr(feasible) >= 0.2)
+local MIN_FEASIBLE = 0.2
+M.MIN_FEASIBLE = MIN_FEASIBLE
+
+local function feature_key(x)
+  local parts = {}
+  for i = 1, #x do parts[i] = string.format("%.12g", x[i]) end
+  return table.concat(parts, ",")
+end
+
+-- the surrogate's data: features and signed values (minimisation) of the
+-- feasible observations, and feasibility labels of all of them
+local function observations(space, history, sign, context)
+  local X, y, used, Xall, labels, seen = {}, {}, {}, {}, {}, {}
+  for _, h in ipairs(history) do
+    local x = space:encode(h.u, context)
+    Xall[#Xall + 1] = x
+    seen[feature_key(x)] = true
+    if h.value ~= nil and h.value == h.value then
+      X[#X + 1], y[#y + 1], used[#used + 1] = x, sign * h.value, h
+      labels[#labels + 1] = 1
+    else
+      labels[#labels + 1] = -1
+    end
+  end
+  return X, y, used, Xall, labels, seen
+end
+
+local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
+                       theta = "table", feasibility = "boolean", max_points = "integer", init = "integer"}
+
+-- the trust region (TuRBO, Eriksson et al. 2019): side length in units of the
+-- cube at the start, its bounds, successes to double it, and (failures = d)
+-- to halve it; below the minimum it restarts at the initial length
+local TR_L0, TR_LMAX, TR_LMIN, TR_SUCCESSES = 0.8, 1.6, 2 ^ -7, 3
+
+--- The trust region of a history: a box of the unit cube centred on the
+-- observation with the lowest posterior mean, side L w_k per coordinate with
+-- w_k the ARD length scale of the coordinate over their geometric mean (a
+-- choice: its block's first feature). L is replayed from the history, so it
+-- needs no state: after the `init` first observations, an observation below
+-- every earlier one is a success, any other a failure; TR_SUCCESSES successes
+-- in a row double L (at most TR_LMAX), d failures in a row halve it. Returns
+-- lo, hi (lists of d coordinates) and L, or nil before `init` observations.
+function M.trust_region(space, ys, us, obs_mean, theta, init)
+  local d = space.d
+  if #ys <= init then return nil end
+  local L, succ, fail, best = TR_L0, 0, 0, math.huge
+  for i = 1, #ys do
+    if i > init then
+      if ys[i] < best - 1e-3 * math.abs(best) then succ, fail = succ + 1, 0 else succ, fail = 0, fail + 1 end
+      if succ >= TR_SUCCESSES then L, succ = math.min(2 * L, TR_LMAX), 0 end
+      if fail >= d then L, fail = L / 2, 0 end
+      if L < TR_LMIN then L = TR_L0 end
+    end
+    best = math.min(best, ys[i])
+  end
+  local bi = 1
+  for i = 2, #obs_mean do if obs_mean[i] < obs_mean[bi] then bi = i end end
+  local w, lg = {}, 0
+  for k, dim in ipairs(space.dims) do
+    w[k] = theta[dim.feature]
+    lg = lg + w[k] / d
+  end
+  local lo, hi = {}, {}
+  for k = 1, d do
+    local half = 0.5 * L * math.exp(w[k] - lg)
+    lo[k] = math.max(0, us[bi][k] - half)
+    hi[k] = math.min(halton.ONE_BELOW, us[bi][k] + half)
+  end
+  return lo, hi, L
+end
+
+--- Chooses the next n points by noise-aware expected improvement (minimising)
+-- under a GP fitted to the feasible observations, times the probability of
+-- feasibility from a second GP fitted to the feasible / infeasible labels when
+-- any trial was infeasible. The incumbent is the lowest posterior mean over
+-- the observed points, not the lowest observation, and the improvement is of
+-- the latent function: with noise the best noisy value is biased low and EI
+-- below it only explores; without noise the two coincide. Batches use the
+-- kriging believer: every pending point and each chosen one joins the model as
+-- a noise-free belief at its posterior mean (which may lower the incumbent),
+-- so the next choice moves elsewhere. Candidates: half of `candidates` are
+-- quasirandom in the trust region around the incumbent (M.trust_region, once
+-- `init` observations exist), the rest quasirandom and random over the whole
+-- cube, plus perturbations of the five best observations; the best few are
+-- refined by a local search whose steps stay inside the trust region.
+-- Without the trust region, on noisy Hartmann-6 EI explores the boundary of
+-- the cube where the surrogate is flat (docs/benchmarks.md).
+--   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}
+--   opts: seed, step (suggestion counter, for fresh candidate streams),
+--         candidates (1000), mode ("min" | "max"), context, theta (warm start:
+--         info.theta of the previous call), max_points (800: the GP's subset
+--         size above that many observations), feasibility (false: no
+--         feasibility model, infeasible trials only left out of the
+--         objective's GP; for comparisons), init (the number of initial
+--         non-adaptive observations, max(5, 2 (d + 1)): the trust region
+--         starts after them)
+-- Returns the list of u and info {theta =, ei =, noise =, model =,
+-- region = {lo =, hi =, length =} or nil}.
+function M.bayes_suggest(space, history, pending, n, opts)
+  opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
+  local sign = (opts.mode == "max") and -1 or 1
+  local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)
+  local fitted = gp.fit(X, y, {theta = opts.theta, dim = space.features, max_points = opts.max_points})
+  local model = fitted
+  local fmodel
+  local any_infeasible = false
+  for _, f in ipairs(labels) do if f < 0 then any_infeasible = true end end
+  if any_infeasible and opts.feasibility ~= false then fmodel = gp.fit(Xall, labels, {classify = true}) end
+  local obs_mean = fitted:observed_mean()
+  local best = math.huge
+  for i = 1, #obs_mean do best = math.min(best, obs_mean[i]) end
+  if best == math.huge then best = 0 end                -- no feasible observation: the prior mean
+  local function believe(x)
+    best = math.min(best, (model:predict(x)))
+    model = model:believe(x)
+    seen[feature_key(x)] = true
+  end
+  for _, p in ipairs(pending or {}) do believe(space:encode(p.u, opts.context)) end
+  local rng = rngs.rng("bayes-candidates", opts.seed or 0, opts.step or #history)
+  local ncand = opts.candidates or 1000
+  local d = space.d
+  local seq = halton.halton_sequence(d, rngs.key("bayes-halton", opts.seed or 0, opts.step or #history))
+  local base = {}
+  local us = {}
+  for i, h in ipairs(used) do us[i] = h.u end
+  local lo, hi, L = M.trust_region(space, y, us, obs_mean, fitted.theta, opts.init or math.max(5, 2 * (d + 1)))
+  if lo then
+    -- half the candidates: the Halton points mapped into the trust region
+    local ntr = ncand // 2
+    for i = 1, ntr do
+      local p = seq:point(i)
+      local u = {}
+      for k = 1, d do u[k] = lo[k] + p[k] * (hi[k] - lo[k]) end
+      base[#base + 1] = u
+    end
+    ncand = ncand - ntr
+  end
+  for i = 1, ncand // 2 do base[#base + 1] = seq:point(i) end
+  for _ = 1, ncand - ncand // 2 do
+    local u = {}
+    for k = 1, d do u[k] = rng:uniform() end
+    base[#base + 1] = u
+  end
+  -- local candidates around the five observations with the best posterior means
+  local order = {}
+  for i = 1, #used do order[i] = i end
+  table.sort(order, function(a, b) return obs_mean[a] < obs_mean[b] end)
+  for r = 1, math.min(5, #order) do
+    local u0 = used[order[r]].u
+    for j = 1, 40 do
+      local s = (j % 3 == 0) and 0.2 or ((j % 3 == 1) and 0.05 or 0.01)
+      local u = {}
+      for k = 1, d do u[k] = math.max(0, math.min(halton.ONE_BELOW, u0[k] + s * rng:normal())) end
+      base[#base + 1] = u
+    end
+  end
+  -- acquisition of a list of points: EI, times Pr(feasible) when modelled;
+  -- candidates below MIN_FEASIBLE rank after every candidate above it, seen
+  -- points after everything
+  local function acq(us)
+    local xs = {}
+    for i, u in ipairs(us) do xs[i] = space:encode(u, opts.context) end
+    local a = model:ei_many(xs, best)
+    local pf = fmodel and fmodel:prob_feasible_many(xs)
+    for i, x in ipairs(xs) do
+      if seen[feature_key(x)] then a[i] = -2
+      elseif pf then a[i] = pf[i] < MIN_FEASIBLE and pf[i] - 1 or a[i] * pf[i] end
+    end
+    return a
+  end
+  local out, eis = {}, {}
+  for _ = 1, n do
+    local a = acq(base)
+    local scored = {}
+    for i, u in ipairs(base) do scored[i] = {u = u, a = a[i]} end
+    table.sort(scored, function(p, q) return p.a > q.a end)
+    -- refine the best few by a shrinking random local search, 8 rounds of 4 points
+    local top = scored[1]
+    for t = 1, math.min(3, #scored) do
+      local cur = scored[t]
+      local step = 0.05
+      for _ = 1, 8 do
+        local us = {}
+        for j = 1, 4 do
+          local u = {}
+          for k = 1, d do
+            u[k] = math.max(lo and lo[k] or 0, math.min(hi and hi[k] or halton.ONE_BELOW, cur.u[k] + step * rng:normal()))
+          end
+          us[j] = u
+        end
+        local sa = acq(us)
+        local improved = false
+        for j = 1, 4 do if sa[j] > cur.a then cur, improved = {u = us[j], a = sa[j]}, true end end
+        if not improved then step = step * 0.7 end
+      end
+      if cur.a > top.a then top = cur end
+    end
+    out[#out + 1] = top.u
+    eis[#eis + 1] = top.a
+    if #out < n then believe(space:encode(top.u, opts.context)) end
+  end
+  return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
+    region = lo and {lo = lo, hi = hi, length = L} or nil}
+end
+M._observations = observations
+
+return M

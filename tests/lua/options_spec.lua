@@ -148,9 +148,12 @@ local CASES = {
   {"search.point", function() S.point(S.space{lr = S.uniform(0, 1)}, 1, {sed = 1}) end,
    "dl.search.point: unknown option 'sed' (valid: algorithm, cache, grid_points, seed); did you mean 'seed'?"},
   {"dl.study", function() dl.study{name = "s", trails = 3} end,
-   "dl.study: unknown option 'trails' (valid: algorithm, allow_step_search, description, experiment, fixed, goal, " ..
-   "grid_points, init, jobs, name, nuisance, objective, parallel, scientific, seed, seeds, steps, trials); did you " ..
-   "mean 'trials'?"},
+   "dl.study: unknown option 'trails' (valid: algorithm, allow_step_search, description, enqueue, experiment, fixed, " ..
+   "goal, grid_points, init, jobs, name, nuisance, objective, parallel, prune, scientific, seed, seeds, steps, " ..
+   "trials, warm_start); did you mean 'trials'?"},
+  {"dl.study prune", function() dl.study{name = "s", prune = {algorithm = "median", warmpu = 3}} end,
+   "dl.study: unknown option 'warmpu' in prune (valid: algorithm, min_steps, min_trials, reduction, warmup); " ..
+   "did you mean 'warmup'?"},
   {"dl.study objective", function() dl.study{name = "s", objective = {metrc = "valid/loss"}} end,
    "dl.study: unknown option 'metrc' in objective (valid: metric, mode); did you mean 'metric'?"},
   {"study:run", function()

@@ -33,6 +33,7 @@
 local util = require "dlua.util"
 local A = require "dlua.report.analysis"
 local fmtn = require("dlua.report.svg").format_number
+local prune = require "dlua.study.prune"
 
 local M = {}
 
@@ -518,6 +519,21 @@ local function check_trials(d, out)
   end
 end
 
+-- pruned trials (dlua.study.prune): how many; a warning when an exploration study prunes
+local function check_pruning(d, out)
+  local rec = d.record or {}
+  if not rec.prune then return end
+  local ids, n = {}, 0
+  for _, t in ipairs(A.search_trials(d)) do
+    n = n + 1
+    if t.status == "pruned" then ids[#ids + 1] = t.id end
+  end
+  local w = #ids > 0 and prune.exploration_warning({prune = rec.prune, algorithm = rec.algorithm})
+  out[#out + 1] = {check = "pruning", level = w and "warn" or "ok", trials = ids,
+    message = string.format("%d of %d trials pruned (%s)%s", #ids, n, rec.prune.algorithm, w and ("; " .. w) or ""),
+    data = {pruned = #ids, trials = n, algorithm = rec.prune.algorithm}}
+end
+
 ------------------------------------------------------------------- entry
 
 --- Runs every check on loaded data (dlua.analysis.load); returns the findings.
@@ -526,6 +542,7 @@ function M.check(d)
   local best = A.best_trials(d, 3)
   check_boundary(d, out)
   check_infeasible(d, out)
+  check_pruning(d, out)
   check_overfitting(d, out, best)
   check_variance(d, out, best)
   check_training(d, out, best)

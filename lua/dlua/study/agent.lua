@@ -21,6 +21,8 @@ local journal = require "dlua.study.journal"
 local launch = require "dlua.study.launch"
 local plan = require "dlua.study.plan"
 local results = require "dlua.study.results"
+local warm = require "dlua.study.warm"
+local prune = require "dlua.study.prune"
 
 local M = {}
 
@@ -47,6 +49,11 @@ function M.new(study, dir, opts)
   }, Agent)
   self.threads = opts.threads or math.max(1, util.cores() // self.jobs)
   self.sprog = progress.study{total = 0, jobs = self.jobs, metric = study.objective.metric}
+  if study.warm_start then
+    local used, skipped, reasons
+    self.warm, used, skipped, reasons = warm.history(study, study.warm_start)
+    self:say("%s", warm.describe(study.warm_start, used, skipped, reasons))
+  end
   return self
 end
 
@@ -118,13 +125,35 @@ function Agent:all_trials(st, session_start)
   return trials
 end
 
--- picks the next trial to run and records the claim; returns trial or nil, why
+-- the trial of id among trials
+local function find(trials, id)
+  for _, t in ipairs(trials) do if t.id == id then return t end end
+end
+
+-- picks the next trial to run and records the claim (asha promotions first);
+-- returns trial or nil, why. A bayes trial's point is chosen after the claim,
+-- outside the journal lock (Agent:choose_point).
 function Agent:claim(session_start)
   local study = self.study
-  return self.journal:locked(function(events, append)
+  local t, why, inputs = self.journal:locked(function(events, append)
     local st = replay(events)
     local now = os.time()
     local trials = self:all_trials(st, session_start)
+    local function take(t, s)
+      local sg = st.suggest[t.id]
+      if sg then t.u, t.nuisance = sg.u, sg.nuisance end
+      append({event = "claim", trial = t.id, owner = self.owner, host = self.host, pid = self.pid,
+              lease_until = now + self.lease, attempt = (s and s.claims or 0) + 1})
+      return t, nil, (not t.nuisance) and self:bayes_inputs(t, st, trials) or nil
+    end
+    for _, id in ipairs(prune.promotable(study, st)) do
+      local t = find(trials, id)
+      if t and self:holder_state(st.trials[id], now) == "free" then
+        append({event = "promote", trial = id, rung = st.trials[id].finish.rung})
+        t.promoted = true
+        return take(t, st.trials[id])
+      end
+    end
     local why = "none"
     for _, t in ipairs(trials) do
       local s = st.trials[t.id]
@@ -137,36 +166,68 @@ function Agent:claim(session_start)
             local r = t.seeds_record
             append({event = "seeds", group = r.group, base = r.base, nuisance = r.nuisance, u = r.u})
           end
-          -- the point of an adaptive trial is chosen now, once, and recorded
-          local sg = st.suggest[t.id]
-          if sg then t.u, t.nuisance = sg.u, sg.nuisance end
-          if not t.nuisance then
-            local u = self:suggest_bayes(t, st, trials)
-            t.u = u
-            t.nuisance = study.space:point(u, t.group.values)
-            append({event = "suggest", trial = t.id, u = json.array(u), nuisance = t.nuisance})
-          end
-          append({event = "claim", trial = t.id, owner = self.owner, host = self.host, pid = self.pid,
-                  lease_until = now + self.lease, attempt = (s and s.claims or 0) + 1})
-          return t
+          return take(t, s)
         elseif h == "wait" then why = "wait"
         elseif why ~= "wait" then why = "held" end
       end
     end
     return nil, why
   end)
+  if t and inputs then
+    if not self:choose_point(t, inputs) then return nil, "held" end
+  end
+  return t, why
 end
 
--- bayes: EI under the GP of this group's finished trials, with the group's
--- running trials as kriging believers
-function Agent:suggest_bayes(t, st, trials)
+-- the GP's warm start of a group: dir/gp/<group tag>.json (util.fs.write_atomic)
+function Agent:theta_path(group) return string.format("%s/gp/%s.json", self.dir, group.tag) end
+
+-- the point of a claimed adaptive trial: the fit runs outside the journal lock on
+-- the history of the claim (a trial finishing during the fit is left out: the
+-- suggestion may be stale by the trials that finished meanwhile, which a refit
+-- under the lock would only trade for every agent waiting); then, under the
+-- lock, the point is recorded if the claim is still ours. Returns true, or false
+-- when the claim passed to another agent.
+function Agent:choose_point(t, inputs)
   local study = self.study
+  local u
+  if inputs.feasible < 2 then
+    u = search.point(study.space, math.max(1, t.i or t.j), {algorithm = "quasirandom", seed = study.seed})
+  else
+    local path = self:theta_path(t.group)
+    local saved = json.decode(fs.read(path) or "")
+    local theta = type(saved) == "table" and saved.features == study.space.features and saved.theta or nil
+    local us, info = search.bayes_suggest(study.space, inputs.hist, inputs.pend, 1, {seed = study.seed,
+      step = t.i or t.j, mode = study.objective.mode, context = t.group.values, theta = theta})
+    u = us[1]
+    if info and info.theta then
+      fs.mkdir_p(self.dir .. "/gp")
+      fs.write_atomic(path, json.encode({features = study.space.features, theta = json.array(info.theta)}) .. "\n")
+    end
+  end
+  return self.journal:locked(function(events, append)
+    local st = replay(events)
+    local s = st.trials[t.id]
+    if not s or s.owner ~= self.owner or not s.running then return false end
+    local sg = st.suggest[t.id]
+    if sg then t.u, t.nuisance = sg.u, sg.nuisance; return true end
+    t.u = u
+    t.nuisance = study.space:point(u, t.group.values)
+    append({event = "suggest", trial = t.id, u = json.array(u), nuisance = t.nuisance})
+    return true
+  end)
+end
+
+-- bayes inputs of trial t: this group's finished trials (and the warm start's)
+-- as history, its running trials with a point as kriging believers
+function Agent:bayes_inputs(t, st, trials)
   local hist, pend = {}, {}
+  for _, h in ipairs(self.warm and self.warm[t.group.index] or {}) do hist[#hist + 1] = h end
   for _, p in ipairs(trials) do
     if p.group.index == t.group.index and p.kind == "search" and p.id ~= t.id then
       local s = st.trials[p.id]
       local u = p.u or (st.suggest[p.id] and st.suggest[p.id].u)
-      if u and s and s.finish and not s.running then
+      if u and s and s.finish and not s.running and s.finish.status ~= "pruned" then
         local v = s.finish.status == "done" and s.finish.value or nil
         hist[#hist + 1] = {u = u, value = v}
       elseif u and s and s.running then
@@ -176,12 +237,7 @@ function Agent:suggest_bayes(t, st, trials)
   end
   local feasible = 0
   for _, h in ipairs(hist) do if h.value ~= nil then feasible = feasible + 1 end end
-  if feasible < 2 then
-    return search.point(study.space, t.j, {algorithm = "quasirandom", seed = study.seed})
-  end
-  local us = search.bayes_suggest(study.space, hist, pend, 1, {seed = study.seed, step = t.j,
-    mode = study.objective.mode, context = t.group.values})
-  return us[1]
+  return {hist = hist, pend = pend, feasible = feasible}
 end
 
 function Agent:start(t)
@@ -196,7 +252,7 @@ function Agent:start(t)
   local parts = {}
   for _, k in ipairs(sorted_keys(t.nuisance or {})) do parts[#parts + 1] = k .. "=" .. fmtv(t.nuisance[k]) end
   if t.seed then parts[#parts + 1] = "seed=" .. t.seed end
-  self:say("trial %s started (%s%s)", t.id, t.group.label ~= "(all)" and (t.group.label .. "; ") or "",
+  self:say("trial %s %s (%s%s)", t.id, t.promoted and "promoted, resuming" or "started", t.group.label ~= "(all)" and (t.group.label .. "; ") or "",
     table.concat(parts, " "))
 end
 
@@ -257,6 +313,7 @@ function Agent:is_complete(st, session_start)
     local s = st.trials[t.id]
     if not s or not s.finish or s.running or s.finish.status == "interrupted" then return false end
   end
+  if #prune.promotable(self.study, st) > 0 then return false end
   if self.study.seeds > 0 then
     for _, g in ipairs(self.study.groups) do
       local any = false
@@ -265,6 +322,29 @@ function Agent:is_complete(st, session_start)
     end
   end
   return true
+end
+
+-- the finish event of running trial r with outcome res
+function Agent:finish_event(r, res, wall)
+  local t = r.trial
+  return {event = "finish", trial = t.id, owner = self.owner, status = res.status, value = res.value,
+          step = res.step, steps = res.steps, wall = wall, message = res.message, hp = r.hp,
+          nuisance = t.nuisance, u = t.u and json.array(t.u) or nil, group = t.group.index, kind = t.kind,
+          base = t.base, dir = r.dir, rung = res.rung,
+          curve = self.study.prune and prune.curve(r.dir, self.study.objective.metric) or nil}
+end
+
+-- under the lock, after a finish event: trials.csv, and the complete event when
+-- every trial settled; returns whether the study completed now
+function Agent:after_finish(events, append, session_start)
+  local st = replay(events)
+  self:write_trials_csv(st)
+  local line = self:progress_line(st, session_start)
+  if self:is_complete(st, session_start) and st.complete_at < st.last_finish then
+    append({event = "complete"})
+    return true, line
+  end
+  return false, line
 end
 
 -- "trials 3/12 done, 2 running, 7 pending, 1 interrupted  best ... (t003)  ETA 2m10s"
@@ -279,7 +359,7 @@ function Agent:progress_line(st, session_start)
     local f = s and s.finish
     if s and s.running then c.running = c.running + 1
     elseif f and (FINAL[f.status] or s.finish_at >= session_start) then
-      local k = FINAL[f.status] and "done" or f.status
+      local k = f.status == "pruned" and "pruned" or (FINAL[f.status] and "done" or f.status)
       c[k] = (c[k] or 0) + 1
       if f.status == "done" and f.value ~= nil and (not best or better(f.value, best.value, mode)) then
         best = {id = t.id, value = f.value}
@@ -306,21 +386,74 @@ function Agent:finish(r, code, session_start)
       common.warn(string.format("trial %s: the claim passed to another agent (lease expired); result dropped", t.id))
       return
     end
-    append({event = "finish", trial = t.id, owner = self.owner, status = res.status, value = res.value,
-            step = res.step, steps = res.steps, wall = wall, message = res.message, hp = r.hp,
-            nuisance = t.nuisance, u = t.u and json.array(t.u) or nil, group = t.group.index, kind = t.kind,
-            base = t.base, dir = r.dir})
-    st = replay(events)
-    self:write_trials_csv(st)
+    append(self:finish_event(r, res, wall))
     if res.status ~= "interrupted" then self.sprog:finished(wall) end
-    progress_line = self:progress_line(st, session_start)
-    if self:is_complete(st, session_start) and st.complete_at < st.last_finish then
-      append({event = "complete"})
-      completed = true
-    end
+    completed, progress_line = self:after_finish(events, append, session_start)
   end)
   if progress_line then self:say("%s", progress_line) end
   self.ran[#self.ran + 1] = {id = t.id, status = res.status, value = res.value, message = res.message}
+  if completed then results.complete(study, self.dir, self.opts) end
+end
+
+-- the pruning rule on running trial r's evals so far (study.prune): a decision to
+-- stop is a finish event (status "pruned") written before the process is stopped
+function Agent:check_prune(r, session_start)
+  local study = self.study
+  local p, mode, t = study.prune, study.objective.mode, r.trial
+  local curve = prune.curve(r.dir, study.objective.metric)
+  local last = curve[#curve]
+  if not last or last[1] == r.seen then return end
+  local from = r.seen
+  r.seen = last[1]
+  local completed, line
+  local d = self.journal:locked(function(events, append)
+    local st = replay(events)
+    local s = st.trials[t.id]
+    if not s or s.owner ~= self.owner or not s.running then return end
+    local d
+    if p.algorithm == "median" then
+      local done = {}
+      for _, x in pairs(st.trials) do
+        local f = x.finish
+        if f and f.status == "done" and f.group == t.group.index and f.kind ~= "seed" and f.curve then
+          done[#done + 1] = f.curve
+        end
+      end
+      local m = prune.median_rule(p, mode, curve, done, from)
+      if m then
+        d = {step = m.step, value = m.value, message = string.format("pruned at step %d: %s %.6g is worse than " ..
+          "the median %.6g of %d completed trial(s)", m.step, study.objective.metric, m.value, m.median, m.n)}
+      end
+    else
+      for k, budget in ipairs(p.rungs) do
+        if not (s.rungs and s.rungs[k]) then
+          local v, vs = prune.rung_value(curve, budget)
+          if v == nil then break end
+          append({event = "rung", trial = t.id, group = t.group.index, rung = k, step = vs, value = v})
+          local records = replay(events).rungs[k][t.group.index]
+          if not prune.in_top(records, t.id, p.reduction, mode) then
+            d = {step = vs, value = v, rung = k, message = string.format("paused at rung %d (%d steps): %s %.6g " ..
+              "is not in the top 1/%g of the %d trial(s) there", k, budget, study.objective.metric, v, p.reduction,
+              #records)}
+            break
+          end
+        end
+      end
+    end
+    if d then
+      append(self:finish_event(r, {status = "pruned", value = d.value, step = d.step, steps = last[1],
+        message = d.message, rung = d.rung}, core.clock() - r.handle.t0))
+      self.sprog:finished(core.clock() - r.handle.t0)
+      completed, line = self:after_finish(events, append, session_start)
+    end
+    return d
+  end)
+  if not d then return end
+  r.pruned = d
+  if r.handle.kill then r.handle:kill("KILL") end    -- resumable: the checkpoints stay
+  self:say("trial %s pruned: %s", t.id, d.message)
+  if line then self:say("%s", line) end
+  self.ran[#self.ran + 1] = {id = t.id, status = "pruned", value = d.value, message = d.message}
   if completed then results.complete(study, self.dir, self.opts) end
 end
 
@@ -372,8 +505,9 @@ function Agent:loop()
       for _, r in ipairs(self.running) do
         local code = r.handle:poll()
         if code then
-          self:finish(r, code, session_start)
+          if not r.pruned then self:finish(r, code, session_start) end
         else
+          if self.study.prune and r.trial.kind == "search" and not r.pruned then self:check_prune(r, session_start) end
           keep[#keep + 1] = r
         end
       end

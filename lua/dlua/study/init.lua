@@ -15,8 +15,9 @@
 --
 -- Files in the study directory <root>/<name>/ (docs/studies.md):
 --   study.json      the study as data (spaces, roles, seed, objective), fingerprinted
---   journal.jsonl   append-only events (claim, renew, suggest, finish, complete),
---                   written under an fcntl lock on journal.lock
+--   journal.jsonl   append-only events (claim, renew, suggest, finish, complete,
+--                   rung, promote), written under an fcntl lock on journal.lock
+--   gp/<tag>.json   the bayes GP's last fit per scientific value (warm start)
 --   trials.csv      one row per finished trial, rewritten after every trial
 --   results.json    the per-scientific-value report of the last completion
 --   <trial id>/     each trial's run directory (dl.train's files, trial.log, exit)
@@ -26,7 +27,9 @@
 -- and their command lines), journal (the shared event log), launch (a trial as a
 -- process), agent (claiming and running trials), results (what trials measured),
 -- run (study:run, `dlua STUDYFILE`, `dlua agent`), dryrun (the check before the
--- first trial), site (the study file and line errors name); common holds helpers.
+-- first trial), site (the study file and line errors name), warm (enqueue and
+-- warm_start), prune (median and asha pruning), importance (per-hyperparameter
+-- importance in the results); common holds helpers.
 -- Trials are started by launch.launch unless study:run / study:main get another
 -- launch function (dlua.study.ranks passes its pool's).
 local util = require "dlua.util"

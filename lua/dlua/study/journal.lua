@@ -1,6 +1,7 @@
 --- dlua.study.journal: a study's append-only event log, journal.jsonl, shared
 -- by every agent of the study. Events (one JSON object a line): claim, renew,
--- release, suggest, seeds, finish, complete. Writers hold an fcntl lock on
+-- release, suggest, seeds, finish, complete; rung and promote for asha pruning
+-- (dlua.study.prune). Writers hold an fcntl lock on
 -- journal.lock (released by the kernel if the process dies); a torn last line
 -- is skipped by readers and terminated by the next writer. A trial id names a
 -- directory, so an event whose trial would leave the study directory is an error
@@ -14,7 +15,7 @@ local fs = require "dlua.util.fs"
 local M = {}
 
 --- Trial statuses that are final (a re-run does not retry them).
-M.FINAL = {done = true, diverged = true}
+M.FINAL = {done = true, diverged = true, pruned = true}
 
 local Journal = {}
 Journal.__index = Journal
@@ -85,10 +86,12 @@ function Journal:events() return (read_events(self.path)) end
 
 --- replay(events) -> the state the events describe: {trials = {[id] = {claims,
 -- owner, host, pid, lease_until, running, attempt, finish, finish_at, finishes}},
--- suggest = {[id] = event}, seeds = {[group] = event}, complete_at, last_finish}
--- (the *_at fields are event positions).
+-- suggest = {[id] = event}, seeds = {[group] = event}, rungs = {[rung] = {[group] =
+-- {{trial, value}}}}, complete_at, last_finish} (the *_at fields are event
+-- positions). A promote event re-opens a paused (pruned) trial: its finish is
+-- forgotten, so it is claimed and resumed again.
 function M.replay(events)
-  local st = {trials = {}, suggest = {}, seeds = {}, complete_at = 0, last_finish = 0}
+  local st = {trials = {}, suggest = {}, seeds = {}, rungs = {}, complete_at = 0, last_finish = 0}
   for i, e in ipairs(events) do
     local id = e.trial
     local t = id and st.trials[id]
@@ -111,6 +114,15 @@ function M.replay(events)
       st.seeds[e.group] = e
     elseif e.event == "complete" then
       st.complete_at = i
+    elseif e.event == "rung" then
+      local r = st.rungs[e.rung] or {}
+      st.rungs[e.rung] = r
+      r[e.group] = r[e.group] or {}
+      table.insert(r[e.group], {trial = id, value = e.value, step = e.step})
+      t.rungs = t.rungs or {}
+      t.rungs[e.rung] = true
+    elseif e.event == "promote" then
+      t.finish, t.running, t.promoted = nil, false, e.rung
     end
   end
   return st

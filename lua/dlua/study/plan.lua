@@ -3,7 +3,8 @@
 -- point in the unit cube; nil until chosen for adaptive bayes trials), nuisance
 -- (the nuisance values), kind = "search" | "seed"}. Trial j of every scientific
 -- value comes before trial j + 1, and every value gets the same nuisance points.
--- The functions take the study first; dlua.study makes them its methods
+-- The enqueued points (study.enqueue) are trials 1..E of every scientific value,
+-- under any algorithm; the algorithm's point i is trial E + i. The functions take the study first; dlua.study makes them its methods
 -- (study:plan(), study:trial_hparams(t), study:trial_args(hp), study:command(hp)).
 local util = require "dlua.util"
 local search = require "dlua.search"
@@ -23,15 +24,23 @@ function M.plan(study, n)
   local out = {}
   local cache = {}
   local init = study.init or math.max(5, study.space.d + 1)
+  local queued = study.enqueue or {}
+  local E = #queued
   for j = 1, n do
-    local u
-    if study.algorithm ~= "manual" and (study.algorithm ~= "bayes" or j <= init) then
-      u = search.point(study.space, j, {algorithm = study.algorithm == "bayes" and "quasirandom" or study.algorithm,
+    local u, q = nil, queued[j]
+    local i = j - E                               -- the algorithm's own point number
+    if q then u = q.u
+    elseif study.algorithm ~= "manual" and (study.algorithm ~= "bayes" or i <= init) then
+      u = search.point(study.space, i, {algorithm = study.algorithm == "bayes" and "quasirandom" or study.algorithm,
                                         seed = study.seed, cache = cache, grid_points = study.grid_points})
+      if not u then break end                     -- past the end of a grid
     end
     for _, g in ipairs(study.groups) do
-      local t = {id = M.trial_id(g, j), group = g, j = j, u = u, kind = "search"}
+      local t = {id = M.trial_id(g, j), group = g, j = j, i = i, u = u, kind = "search", enqueued = q and true or nil}
       if study.algorithm == "manual" then t.nuisance = copy(study.manual[j])
+      elseif q then
+        t.nuisance = study.space:point(u, g.values)
+        for k, v in pairs(q.values) do t.nuisance[k] = v end
       elseif u then t.nuisance = study.space:point(u, g.values) end
       out[#out + 1] = t
     end

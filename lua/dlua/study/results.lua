@@ -11,6 +11,8 @@ local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
 local plan = require "dlua.study.plan"
 local spec = require "dlua.study.spec"
+local prune = require "dlua.study.prune"
+local importance = require "dlua.study.importance"
 
 local M = {}
 
@@ -156,7 +158,7 @@ function M.results(dir, opts)
                aggregate = aggregate, trials = {}, groups = {}}
   for i, g in ipairs(study.groups) do
     out.groups[i] = {label = g.label, values = g.values, tag = g.tag, trials = 0, done = 0, infeasible = 0,
-                     seed_values = {}}
+                     pruned = 0, seed_values = {}}
   end
   for _, id in ipairs(sorted_keys(st.trials)) do
     local f = st.trials[id].finish
@@ -168,7 +170,7 @@ function M.results(dir, opts)
       end
       local t = {id = id, group = f.group, status = f.status, value = value, step = step, hp = f.hp,
                  nuisance = f.nuisance, dir = tdir, command = plan.command(study, f.hp or {}), kind = f.kind,
-                 message = f.message, base = f.base}
+                 message = f.message, base = f.base, u = f.u}
       out.trials[#out.trials + 1] = t
       local g = out.groups[f.group]
       if g then
@@ -179,6 +181,9 @@ function M.results(dir, opts)
           if f.status == "done" and value ~= nil then
             g.done = g.done + 1
             if not g.best or better(value, g.best.value, mode) then g.best = t end
+          elseif f.status == "pruned" then
+            g.pruned = g.pruned + 1
+            t.value, t.step = f.value, f.step          -- the objective where it was stopped
           else
             g.infeasible = g.infeasible + 1
           end
@@ -193,11 +198,24 @@ function M.results(dir, opts)
     if a.value == b.value then return a.id < b.id end
     return better(a.value, b.value, mode)
   end)
-  for _, g in ipairs(out.groups) do
+  local hist = {}
+  for _, t in ipairs(out.trials) do
+    if t.kind ~= "seed" and t.u and t.status == "done" and t.value ~= nil and out.groups[t.group] then
+      hist[t.group] = hist[t.group] or {}
+      table.insert(hist[t.group], {u = t.u, value = t.value})
+    end
+  end
+  for i, g in ipairs(out.groups) do
+    g.importance = hist[i] and importance.importance(study.space, hist[i], g.values) or nil
     g.seeds = mean_std(g.seed_values)
     if g.best and (not out.best or better(g.best.value, out.best.value, mode)) then out.best = g.best end
   end
   out.adoption = adoption(out.groups, mode)
+  out.pruned = 0
+  for _, g in ipairs(out.groups) do out.pruned = out.pruned + g.pruned end
+  out.prune = study.prune
+  out.warnings = {}
+  if out.pruned > 0 then out.warnings[#out.warnings + 1] = prune.exploration_warning(study) end
   return out
 end
 
@@ -229,6 +247,24 @@ function M.format_results(res)
         g.seeds.mean, g.seeds.std and string.format("%.4f", g.seeds.std) or "-", g.seeds.min, g.seeds.max)
     end
   end
+  for _, g in ipairs(res.groups) do
+    if g.importance then
+      local parts = {}
+      for _, e in ipairs(g.importance) do
+        parts[#parts + 1] = string.format("%s %s (fANOVA %.2f)", e.name, e.gp and string.format("%.2f", e.gp) or "-",
+          e.fanova)
+      end
+      lines[#lines + 1] = string.format("importance%s: %s", #res.groups > 1 and (" (" .. g.label .. ")") or "",
+        table.concat(parts, ", "))
+    end
+  end
+  if res.pruned and res.pruned > 0 then
+    local parts = {}
+    for _, g in ipairs(res.groups) do parts[#parts + 1] = string.format("%s %d of %d", g.label, g.pruned, g.trials) end
+    lines[#lines + 1] = string.format("pruned (%s): %s", res.prune and res.prune.algorithm or "?",
+      table.concat(parts, ", "))
+  end
+  for _, w in ipairs(res.warnings or {}) do lines[#lines + 1] = "warning: " .. w end
   if res.adoption then lines[#lines + 1] = "adoption: " .. res.adoption.message end
   if res.best then lines[#lines + 1] = "reproduce the best trial: " .. res.best.command end
   return table.concat(lines, "\n")
@@ -240,13 +276,15 @@ function M.complete(study, dir, opts)
   local res = M.results(dir)
   local groups = {}
   for i, x in ipairs(res.groups) do
-    groups[i] = {label = x.label, values = x.values, trials = x.trials, infeasible = x.infeasible,
+    groups[i] = {label = x.label, values = x.values, trials = x.trials, infeasible = x.infeasible, pruned = x.pruned,
+                 importance = x.importance,
                  best = x.best and {id = x.best.id, value = x.best.value, step = x.best.step, hp = x.best.hp} or nil,
                  seeds = x.seeds}
   end
   fs.write_atomic(dir .. "/results.json", json.encode({
     metric = res.metric, mode = res.mode, best = res.best and {id = res.best.id, value = res.best.value,
-    step = res.best.step, command = res.best.command} or nil, groups = groups, adoption = res.adoption}) .. "\n")
+    step = res.best.step, command = res.best.command} or nil, groups = groups, adoption = res.adoption,
+    pruned = res.pruned, prune = res.prune, warnings = json.array(res.warnings)}) .. "\n")
   local root = opts.root or fs.dirname(dir)
   track.append(root .. "/studies.csv", {
     name = study.name, config = study.script or "", description = study.goal or study.description or "",

@@ -13,6 +13,7 @@ local spec = require "dlua.study.spec"
 local results = require "dlua.study.results"
 local agent_mod = require "dlua.study.agent"
 local dryrun = require "dlua.study.dryrun"
+local prune = require "dlua.study.prune"
 
 local M = {}
 
@@ -67,6 +68,8 @@ function M.run(self, opts)
       error("dl.study: --steps conflicts with the study's searched steps", 0)
     end
     if self.fixed.steps then self.fixed.steps = opts.steps else self.steps = opts.steps end
+    self.max_steps = opts.steps
+    if self.prune and self.prune.rungs then self.prune.rungs = prune.rungs(self.prune, opts.steps) end
   end
   local root = opts.out or "runs"
   local dir = root .. "/" .. self.name

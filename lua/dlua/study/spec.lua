@@ -14,6 +14,8 @@ local search = require "dlua.search"
 local common = require "dlua.study.common"
 local plan = require "dlua.study.plan"
 local site = require "dlua.study.site"
+local warm = require "dlua.study.warm"
+local prune = require "dlua.study.prune"
 
 local M = {}
 
@@ -28,10 +30,10 @@ Study.plan, Study.trial_hparams, Study.trial_args, Study.command = plan.plan, pl
   plan.command
 
 -- the spec's keys (util.check_options); objective may also be a metric name alone
-local SPEC = {algorithm = true, allow_step_search = true, description = true, experiment = true, fixed = true,
-              goal = true, grid_points = true, init = true, jobs = true, name = true, nuisance = true,
-              objective = {metric = true, mode = true}, parallel = true, scientific = true, seed = true,
-              seeds = true, steps = true, trials = true}
+local SPEC = {algorithm = true, allow_step_search = true, description = true, enqueue = true, experiment = true,
+              fixed = true, goal = true, grid_points = true, init = true, jobs = true, name = true, nuisance = true,
+              objective = {metric = true, mode = true}, parallel = true, prune = prune.SPEC, scientific = true,
+              seed = true, seeds = true, steps = true, trials = true, warm_start = true}
 
 -- the first key of t that spec (a SPEC table) does not know, as a site needle
 local function unknown_key(t, spec)
@@ -212,8 +214,9 @@ local function check_budget(cx, self, spec, roles)
     end
     for _, w in ipairs(search.warnings(space, alg)) do cx.warn(w) end
     local n = spec.trials
+    local queued = spec.enqueue and #spec.enqueue or 0
     if alg == "grid" then
-      local g = #search.grid_points(space, spec.grid_points)
+      local g = #search.grid_points(space, spec.grid_points) + queued
       if n and n > g then cx.warn(string.format("grid has %d points; %d trials requested, running %d", g, n, g)) end
       n = math.min(n or g, g)
     end
@@ -221,9 +224,44 @@ local function check_budget(cx, self, spec, roles)
       cx.fail({key = "trials"}, "dl.study: trials must be a positive integer (trials per scientific value) or a " ..
         "list of trials, got " .. tostring(spec.trials))
     end
+    if queued > n then
+      cx.fail({key = "enqueue"}, string.format("dl.study: enqueue lists %d trials, more than trials = %d (the " ..
+        "enqueued trials count in the budget of each scientific value)", queued, n))
+    end
     self.trials = n
   end
   self.algorithm = alg
+end
+
+-- enqueue, warm_start, prune: sets self.enqueue, self.warm_start, self.prune
+local function check_warm(cx, self, spec, where)
+  if spec.enqueue ~= nil then
+    if self.manual then cx.fail({key = "enqueue"}, "dl.study: a manual study (a list of trials) takes no enqueue") end
+    self.enqueue = warm.check_enqueue(self.space, spec.enqueue, function(msg) cx.fail({key = "enqueue"}, msg) end)
+  end
+  if spec.warm_start ~= nil then
+    local path = spec.warm_start
+    if type(path) ~= "string" then
+      cx.fail({key = "warm_start"}, "dl.study: warm_start must be the directory of an earlier study (a string)")
+    end
+    local dir = where.script and fs.dirname(where.script)
+    if dir and dir ~= "." and path:sub(1, 1) ~= "/" and fs.exists(dir .. "/" .. path .. "/study.json") then
+      path = dir .. "/" .. path
+    end
+    if not fs.exists(path .. "/study.json") then
+      cx.fail({key = "warm_start"}, "dl.study: warm_start: " .. path .. " holds no study.json (the directory of " ..
+        "an earlier study, e.g. runs/earlier-study)")
+    end
+    if self.algorithm ~= "bayes" then
+      cx.warn("warm_start feeds an earlier study's trials to the bayes surrogate; algorithm " .. self.algorithm ..
+        " does not use them")
+    end
+    self.warm_start = common.abspath(path)
+    if self.init == nil then self.init = 0 end      -- the earlier trials replace the quasirandom start
+  end
+  if spec.prune ~= nil then
+    self.prune = prune.check(spec.prune, self, function(msg) cx.fail({key = "prune"}, msg) end, cx.warn)
+  end
 end
 
 local function check_objective(cx, spec)
@@ -345,6 +383,9 @@ function M.study(spec)
   check_budget(cx, self, spec, roles)
   self.objective = check_objective(cx, spec)
   check_settings(cx, self, spec, roles)
+  self.max_steps = self.steps or (math.type(fixed.steps) == "integer" and fixed.steps) or
+    (math.type(cx.exp.hparams.steps) == "integer" and cx.exp.hparams.steps) or nil
+  check_warm(cx, self, spec, where)
   return self
 end
 
@@ -365,7 +406,8 @@ function Study:record()
     nuisance = self.space:to_table(), nuisance_description = self.space:describe(),
     manual = self.manual, trials = self.trials, algorithm = self.algorithm, seed = self.seed, init = self.init,
     grid_points = self.grid_points, objective = self.objective, steps = self.steps, seeds = self.seeds,
-    allow_step_search = self.allow_step_search,
+    allow_step_search = self.allow_step_search, enqueue = self.enqueue, warm_start = self.warm_start,
+    prune = self.prune, max_steps = self.max_steps,
   }
 end
 
@@ -375,6 +417,7 @@ function M.fingerprint(rec)
   local t = copy(rec)
   t.trials, t.goal, t.description, t.script, t.experiment, t.nuisance_description, t.seeds = nil, nil, nil, nil,
     nil, nil, nil
+  t.max_steps = nil                 -- derived (steps, fixed, the experiment): directories of earlier versions resume
   return string.format("%016x", search.hash_string(json.encode(t)))
 end
 
@@ -383,7 +426,7 @@ function M.from_record(rec)
   local self = setmetatable({_dlua_kind = "study", warnings = {}}, Study)
   for _, k in ipairs({"name", "goal", "description", "script", "experiment", "experiment_abs", "fixed",
                       "manual", "trials", "algorithm", "seed", "init", "grid_points", "objective", "steps",
-                      "seeds", "allow_step_search"}) do
+                      "seeds", "allow_step_search", "enqueue", "warm_start", "prune", "max_steps"}) do
     self[k] = rec[k]
   end
   self.sci = rec.scientific or {}

@@ -1,0 +1,306 @@
+-- dl.study pruning: the median rule against a hand-computed case, its `pruned`
+-- status in the journal, trials.csv and the results (with the exploration
+-- warning), through a SIGKILL of the study and with two agents; asha pauses a
+-- trial at a rung and promotes it later, and the promoted trial ends
+-- bit-identical to the same trial never paused.
+local dl = require "dlua"
+local json, fs = dl.json, dl.fs
+local prune = require "dlua.study.prune"
+
+local EXE = os.getenv("DLUA_EXE") or "build/dlua"
+local H = dofile("tests/lua/helpers.lua")
+local write = H.spit
+
+-- a small experiment, slowed by `delay` seconds of busy waiting per step so the
+-- agent sees the evals while the trial runs; checkpoints every 10 steps
+local EXPERIMENT = [[
+local dl = require "dlua"
+local nn, optim, data = dl.nn, dl.optim, dl.data
+return dl.experiment{
+  name = "toy-prune", hparams = {lr = 0.05, steps = 30, batch_size = 16, width = 16, delay = 0.0},
+  build = function(hp)
+    local s0, c0 = dl.rng_state()
+    dl.seed(11)
+    local x = dl.randn(200, 8)
+    local y = x:matmul(dl.randn(8, 3)):argmax(2)
+    dl.rng_state(s0, c0)
+    local tr, va = data.tensors{image = x, label = y}:split{150, 50, seed = 0}
+    local model = nn.Sequential{nn.Linear(8, hp.width), nn.ReLU(), nn.Linear(hp.width, 3)}
+    return {model = model, loss = nn.CrossEntropy(),
+      optimizer = optim.SGD{params = model:parameters(), lr = hp.lr, momentum = 0.9},
+      data = tr:shuffle{seed = hp.data_seed}:batch(hp.batch_size), steps = hp.steps,
+      forward = function(m, batch)
+        if hp.delay > 0 then local t = dl.clock(); while dl.clock() - t < hp.delay do end end
+        return m(batch.image)
+      end,
+      eval = {every = 5, sets = {valid = va}},
+      checkpoint = {every = 5}}
+  end}
+]]
+
+local function study_file(dir, file, fields)
+  write(dir .. "/" .. file, "local dl = require \"dlua\"\nlocal S = dl.search\nreturn dl.study{\n" ..
+    "  experiment = \"exp.lua\", goal = \"g\", seed = 3, objective = {metric = \"valid/accuracy\", mode = \"max\"},\n" ..
+    fields .. "\n}\n")
+  return dir .. "/" .. file
+end
+
+local function run(dir, args)
+  local p = io.popen(string.format("cd %s && %s %s 2>&1; echo \"rc=$?\"", dir, EXE, args))
+  local out = p:read("a")
+  p:close()
+  return out, tonumber(out:match("rc=(%d+)%s*$"))
+end
+
+local function events(sd)
+  local out = {}
+  for l in (fs.read(sd .. "/journal.jsonl") or ""):gmatch("[^\n]+") do out[#out + 1] = json.decode(l) end
+  return out
+end
+
+local function rows_by_id(sd)
+  local t = {}
+  for _, r in ipairs(dl.track.read(sd .. "/trials.csv")) do assert(not t[r.id], "listed twice: " .. r.id); t[r.id] = r end
+  return t
+end
+
+local function count(tbl) local n = 0; for _ in pairs(tbl) do n = n + 1 end; return n end
+
+-- the final status of every trial from the journal (a promote event re-opens one)
+local function statuses(sd)
+  local st = {}
+  for _, e in ipairs(events(sd)) do
+    if e.event == "finish" then st[e.trial] = e.status elseif e.event == "promote" then st[e.trial] = nil end
+  end
+  return st
+end
+
+describe("the median rule", function()
+  it("prunes at the first step after warmup where the trial is worse than the completed trials' median", function()
+    -- completed trials' objective (max) at steps 5, 10, 15:
+    --   A: 0.50 0.60 0.70   B: 0.40 0.70 0.80   C: 0.30 0.50 0.90   D: 0.20 (only step 5)
+    local done = {{{5, 0.5}, {10, 0.6}, {15, 0.7}}, {{5, 0.4}, {10, 0.7}, {15, 0.8}},
+                  {{5, 0.3}, {10, 0.5}, {15, 0.9}}, {{5, 0.2}}}
+    -- medians: step 5 of {0.5, 0.4, 0.3, 0.2} = 0.35; step 10 of {0.6, 0.7, 0.5} = 0.6; step 15 = 0.8
+    local trial = {{5, 0.34}, {10, 0.61}, {15, 0.79}}
+    local p = {warmup = 0, min_trials = 3}
+    assert.are.same({step = 5, value = 0.34, median = 0.35, n = 4}, prune.median_rule(p, "max", trial, done))
+    -- warmup 5: step 5 is not judged; at step 10 0.61 beats the median 0.6; at 15 0.79 < 0.8
+    p.warmup = 5
+    assert.are.same({step = 15, value = 0.79, median = 0.8, n = 3}, prune.median_rule(p, "max", trial, done))
+    -- min_trials 4: only step 5 has four completed values, and it is in the warmup
+    p.min_trials = 4
+    assert.is_nil(prune.median_rule(p, "max", trial, done))
+    -- steps already judged (from = 10) are not judged again; a min objective flips the comparison
+    assert.are.same({step = 15, value = 0.79, median = 0.8, n = 3},
+      prune.median_rule({warmup = 0, min_trials = 3}, "max", trial, done, 10))
+    assert.are.same({step = 10, value = 0.61, median = 0.6, n = 3},
+      prune.median_rule({warmup = 5, min_trials = 3}, "min", trial, done))
+    -- equal to the median is not worse
+    assert.is_nil(prune.median_rule({warmup = 0, min_trials = 3}, "max", {{10, 0.6}}, done))
+    assert.are.equal(0.35, prune.median({0.2, 0.5, 0.3, 0.4}))
+  end)
+
+  it("asha: rungs, and the top 1/reduction of a rung", function()
+    assert.are.same({10, 30, 90}, prune.rungs({min_steps = 10, reduction = 3}, 100))
+    assert.are.same({10}, prune.rungs({min_steps = 10, reduction = 3}, 30))
+    local recs = {{trial = "a", value = 0.5}, {trial = "b", value = 0.7}, {trial = "c", value = 0.6}}
+    assert.is_true(prune.in_top(recs, "b", 3, "max"))
+    assert.is_false(prune.in_top(recs, "c", 3, "max"))
+    assert.is_true(prune.in_top(recs, "a", 3, "min"))
+    assert.is_false(prune.in_top({recs[1], recs[2]}, "b", 3, "max"))    -- floor(2 / 3) = 0
+    assert.are.equal(0.6, (prune.rung_value({{5, 0.5}, {10, 0.6}, {15, 0.4}}, 12)))
+    assert.is_nil(prune.rung_value({{5, 0.5}, {10, 0.6}}, 12))
+  end)
+end)
+
+-- three equal good points first (equal to their median, so never pruned), then bad ones the median rule
+-- prunes at their first eval judged (with two jobs: once two trials completed, whatever finishes when)
+local MEDIAN = [[
+  nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 6, fixed = {delay = 0.03},
+  enqueue = {{lr = 0.3}, {lr = 0.3}, {lr = 0.3}, {lr = 1e-4}, {lr = 1.2e-4}, {lr = 1.5e-4}},
+  prune = {algorithm = "median", warmup = 0, min_trials = 2},]]
+
+describe("dl.study prune = {algorithm = \"median\"}", function()
+  local dir
+  setup(function() dir = H.tmpdir("median"); write(dir .. "/exp.lua", EXPERIMENT) end)
+  teardown(function() fs.rm_rf(dir) end)
+
+  -- strict: the pruned trials were judged at their first eval (one agent, one job, never interrupted)
+  local function check_pruned(sd, strict)
+    local st = statuses(sd)
+    assert.are.same({trial_t001 = "done", trial_t002 = "done", trial_t003 = "done", trial_t004 = "pruned",
+                     trial_t005 = "pruned", trial_t006 = "pruned"}, st)
+    local rows = rows_by_id(sd)
+    assert.are.equal(6, count(rows))
+    for id, s in pairs(st) do assert.are.equal(s, rows[id].status, id) end
+    assert.truthy(rows.trial_t004.message:find("^pruned at step " .. (strict and "5" or "%d+") ..
+      ": valid/accuracy [%d.]+ is worse than the median [%d.]+ of " .. (strict and "3" or "%d") ..
+      " completed trial%(s%)$"), rows.trial_t004.message)
+    -- pruned trials stopped early: fewer than 30 steps trained
+    for _, id in ipairs(strict and {"trial_t004", "trial_t005", "trial_t006"} or {}) do
+      assert.is_true(tonumber(rows[id].steps_run) < 30, id .. " ran " .. rows[id].steps_run)
+    end
+    local res = dl.study_results(sd)
+    assert.are.equal(3, res.pruned)
+    assert.are.equal(3, res.groups[1].pruned)
+    assert.are.equal(0, res.groups[1].infeasible)
+    assert.are.equal(3, #res.ranking)                     -- pruned trials are not ranked
+    local rj = json.decode(fs.read(sd .. "/results.json"))
+    assert.are.equal(3, rj.pruned)
+    assert.are.equal(3, rj.groups[1].pruned)
+  end
+
+  it("prunes the bad trials, with their own status in the journal, trials.csv and the results", function()
+    study_file(dir, "median.lua", "  name = \"median\", algorithm = \"bayes\", parallel = 1," .. MEDIAN)
+    local out, rc = run(dir, "median.lua --out runs --no-check --threads 1")
+    assert.are.equal(0, rc, out)
+    check_pruned(dir .. "/runs/median", true)
+    assert.truthy(out:find("pruned (median): (all) 3 of 6", 1, true), out)
+    assert.truthy(out:find("[ok]   pruning: 3 of 6 trials pruned (median)", 1, true), out)
+    assert.falsy(out:find("exploration study needs complete trials", 1, true), out)
+  end)
+
+  it("says that an exploration study which prunes needs complete trials", function()
+    study_file(dir, "explore.lua", "  name = \"explore\", parallel = 1," .. MEDIAN)
+    local out, rc = run(dir, "explore.lua --out runs --no-check --threads 1")
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("the quasirandom study prunes trials (median): an exploration study needs complete " ..
+      "trials", 1, true), out)
+    local rj = json.decode(fs.read(dir .. "/runs/explore/results.json"))
+    assert.truthy(rj.warnings[1]:find("exploration study needs complete trials", 1, true))
+    -- the diagnosis: a warning, and pruned trials are not counted as infeasible
+    assert.truthy(out:find("[warn] pruning: 3 of 6 trials pruned (median); the quasirandom study prunes", 1, true),
+      out)
+    assert.truthy(out:find("infeasible: 0 of 3 trials infeasible", 1, true), out)
+  end)
+
+  it("keeps pruned trials pruned through a SIGKILL of the study and a resume", function()
+    study_file(dir, "killed.lua", "  name = \"killed\", algorithm = \"bayes\", parallel = 2," .. MEDIAN)
+    local sd = dir .. "/runs/killed"
+    local p = io.popen(string.format("cd %s && exec %s killed.lua --out runs --no-check --threads 1 >log 2>&1 & " ..
+      "echo $!", dir, EXE))
+    local pid = tonumber(p:read("a"))
+    p:close()
+    -- kill it once a trial was pruned (the journal says so)
+    local t0 = dl.clock()
+    while not (fs.read(sd .. "/journal.jsonl") or ""):find("\"pruned\"", 1, true) do
+      assert(dl.clock() - t0 < 60, "no trial pruned in 60 s: " .. tostring(fs.read(dir .. "/log")))
+      os.execute("sleep 0.05")
+    end
+    os.execute("kill -KILL " .. pid)
+    os.execute("sleep 0.3")
+    local before = statuses(sd)
+    local out, rc = run(dir, "killed.lua --out runs --no-check --threads 1")
+    assert.are.equal(0, rc, out)
+    check_pruned(sd)
+    -- a trial pruned before the kill was never claimed again
+    local claims = {}
+    for _, e in ipairs(events(sd)) do if e.event == "claim" then claims[e.trial] = (claims[e.trial] or 0) + 1 end end
+    for id, s in pairs(before) do if s == "pruned" then assert.are.equal(1, claims[id], id) end end
+  end)
+
+  it("prunes with two agents sharing the study", function()
+    study_file(dir, "agents.lua", "  name = \"agents\", algorithm = \"bayes\", parallel = 1," .. MEDIAN)
+    local out, rc = run(dir, "agents.lua --out runs --no-check --create")
+    assert.are.equal(0, rc, out)
+    local sd = dir .. "/runs/agents"
+    local p = io.popen(string.format("cd %s && (%s agent runs/agents --threads 1 --quiet >a1 2>&1 & " ..
+      "%s agent runs/agents --threads 1 --quiet >a2 2>&1 & wait); echo done", dir, EXE, EXE))
+    p:read("a")
+    p:close()
+    -- two trials at a time, as with --jobs 2: the bad ones are judged once two completed
+    local st = statuses(sd)
+    assert.are.equal(6, count(st), fs.read(dir .. "/a1"))
+    local n = {done = 0, pruned = 0}
+    for id, s in pairs(st) do n[s] = (n[s] or 0) + 1; assert(s == "done" or s == "pruned", id .. " " .. s) end
+    assert.are.same({done = 3, pruned = 3}, n)
+    local claims = {}
+    for _, e in ipairs(events(sd)) do if e.event == "claim" then claims[e.trial] = (claims[e.trial] or 0) + 1 end end
+    for id, c in pairs(claims) do assert.are.equal(1, c, id) end
+    local rows = rows_by_id(sd)
+    for id, s in pairs(st) do assert.are.equal(s, rows[id].status) end
+    assert.truthy(fs.exists(sd .. "/results.json"))
+  end)
+end)
+
+describe("dl.study prune settings", function()
+  it("are checked when the study is defined", function()
+    local dir = H.tmpdir("prunecheck")
+    write(dir .. "/exp.lua", EXPERIMENT)
+    local cases = {
+      {"{algorithm = \"medain\"}", "prune.algorithm must be \"median\" or \"asha\", got medain; did you mean 'median'?"},
+      {"{algorithm = \"asha\"}", "prune.min_steps is required for asha (the first rung's steps)"},
+      {"{algorithm = \"asha\", min_steps = 30}", "prune.min_steps = 30 is not below the step budget 30: no rung"},
+      {"{algorithm = \"asha\", min_steps = 5, reduction = 1}", "prune.reduction must be a number > 1, got 1"},
+      {"{algorithm = \"median\", min_steps = 5}", "prune.min_steps belongs to asha, not median"},
+      {"{algorithm = \"median\", min_trials = 0}", "prune.min_trials must be an integer >= 1, got 0"},
+    }
+    for i, c in ipairs(cases) do
+      study_file(dir, "p" .. i .. ".lua", "  name = \"p\", nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 2,\n" ..
+        "  prune = " .. c[1] .. ",")
+      local err, rc = run(dir, "p" .. i .. ".lua --out runs --no-check")
+      assert.are.equal(1, rc, err)
+      assert.truthy(err:find("p" .. i .. ".lua:6: dl.study: " .. c[2], 1, true), "want: " .. c[2] .. "\ngot: " .. err)
+    end
+    fs.rm_rf(dir)
+  end)
+end)
+
+describe("dl.study prune = {algorithm = \"asha\"}", function()
+  local dir
+  setup(function() dir = H.tmpdir("asha"); write(dir .. "/exp.lua", EXPERIMENT) end)
+  teardown(function() fs.rm_rf(dir) end)
+
+  it("pauses at a rung, promotes the best later, and the promoted trial ends bit-identical to an unpaused one",
+    function()
+    -- rung at 10 steps (30 is the budget); t002 is the best of the first three, paused when it reached the
+    -- rung (floor(2 / 3) = 0 promoted) and promoted once t003 arrived
+    study_file(dir, "asha.lua", [[
+  name = "asha", algorithm = "bayes", parallel = 1, steps = 30, trials = 4, fixed = {delay = 0.03},
+  nuisance = {lr = S.log_uniform(1e-4, 0.5)},
+  enqueue = {{lr = 1e-3}, {lr = 0.3}, {lr = 2e-3}, {lr = 1.5e-3}},
+  prune = {algorithm = "asha", min_steps = 10, reduction = 3},]])
+    local out, rc = run(dir, "asha.lua --out runs --no-check --threads 1")
+    assert.are.equal(0, rc, out)
+    local sd = dir .. "/runs/asha"
+    local ev = events(sd)
+    local paused_at, promoted
+    for i, e in ipairs(ev) do
+      if e.event == "finish" and e.trial == "trial_t002" and e.status == "pruned" then paused_at = i end
+      if e.event == "promote" and e.trial == "trial_t002" then promoted = i; assert.are.equal(1, e.rung) end
+    end
+    assert.truthy(paused_at and promoted and paused_at < promoted, out)
+    assert.are.same({trial_t001 = "pruned", trial_t002 = "done", trial_t003 = "pruned", trial_t004 = "pruned"},
+      statuses(sd))
+    local rows = rows_by_id(sd)
+    assert.are.equal("done", rows.trial_t002.status)
+    assert.truthy(rows.trial_t001.message:find("^paused at rung 1 %(10 steps%)"), rows.trial_t001.message)
+    -- the paused trial was stopped before its budget, then resumed
+    local paused = ev[paused_at]
+    assert.is_true(paused.steps < 30, "t002 was not stopped before the end: " .. tostring(paused.steps))
+    -- the same trial never paused
+    local ref = dir .. "/ref"
+    local r2, rc2 = run(dir, string.format("exp.lua --set delay=0 --set lr=0.3 --steps 30 --out %s --quiet " ..
+      "--no-track --threads 1", ref))
+    assert.are.equal(0, rc2, r2)
+    local function evals(d)
+      local l = {}
+      for line in fs.read(d .. "/metrics.jsonl"):gmatch("[^\n]+") do
+        local e = json.decode(line)
+        if e.split == "eval" then l[#l + 1] = {e.step, e["valid/accuracy"], e["valid/loss"]} end
+      end
+      return l
+    end
+    assert.are.same(evals(ref), evals(sd .. "/trial_t002"))
+    assert.are.equal(6, #evals(ref))
+    local a = assert(dl.checkpoint.load(ref .. "/checkpoints/ckpt-000000030.safetensors"))
+    local b = assert(dl.checkpoint.load(sd .. "/trial_t002/checkpoints/ckpt-000000030.safetensors"))
+    local n = 0
+    for k, t in pairs(a) do
+      n = n + 1
+      assert.is_true(b[k] ~= nil and (t - b[k]):abs():max():item() == 0, "differs: " .. k)
+    end
+    assert.is_true(n >= 4)
+  end)
+end)

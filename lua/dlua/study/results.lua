@@ -12,9 +12,20 @@ local journal = require "dlua.study.journal"
 local plan = require "dlua.study.plan"
 local spec = require "dlua.study.spec"
 local prune = require "dlua.study.prune"
-local importance = require "dlua.study.importance"
+local search = require "dlua.search"
 
 local M = {}
+
+-- per-hyperparameter importance of a group's finished trials (dl.search.importance),
+-- largest GP share first; nil with fewer than d + 2 feasible observations
+local function group_importance(space, history, context)
+  if #history < space.d + 2 then return nil end
+  local imp = search.importance(space, history, {context = context})
+  local out = {}
+  for _, e in ipairs(imp.params) do out[#out + 1] = {name = e.name, gp = e.gp, fanova = e.fanova} end
+  table.sort(out, function(a, b) return (a.gp or 0) > (b.gp or 0) end)
+  return out
+end
 
 local sorted_keys, better, fmtv = util.sorted_keys, common.better, common.format_value
 
@@ -206,7 +217,7 @@ function M.results(dir, opts)
     end
   end
   for i, g in ipairs(out.groups) do
-    g.importance = hist[i] and importance.importance(study.space, hist[i], g.values) or nil
+    g.importance = hist[i] and group_importance(study.space, hist[i], g.values) or nil
     g.seeds = mean_std(g.seed_values)
     if g.best and (not out.best or better(g.best.value, out.best.value, mode)) then out.best = g.best end
   end

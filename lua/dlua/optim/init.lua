@@ -67,13 +67,14 @@ function Optimizer:_add_group(list, gopts, where, level)
   local o = util.copy(self.opts)
   for k, v in pairs(gopts) do o[k] = v end
   if o.lr < 0 then error(string.format("%s: lr%s must be non-negative, got %s", self.kind, where, o.lr), level + 1) end
-  if o.lr ~= self.base_lr and self.base_lr == 0 then
+  local default = self.opts.lr                          -- the default rate now (set_lr may have changed it)
+  if o.lr ~= default and default == 0 then
     error(string.format("%s: lr%s is %s while the default lr is 0 (set_lr keeps each group's ratio to the default)",
       self.kind, where, o.lr), level + 1)
   end
   local ok, rule = pcall(core.optim_new, self.kind, o)
   if not ok then error((tostring(rule):gsub("^[^:]*:%d+: ", "")), level + 1) end
-  local g = {opts = o, ratio = self.base_lr > 0 and o.lr / self.base_lr or 1, rule = rule,
+  local g = {opts = o, ratio = default > 0 and o.lr / default or 1, rule = rule,
              params = {}, s1 = {}, s2 = {}, index = {}}
   for i, p in ipairs(list) do
     if not is_tensor(p) then
@@ -88,7 +89,6 @@ function Optimizer:_add_group(list, gopts, where, level)
     g.params[i], g.s1[i], g.s2[i], g.index[i] = p, self.s1[k], self.s2[k], k
   end
   self.groups[#self.groups + 1] = g
-  g.opts.lr = self.opts.lr * g.ratio
   return g
 end
 
@@ -147,7 +147,7 @@ end
 
 --- Sets the learning rate used from the next step on: set_lr(lr) sets the
 -- default rate and every group's to lr times the group's ratio to the default
--- at construction (so a schedule scaling the default scales every group);
+-- when it was added (so a schedule scaling the default scales every group);
 -- set_lr(lr, g) sets group g's rate alone (until the next set_lr(lr)).
 function Optimizer:set_lr(lr, group)
   if type(lr) ~= "number" or lr < 0 then error(self.kind .. ": lr must be a non-negative number", 2) end

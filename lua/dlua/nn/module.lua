@@ -281,17 +281,22 @@ function Module:to(dtype)
       type(dtype) == "string" and ("'" .. dtype .. "'") or type(dtype)), 2)
   end
   local prev = core.set_grad_enabled(false)
+  local done = {}                                  -- old -> new, so a tensor shared by two modules stays shared
   for _, m in ipairs(self:modules()) do
     for _, k in ipairs(m._order) do
       local p = m._params[k]
       if p and p:dtype() ~= dtype then
-        local rg = p:requires_grad()
-        local q = p:to(dtype)
-        q:requires_grad(rg)
-        m._params[k] = q
+        if not done[p] then
+          done[p] = p:to(dtype)
+          done[p]:requires_grad(p:requires_grad())
+        end
+        m._params[k] = done[p]
       end
       local b = m._buffers[k]
-      if b and FLOAT_DTYPES[b:dtype()] and b:dtype() ~= dtype then m._buffers[k] = b:to(dtype) end
+      if b and FLOAT_DTYPES[b:dtype()] and b:dtype() ~= dtype then
+        done[b] = done[b] or b:to(dtype)
+        m._buffers[k] = done[b]
+      end
     end
   end
   core.set_grad_enabled(prev)

@@ -303,7 +303,7 @@ void dl_bn_finish(const dl_bn_geom *g, const double *n, const double *centre, co
     }
 }
 
-void dl_bn_update_running(const dl_bn_geom *g, float *rm, float *rv, const double *n, const double *mean,
+void dl_bn_update_running(const dl_bn_geom *g, void *rm, void *rv, int f64, const double *n, const double *mean,
                           const double *var, double momentum, int64_t c0, int64_t c1) {
   for (int64_t r = 0; r < g->R; r++)
     for (int64_t c = c0; c < c1; c++) {
@@ -316,8 +316,15 @@ void dl_bn_update_running(const dl_bn_geom *g, float *rm, float *rv, const doubl
       bm /= (double)g->G;
       bv /= (double)g->G;
       int64_t i = r * g->C + c;
-      rm[i] = (float)((1 - momentum) * (double)rm[i] + momentum * bm);
-      rv[i] = (float)((1 - momentum) * (double)rv[i] + momentum * bv);
+      if (f64) {
+        double *m = rm, *v = rv;
+        m[i] = (1 - momentum) * m[i] + momentum * bm;
+        v[i] = (1 - momentum) * v[i] + momentum * bv;
+      } else {
+        float *m = rm, *v = rv;
+        m[i] = (float)((1 - momentum) * (double)m[i] + momentum * bm);
+        v[i] = (float)((1 - momentum) * (double)v[i] + momentum * bv);
+      }
     }
 }
 
@@ -500,8 +507,8 @@ static int check_running(dl_ctx *ctx, const char *what, const dl_tensor *t, cons
   char a[128], b[128];
   dl_shape_str(x->shape, x->ndim, a, sizeof a);
   dl_shape_str(t->shape, t->ndim, b, sizeof b);
-  if (t->dtype != DL_F32 || !dl_is_contiguous(t)) {
-    dl_fail(ctx, "batch_norm: %s must be a contiguous float32 tensor", what);
+  if ((t->dtype != DL_F32 && t->dtype != DL_F64) || !dl_is_contiguous(t)) {
+    dl_fail(ctx, "batch_norm: %s must be a contiguous float32 or float64 tensor", what);
     return -1;
   }
   int64_t want;
@@ -535,6 +542,9 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
   if (running_mean && (check_running(ctx, "running_mean", running_mean, x, o->replicas) < 0 ||
                        check_running(ctx, "running_var", running_var, x, o->replicas) < 0))
     return NULL;
+  if (running_mean && running_mean->dtype != running_var->dtype)
+    return dl_fail(ctx, "batch_norm: running_mean is %s but running_var is %s", dl_dtype_name(running_mean->dtype),
+                   dl_dtype_name(running_var->dtype));
   if (running_mean && running_mean->st == running_var->st)
     return dl_fail(ctx, "batch_norm: running_mean and running_var share storage");
   int64_t N = x->shape[0], C = x->shape[1], P = dl_shape_numel(x->ndim - 2, x->shape + 2);
@@ -572,10 +582,16 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
   j.mean = st; j.rstd = st + SC;
   j.ntask = ntasks(ctx, &g);
   if (frozen) {                   /* one set: the mean over replicas of the running averages */
+    int f64 = running_mean->dtype == DL_F64;
     const float *rm = dl_data(running_mean), *rv = dl_data(running_var);
+    const double *rmd = dl_data(running_mean), *rvd = dl_data(running_var);
     for (int64_t c = 0; c < C; c++) {
       double m = 0, v = 0;
-      for (int64_t r = 0; r < o->replicas; r++) { m += (double)rm[r * C + c]; v += (double)rv[r * C + c]; }
+      for (int64_t r = 0; r < o->replicas; r++) {
+        int64_t i = r * C + c;
+        m += f64 ? rmd[i] : (double)rm[i];
+        v += f64 ? rvd[i] : (double)rv[i];
+      }
       j.mean[c] = m / (double)o->replicas;
       j.rstd[c] = 1.0 / sqrt(v / (double)o->replicas + o->eps);
     }
@@ -614,7 +630,7 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
     return NULL;
   }
   if (!frozen && running_mean)
-    dl_bn_update_running(&g, dl_data(running_mean), dl_data(running_var), j.n, j.mean, j.var, o->momentum, 0, C);
+    dl_bn_update_running(&g, dl_data(running_mean), dl_data(running_var), running_mean->dtype == DL_F64, j.n, j.mean, j.var, o->momentum, 0, C);
   dl_free(ctx, w, wbytes);
   if (!nd) {
     dl_tensor_release(xc); dl_tensor_release(stats);

@@ -33,7 +33,7 @@
  * replica r, running = (1 - momentum) * running + momentum * stat, where stat
  * is the unweighted mean over r's groups of the group means, and of the
  * groups' unbiased variances (n / (n - 1) times the biased one, n = values per
- * channel in the set). running_mean/var are float32 with R x C elements
+ * channel in the set). running_mean/var are float32 or float64 (one dtype) with R x C elements
  * (row r = replica r). Evaluation normalises with the mean over replicas of
  * the running averages, so it depends neither on the batch size nor on how the
  * batch splits into replicas.
@@ -122,8 +122,9 @@ void dl_bn_combine(const dl_bn_geom *g, const double *grp, double *set, int64_t 
 void dl_bn_finish(const dl_bn_geom *g, const double *n, const double *centre, const double *d1,
                   const double *d2, double eps, double *mean, double *var, double *rstd,
                   int64_t c0, int64_t c1);
-/* Moving averages rm, rv [R, C] (float32) from set statistics, as the header comment says. */
-void dl_bn_update_running(const dl_bn_geom *g, float *rm, float *rv, const double *n, const double *mean,
+/* Moving averages rm, rv [R, C] (float32, or float64 when f64) from set statistics, as the
+ * header comment says. */
+void dl_bn_update_running(const dl_bn_geom *g, void *rm, void *rv, int f64, const double *n, const double *mean,
                           const double *var, double momentum, int64_t c0, int64_t c1);
 /* Forward 3: y = (x - mean[set]) * rstd[set] * gamma + beta; gamma, beta of dtype d or NULL. */
 void dl_bn_normalize(const dl_bn_geom *g, dl_dtype d, void *y, const void *x, const double *mean,

@@ -2,7 +2,7 @@
  * dl.batch_norm(x, weight, bias [, opts]).
  *
  * weight and bias may be nil or false (no affine transform). opts: training
- * (true), running_mean, running_var (float32 [C] or [replicas, C], updated in
+ * (true), running_mean, running_var (float32 or float64 [C] or [replicas, C], updated in
  * place in training), momentum (0.1), eps (1e-5), replicas (1), virtual_batch
  * (false = whole replica shard), sync (false). Unknown keys are errors. With
  * sync in training the cross-rank sum comes from the distributed layer

@@ -498,7 +498,9 @@ describe("BatchNorm errors", function()
     assert.error_matches(bn({running_mean = {0, 0, 0}}), "option 'running_mean' %(dlua.Tensor expected, got table%)")
     assert.error_matches(bn({running_mean = dl.zeros(3)}), "give both running_mean and running_var, or neither")
     assert.error_matches(bn({running_mean = dl.zeros(3):double(), running_var = dl.ones(3)}),
-      "batch_norm: running_mean must be a contiguous float32 tensor")
+      "batch_norm: running_mean is float64 but running_var is float32")
+    assert.error_matches(bn({running_mean = dl.zeros(3, {dtype = "int32"}), running_var = dl.ones(3)}),
+      "batch_norm: running_mean must be a contiguous float32 or float64 tensor")
     local shared = dl.zeros(3)
     assert.error_matches(bn({running_mean = shared, running_var = shared}), "share storage")
     assert.error_matches(function() dl.batch_norm(x, dl.ones(3):double(), nil) end,

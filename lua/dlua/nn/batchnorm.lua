@@ -88,7 +88,7 @@ end
 -- the hook averaging across ranks: nil (one process) or fn(t) -> the mean of t over ranks
 local rank_mean = nil
 
---- BatchNorm.set_rank_mean(fn) -> the previous hook: fn(t) takes a float32 tensor
+--- BatchNorm.set_rank_mean(fn) -> the previous hook: fn(t) takes a float32 or float64 tensor
 -- and returns its mean over all ranks; nil removes the hook (one process). The
 -- data-parallel layer of dl.train installs it (train/data_parallel.lua), since
 -- this layer sits below the collectives' users and must not call up to them.

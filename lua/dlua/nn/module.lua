@@ -210,6 +210,115 @@ function Module:load_state_dict(sd, opts)
   return missing, unexpected
 end
 
+--------------------------------------------------------- tree and dtype
+
+--- Returns {{name, module}, ...}: this module's direct submodules in
+-- registration order, named by their field ("1", "body").
+function Module:named_children()
+  local out = {}
+  for _, k in ipairs(self._order) do
+    if self._modules[k] then out[#out + 1] = {tostring(k), self._modules[k]} end
+  end
+  return out
+end
+
+--- Returns the list of direct submodules in registration order.
+function Module:children()
+  local out = {}
+  for i, nc in ipairs(self:named_children()) do out[i] = nc[2] end
+  return out
+end
+
+--- Returns {{name, module}, ...}: this module (named "") and every submodule,
+-- depth-first pre-order with dotted names ("1", "1.body"), as PyTorch's
+-- named_modules; a module reachable twice is listed once, under its first name.
+function Module:named_modules()
+  local out, seen = {}, {}
+  local function rec(m, name)
+    if seen[m] then return end
+    seen[m] = true
+    out[#out + 1] = {name, m}
+    for _, nc in ipairs(m:named_children()) do
+      rec(nc[2], name == "" and nc[1] or (name .. "." .. nc[1]))
+    end
+  end
+  rec(self, "")
+  return out
+end
+
+--- Returns the list of this module and every submodule (named_modules' order).
+function Module:modules()
+  local out = {}
+  for i, nm in ipairs(self:named_modules()) do out[i] = nm[2] end
+  return out
+end
+
+--- Calls fn(m) on every submodule and then on this module (children first,
+-- as PyTorch's apply); returns self.
+-- @usage model:apply(function(m) if m.weight then nn.init.zeros(m.weight) end end)
+function Module:apply(fn)
+  if type(fn) ~= "function" then error("apply: expected a function, got " .. type(fn), 2) end
+  local function rec(m)
+    for _, c in ipairs(m:children()) do rec(c) end
+    fn(m)
+  end
+  rec(self)
+  return self
+end
+
+local FLOAT_DTYPES = {float32 = true, float64 = true}
+
+--- Converts every float parameter and buffer of this module and its submodules
+-- to dtype ("float32" or "float64") in place on the module and returns the
+-- module. Parameters keep their requires_grad flag (frozen ones stay frozen)
+-- and lose their .grad; integer buffers (BatchNorm's num_batches_tracked) are
+-- kept. The module holds new tensors afterwards, so build the optimizer after
+-- calling to().
+-- @usage bn:to("float64"); dl.autograd.gradcheck(function(x) return bn(x) end, {x})
+function Module:to(dtype)
+  if not FLOAT_DTYPES[dtype] then
+    error(string.format("to: dtype must be 'float32' or 'float64', got %s",
+      type(dtype) == "string" and ("'" .. dtype .. "'") or type(dtype)), 2)
+  end
+  local prev = core.set_grad_enabled(false)
+  local done = {}                                  -- old -> new, so a tensor shared by two modules stays shared
+  for _, m in ipairs(self:modules()) do
+    for _, k in ipairs(m._order) do
+      local p = m._params[k]
+      if p and p:dtype() ~= dtype then
+        if not done[p] then
+          done[p] = p:to(dtype)
+          done[p]:requires_grad(p:requires_grad())
+        end
+        m._params[k] = done[p]
+      end
+      local b = m._buffers[k]
+      if b and FLOAT_DTYPES[b:dtype()] and b:dtype() ~= dtype then
+        done[b] = done[b] or b:to(dtype)
+        m._buffers[k] = done[b]
+      end
+    end
+  end
+  core.set_grad_enabled(prev)
+  return self
+end
+
+--------------------------------------------------------------- freezing
+
+--- Stops training of every parameter of this module and its submodules
+-- (requires_grad false: no gradient is computed and every optimizer skips them);
+-- a single tensor is frozen with `p:requires_grad(false)`. Returns self.
+function Module:freeze()
+  for _, p in ipairs(self:parameters()) do p:requires_grad(false); p.grad = nil end
+  return self
+end
+
+--- Makes every parameter of this module and its submodules trainable again; returns self.
+function Module:unfreeze()
+  for _, p in ipairs(self:parameters()) do p:requires_grad(true) end
+  return self
+end
+
 --- Number of scalar parameters.
 function Module:num_parameters()
   local n = 0
@@ -226,11 +335,17 @@ Module.__tostring = function(self)
     for _, k in ipairs(m._order) do
       if m._params[k] then own = own + m._params[k]:numel() end
     end
-    local total = m:num_parameters()
+    local total, frozen = 0, 0
+    for _, p in ipairs(m:parameters()) do
+      total = total + p:numel()
+      if not p:requires_grad() then frozen = frozen + p:numel() end
+    end
     local extra = m:extra_repr()
+    local count = ""
+    if frozen > 0 then count = string.format("  [%d params, %d frozen]", total, frozen)
+    elseif total > 0 then count = string.format("  [%d params]", total) end
     lines[#lines + 1] = string.format("%s%s%s%s%s", string.rep("  ", depth), name and (name .. ": ") or "",
-      getmetatable(m).__name, extra ~= "" and ("(" .. extra .. ")") or "",
-      total > 0 and string.format("  [%d params]", total) or "")
+      getmetatable(m).__name, extra ~= "" and ("(" .. extra .. ")") or "", count)
     for _, k in ipairs(m._order) do
       if m._modules[k] then rec(m._modules[k], tostring(k), depth + 1) end
     end

@@ -18,42 +18,108 @@ local state_names = {SGD = {"momentum"}, Adam = {"m", "v"}, NAdam = {"m", "v"}, 
 local Optimizer = {}
 Optimizer.__index = Optimizer
 
+-- a group table is a plain table with a params field; a tensor list is not
+local function is_group(x) return type(x) == "table" and not is_tensor(x) and x.params ~= nil end
+
+-- the option values of kind in o (a group's or the constructor's), type-checked against defaults
+local function check_types(kind, o, defaults, where, level)
+  for k, v in pairs(defaults) do
+    if o[k] ~= nil and type(o[k]) ~= type(v) then
+      error(string.format("%s: option '%s'%s (%s expected, got %s)", kind, k, where, type(v), type(o[k])), level + 1)
+    end
+  end
+end
+
 local function make(kind)
   local defaults = specs[kind]
   local valid = {params = "table"}
-  for k in pairs(defaults) do valid[k] = true end
+  local group_spec = {params = "table"}
+  for k in pairs(defaults) do valid[k] = true; group_spec[k] = true end
   return function(opts)
-    opts = util.check_options(kind, opts, valid, 2)
+    local spec = valid
+    if type(opts) == "table" and type(opts.params) == "table" and is_group(opts.params[1]) then
+      spec = util.copy(valid)                      -- groups: each entry of params checked as a nested table
+      spec.params = {}
+      for i = 1, #opts.params do spec.params[i] = group_spec end
+    end
+    opts = util.check_options(kind, opts, spec, 2)
     local o = {}
     for k, v in pairs(opts) do
       if k ~= "params" then o[k] = v end
     end
+    check_types(kind, o, defaults, "", 2)
     for k, v in pairs(defaults) do
       if o[k] == nil then o[k] = v end
-      if type(o[k]) ~= type(v) then
-        error(string.format("%s: option '%s' (%s expected, got %s)", kind, k, type(v), type(o[k])), 2)
-      end
     end
     if o.lr < 0 then error(kind .. ": lr must be non-negative, got " .. o.lr, 2) end
     local self = setmetatable({kind = kind, opts = o, base_lr = o.lr, t = 0, params = {}, s1 = {}, s2 = {},
-                               rule = core.optim_new(kind, o)}, Optimizer)
-    if opts.params then self:attach(opts.params) end
+                               groups = {}}, Optimizer)
+    if opts.params then self:attach(opts.params, 3) end
     return self
   end
 end
 
 for kind in pairs(specs) do M[kind] = make(kind) end
 
---- Attaches parameters (a list of tensors) and creates their zeroed state.
-function Optimizer:attach(params)
-  for i, p in ipairs(params) do
-    if not is_tensor(p) then error(string.format("%s: parameter %d is not a tensor", self.kind, i), 2) end
+-- adds one group: its options (the optimizer's defaults overridden by g's keys),
+-- its C rule and its parameters' zeroed state, appended to the flat lists
+function Optimizer:_add_group(list, gopts, where, level)
+  local o = util.copy(self.opts)
+  for k, v in pairs(gopts) do o[k] = v end
+  if o.lr < 0 then error(string.format("%s: lr%s must be non-negative, got %s", self.kind, where, o.lr), level + 1) end
+  local default = self.opts.lr                          -- the default rate now (set_lr may have changed it)
+  if o.lr ~= default and default == 0 then
+    error(string.format("%s: lr%s is %s while the default lr is 0 (set_lr keeps each group's ratio to the default)",
+      self.kind, where, o.lr), level + 1)
+  end
+  local ok, rule = pcall(core.optim_new, self.kind, o)
+  if not ok then error((tostring(rule):gsub("^[^:]*:%d+: ", "")), level + 1) end
+  local g = {opts = o, ratio = default > 0 and o.lr / default or 1, rule = rule,
+             params = {}, s1 = {}, s2 = {}, index = {}}
+  for i, p in ipairs(list) do
+    if not is_tensor(p) then
+      error(string.format("%s: parameter %d%s is not a tensor", self.kind, i, where), level + 1)
+    end
     local k = #self.params + 1
     self.params[k] = p
     local init1 = self.kind == "RMSProp" and 1 or 0     -- RMSProp's v starts at 1 (playbook 111)
     local like = {dtype = p:dtype()}                    -- state in the parameter's dtype
     self.s1[k] = core.full(init1, p:shape(), like)
     self.s2[k] = nstate[self.kind] > 1 and core.zeros(p:shape(), like) or false
+    g.params[i], g.s1[i], g.s2[i], g.index[i] = p, self.s1[k], self.s2[k], k
+  end
+  self.groups[#self.groups + 1] = g
+  return g
+end
+
+--- Attaches parameters and creates their zeroed state: a list of tensors (one
+-- group with the optimizer's options) or a list of groups
+-- {{params = {...}, lr = ..., weight_decay = ...}, ...} whose keys override them.
+function Optimizer:attach(params, level)
+  level = level or 2
+  if type(params) ~= "table" or is_tensor(params) then
+    error(string.format("%s: params must be a list of tensors or of groups, got %s", self.kind,
+      is_tensor(params) and "a tensor" or type(params)), level)
+  end
+  if not is_group(params[1]) then
+    self:_add_group(params, {}, "", level)
+    return self
+  end
+  local gspec, nested = {params = "table"}, {}
+  for k in pairs(specs[self.kind]) do gspec[k] = true end
+  for i, g in ipairs(params) do
+    if not is_group(g) then
+      error(string.format("%s: params.%d is not a group {params = {...}, ...} like params.1", self.kind, i), level)
+    end
+    nested[i] = gspec
+  end
+  util.check_options(self.kind, {params = params}, {params = nested}, level)   -- unknown keys: "... in params.2"
+  for i, g in ipairs(params) do
+    local where = string.format(" in params.%d", i)
+    local gopts = {}
+    for k, v in pairs(g) do if k ~= "params" then gopts[k] = v end end
+    check_types(self.kind, gopts, specs[self.kind], where, level)
+    self:_add_group(g.params, gopts, where, level)
   end
   return self
 end
@@ -63,34 +129,66 @@ function Optimizer:zero_grad()
   for _, p in ipairs(self.params) do p.grad = nil end
 end
 
---- One update of every parameter that has a gradient.
+--- One update of every trainable parameter that has a gradient: frozen ones
+-- (requires_grad false) are skipped even when a stale .grad is set. Each
+-- group is one call into C with its own options.
 function Optimizer:step()
   self.t = self.t + 1
-  core.optim_update(self.rule, self.params, self.s1, self.s2, self.opts.lr, self.t)
+  for _, g in ipairs(self.groups) do
+    local ps, a, b = {}, {}, {}
+    for i, p in ipairs(g.params) do
+      if p:requires_grad() then
+        ps[#ps + 1], a[#a + 1], b[#b + 1] = p, g.s1[i], g.s2[i]
+      end
+    end
+    if #ps > 0 then core.optim_update(g.rule, ps, a, b, g.opts.lr, self.t) end
+  end
 end
 
---- Sets the learning rate used from the next step on.
-function Optimizer:set_lr(lr)
+--- Sets the learning rate used from the next step on: set_lr(lr) sets the
+-- default rate and every group's to lr times the group's ratio to the default
+-- when it was added (so a schedule scaling the default scales every group);
+-- set_lr(lr, g) sets group g's rate alone (until the next set_lr(lr)).
+function Optimizer:set_lr(lr, group)
   if type(lr) ~= "number" or lr < 0 then error(self.kind .. ": lr must be a non-negative number", 2) end
+  if group ~= nil then
+    local g = self.groups[group]
+    if not g then error(string.format("%s: set_lr: no group %s (%d groups)", self.kind, tostring(group), #self.groups), 2) end
+    g.opts.lr = lr
+    return
+  end
   self.opts.lr = lr
+  for _, g in ipairs(self.groups) do g.opts.lr = lr * g.ratio end
 end
 
-function Optimizer:lr() return self.opts.lr end
+--- lr() -> the default rate; lr(g) -> group g's.
+function Optimizer:lr(group)
+  if group == nil then return self.opts.lr end
+  local g = self.groups[group]
+  if not g then error(string.format("%s: lr: no group %s (%d groups)", self.kind, tostring(group), #self.groups), 2) end
+  return g.opts.lr
+end
 
---- State by name: {["1.m"] = tensor, ..., step = n} (tensors are copies).
+--- State by name: {["1.m"] = tensor, ..., step = n, kind = ..., lr = ..., groups = n,
+-- ["group.1.lr"] = ...} (tensors are copies; parameters numbered across groups).
 function Optimizer:state_dict()
-  local sd = {step = self.t, kind = self.kind}
+  local sd = {step = self.t, kind = self.kind, lr = self.opts.lr, groups = #self.groups}
   local names = state_names[self.kind]
   for i = 1, #self.params do
     sd[i .. "." .. names[1]] = self.s1[i]:clone()
     if self.s2[i] then sd[i .. "." .. names[2]] = self.s2[i]:clone() end
   end
+  for gi, g in ipairs(self.groups) do sd["group." .. gi .. ".lr"] = g.opts.lr end
   return sd
 end
 
 function Optimizer:load_state_dict(sd)
   if sd.kind and sd.kind ~= self.kind then
     error(string.format("%s: state was saved by %s", self.kind, tostring(sd.kind)), 2)
+  end
+  if sd.groups and sd.groups ~= #self.groups then
+    error(string.format("%s: state was saved with %d parameter groups, this optimizer has %d", self.kind,
+      sd.groups, #self.groups), 2)
   end
   local names = state_names[self.kind]
   for i = 1, #self.params do
@@ -101,7 +199,32 @@ function Optimizer:load_state_dict(sd)
       if dst then dst:copy_(src) end
     end
   end
+  if type(sd.lr) == "number" then self.opts.lr = sd.lr end
+  for gi, g in ipairs(self.groups) do
+    local lr = sd["group." .. gi .. ".lr"]
+    if type(lr) == "number" then g.opts.lr = lr end
+  end
   self.t = math.tointeger(sd.step) or 0
+end
+
+--- param_groups(model [, {weight_decay = 0}]) -> {decay_group, no_decay_group}
+-- for any optimizer's params: the usual split, with weight decay on the weights
+-- of matrices and kernels (2 or more dimensions) and none on biases and on
+-- the parameters of norm layers (1 dimension: BatchNorm, LayerNorm weight and
+-- bias) or anything named "*bias". model is anything with named_parameters().
+-- @usage dl.optim.SGD{params = dl.optim.param_groups(model, {weight_decay = 5e-4}), lr = 0.1}
+function M.param_groups(model, opts)
+  opts = util.check_options("optim.param_groups", opts, {weight_decay = "number"}, 2)
+  if type(model) ~= "table" or type(model.named_parameters) ~= "function" then
+    error("optim.param_groups: expected a module (with named_parameters), got " .. type(model), 2)
+  end
+  local decay, no_decay = {}, {}
+  for _, np in ipairs(model:named_parameters()) do
+    local name, p = np[1], np[2]
+    if p:dim() <= 1 or name:match("bias$") then no_decay[#no_decay + 1] = p
+    else decay[#decay + 1] = p end
+  end
+  return {{params = decay, weight_decay = opts.weight_decay or 0}, {params = no_decay, weight_decay = 0}}
 end
 
 --- Scales all gradients so their global L2 norm is at most max_norm; returns the

@@ -299,4 +299,8 @@ function Evaluator:finish_shard(shard, nb, per_batch, sums, totals, per_total, p
   return per_total, per_correct
 end
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("metrics.", M)
+
 return M

@@ -20,7 +20,7 @@ local function train(model, x, y, steps, lr, extra)
   local first, last
   for _ = 1, steps do
     opt:zero_grad()
-    local loss = ce(model(x, extra), y)
+    local loss = ce(extra == nil and model(x) or model(x, extra), y)
     loss:backward()
     opt:step()
     first = first or loss:item()

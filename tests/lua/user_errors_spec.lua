@@ -178,7 +178,7 @@ describe("dl.train failures in the user's terms (in process)", function()
     assert.are.equal(string.format("%s:%d: step 1: dl.train: the loss function returned a tensor of shape [4], not a " ..
       "single value", src, def), r.message)
     local Silent = nn.Module:extend("Silent")
-    function Silent:forward() end
+    function Silent:forward(_, _) end
     local fwd = debug.getinfo(1, "l").currentline - 1
     r = dl.train(config{loss = Silent(), dir = tmp .. "/run2"})
     assert.are.equal(string.format("%s:%d: step 1: dl.train: the loss Silent returned nothing, not a tensor", src, fwd),

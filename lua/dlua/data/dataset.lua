@@ -135,8 +135,12 @@ end
 for _, name in ipairs({"shuffle", "map", "select", "batch", "shard", "prefetch", "workers", "seed", "cache",
                        "repeat_", "iter"}) do
   local stage = pipeline.Pipeline[name]
-  Dataset[name] = function(self, ...) return stage(pipeline.of(self), ...) end
+  local info = debug.getinfo(util.unwrap(stage), "u")
+  -- as many arguments as the pipeline stage takes (map takes any number)
+  Dataset[name] = util.strict_method("Dataset:" .. name, function(self, ...) return stage(pipeline.of(self), ...) end,
+    not info.isvararg and info.nparams - 1 or math.huge)
 end
 Dataset["repeat"] = Dataset.repeat_
+util.strict_table("Dataset:", Dataset, true)
 
 return M

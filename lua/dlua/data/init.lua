@@ -17,6 +17,7 @@
 -- This package is also loaded into the pipeline's worker Lua states (the
 -- engine calls data._worker_load there to rebuild Lua map functions), so it
 -- requires nothing but dlua.core and dlua.util.
+local util = require "dlua.util"
 local dataset = require "dlua.data.dataset"
 local readers = require "dlua.data.readers"
 local transforms = require "dlua.data.transforms"
@@ -51,5 +52,9 @@ setmetatable(M, {
     if f then iterator.input_bound[f] = v else rawset(t, k, v) end
   end,
 })
+
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("data.", M)
 
 return M

@@ -4,6 +4,7 @@
 -- when training is input-bound, and gives the position a checkpoint stores. On
 -- close (also break, __close, __gc) it joins the workers and tells its
 -- pipeline where it stopped.
+local util = require "dlua.util"
 local core = require "dlua.core"
 
 local M = {}
@@ -124,5 +125,9 @@ function Iter:state()
   end
   return self._pipe:state()
 end
+
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("Iterator:", Iter, true)
 
 return M

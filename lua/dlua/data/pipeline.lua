@@ -408,4 +408,8 @@ function Pipeline:__tostring()
   for _, s in ipairs(self.stages) do ops[#ops + 1] = s.op == "map" and "map(" .. s.name .. ")" or s.op end
   return string.format("Pipeline(%d examples: %s)", #self.source, table.concat(ops, " -> "))
 end
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("Pipeline:", Pipeline, true)
+
 return M

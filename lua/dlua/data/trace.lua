@@ -1,6 +1,7 @@
 --- dlua.data.trace: dl.trace, spans recorded by the engine (pipeline stages,
 -- waits for input, and the spans a training loop opens) and written as Chrome
 -- trace-event JSON.
+local util = require "dlua.util"
 local core = require "dlua.core"
 local check_mod = require "dlua.data.check"
 
@@ -44,5 +45,9 @@ function trace.span(name, fn, ...)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
 end
+
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("trace.", trace)
 
 return trace

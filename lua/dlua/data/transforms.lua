@@ -3,6 +3,7 @@
 -- Each constructor checks its arguments and returns a description; the pipeline
 -- hands the descriptions to the engine. Randomness comes from (data seed, epoch,
 -- example id), so a transform draws the same for any number of workers.
+local util = require "dlua.util"
 local check = require "dlua.data.check"
 
 local M = {}
@@ -120,5 +121,9 @@ function T.one_hot(classes, opts)
   return transform{kind = "one_hot", classes = check_int("one_hot", "classes", classes, 1), field = field_of(opts, "label")}
 end
 
+
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("data.transforms.", M.transforms)
 
 return M

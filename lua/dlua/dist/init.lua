@@ -168,4 +168,8 @@ function M.eval_shard()
   }
 end
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("dist.", M)
+
 return M

@@ -100,4 +100,8 @@ function M.gradcheck(fn, inputs, opts)
   return true
 end
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("autograd.", M)
+
 return M

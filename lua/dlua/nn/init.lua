@@ -343,4 +343,8 @@ end
 M.init = init
 M.BatchNorm = BatchNorm
 M.sync_batchnorm = BatchNorm.sync_all
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("nn.", M)
+
 return M

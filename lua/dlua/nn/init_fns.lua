@@ -1,6 +1,7 @@
 --- dl.nn.init: parameter initialisers, drawn from the default seeded stream
 -- (`dl.seed(n)` first: the same seed gives bit-identical parameters).
 -- Each fills its tensor in place (without recording) and returns it.
+local util = require "dlua.util"
 local core = require "dlua.core"
 
 local M = {}
@@ -28,5 +29,9 @@ function M.kaiming_normal(t) local fi = fans(t); return M.normal(t, 0, math.sqrt
 function M.kaiming_uniform(t) local fi = fans(t); local b = math.sqrt(6 / fi); return M.uniform(t, -b, b) end
 function M.xavier_normal(t) local fi, fo = fans(t); return M.normal(t, 0, math.sqrt(2 / (fi + fo))) end
 function M.xavier_uniform(t) local fi, fo = fans(t); local b = math.sqrt(6 / (fi + fo)); return M.uniform(t, -b, b) end
+
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("nn.init.", M)
 
 return M

@@ -38,6 +38,12 @@ end
 
 -------------------------------------------------------------------- Module
 
+-- arguments a method takes after self, and whether it takes any number
+local function arity(f)
+  local info = debug.getinfo(util.unwrap(f), "u")
+  return info.nparams - 1, info.isvararg
+end
+
 local Module = {}
 Module.__name = "Module"
 M.Module = Module
@@ -53,10 +59,23 @@ function Module:extend(name)
   cls.super = self
   return setmetatable(cls, {
     __index = self,
+    -- strict by construction: the constructor takes no more arguments than init
+    -- does after self, and every method defined on the class refuses extra ones
     __call = function(c, ...)
+      local max, vararg = arity(c.init)
+      if not vararg and select("#", ...) > max then
+        error(string.format("bad argument #%d to '%s' (no more than %d arguments expected, got %d)", max + 1,
+          c.__name, max, select("#", ...)), 2)
+      end
       local obj = setmetatable({_params = {}, _modules = {}, _order = {}, _buffers = {}, training = true}, c)
       obj:init(...)
       return obj
+    end,
+    __newindex = function(c, k, v)
+      if type(k) == "string" and type(v) == "function" and k:sub(1, 2) ~= "__" then
+        v = util.strict_method(c.__name .. ":" .. k, v)
+      end
+      rawset(c, k, v)
     end,
   })
 end
@@ -354,4 +373,13 @@ Module.__tostring = function(self)
   rec(self, nil, 0)
   return table.concat(lines, "\n")
 end
+-- Module's own methods refuse extra arguments too (forward is left alone: it only
+-- raises "forward is not defined", whatever it is given)
+for _, k in ipairs(util.sorted_keys(Module)) do
+  local v = rawget(Module, k)
+  if type(v) == "function" and k:sub(1, 2) ~= "__" and k ~= "forward" then
+    Module[k] = util.strict_method("Module:" .. k, v)
+  end
+end
+
 return M

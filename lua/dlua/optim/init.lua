@@ -329,4 +329,10 @@ function schedule.piecewise(opts)
   end, opts)
 end
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("optim.", M)
+util.strict_table("optim.schedule.", M.schedule)
+util.strict_table("Optimizer:", Optimizer, true)
+
 return M

@@ -32,6 +32,7 @@
 --   dlua.search.sample (quasirandom / random / grid, M.sample),
 --   dlua.search.bayes (bayes_suggest), dlua.search.suggester (ask / tell),
 --   dlua.search.importance (per-hyperparameter importance).
+local util = require "dlua.util"
 local rng = require "dlua.search.rng"
 local halton = require "dlua.search.halton"
 local space = require "dlua.search.space"
@@ -46,5 +47,9 @@ for _, mod in ipairs({rng, halton, space, sample, bayes, suggester, importance})
     if type(k) == "string" and k:sub(1, 1) ~= "_" then M[k] = v end
   end
 end
+
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("search.", M)
 
 return M

@@ -157,4 +157,8 @@ function Suggester:state()
   return {theta = self.theta and {table.unpack(self.theta)} or nil}
 end
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("Suggester:", Suggester, true)
+
 return M

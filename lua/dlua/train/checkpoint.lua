@@ -106,4 +106,8 @@ function M.verify(path)
   return core._checkpoint_verify(path)
 end
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("checkpoint.", M)
+
 return M

@@ -155,7 +155,7 @@ local function describe_loss(fn)
     f = type(fn.forward) == "function" and fn.forward or (mt and mt.__call)
   end
   if type(f) == "function" then
-    local info = debug.getinfo(f, "S")
+    local info = debug.getinfo(util.unwrap(f), "S")   -- where it is written, not its strict wrapper
     if info.what ~= "C" and not blame.is_library(info.source) then
       return name, info.short_src .. ":" .. info.linedefined
     end
@@ -346,7 +346,9 @@ local function train_step(run, s)
   local tracing = trace.active()             -- spans for the Chrome trace (--trace FILE)
   local sp = tracing and trace.span("forward")
   local out = config.forward and config.forward(run.model, batch) or run.model(x)
-  local loss = run.loss_fn(out, y, w)
+  -- the weights only when there are some: a strict loss module's forward(pred, y) refuses a third argument
+  local loss
+  if w == nil then loss = run.loss_fn(out, y) else loss = run.loss_fn(out, y, w) end
   local lv = loss_value(loss, run.loss_fn)
   if run.dp then lv = run.dp:mean_loss(lv) end   -- every rank judges divergence on the same value
   if not finite(lv) then return "diverged", string.format("loss is %s at step %d", tostring(lv), s) end

@@ -301,4 +301,8 @@ end
 -- contributor) gives every rank all batches, which are then added in batch order
 -- exactly as one process adds them. Per-class counts are integers: summed directly.
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("metrics.", M)
+
 return M

@@ -87,4 +87,8 @@ function M.append_run(config, result)
   })
 end
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("track.", M)
+
 return M

@@ -165,4 +165,8 @@ function M.rm_rf(path)
   end
 end
 
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("fs.", M)
+
 return M

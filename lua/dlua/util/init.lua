@@ -7,6 +7,7 @@
 --   util.is_tensor(x), util.copy(t), util.deep_copy(t), util.sorted_keys(t)
 --   util.shell_quote(s), util.nearest(word, words), util.edit_distance(a, b)
 --   util.cores(), util.hostname(), util.getpid(), util.sleep(s), util.VERSION
+--   util.strict(name, f [, max]), util.strict_method, util.strict_table: the one arity check
 --
 -- It deliberately holds no policy of its own (no defaults, no files, no
 -- printing): the JSON codec and the file helpers live beside it in util/json.lua
@@ -192,6 +193,74 @@ function M.spec(spec)
   return out
 end
 
+------------------------------------------------------------------ arity
+
+-- wrapper -> the function it wraps, so nothing is wrapped twice
+local wrapped = setmetatable({}, {__mode = "k"})
+
+local function arity_error(name, max, got)
+  error(string.format("bad argument #%d to '%s' (no more than %d arguments expected, got %d)", max + 1, name,
+    max, got), 3)
+end
+
+--- strict(name, f [, max]) -> f, refusing more than max arguments (default: f's
+-- fixed parameter count, debug.getinfo(f, "u").nparams) with
+--   bad argument #3 to 'nn.Linear' (no more than 2 arguments expected, got 3)
+-- at the caller. A vararg f without max is returned unchanged. The wrapper
+-- tail-calls f, so f's own error(msg, 2) and check_options still blame the
+-- caller's line. The one arity check of the Lua library: packages pass their
+-- exports through strict_table and nn.Module classes check by construction.
+function M.strict(name, f, max)
+  if wrapped[f] then return f end
+  if max == nil then
+    local info = debug.getinfo(f, "u")
+    if info.isvararg then return f end
+    max = info.nparams
+  end
+  local function w(...)
+    local got = select("#", ...)
+    if got > max then arity_error(name, max, got) end
+    return f(...)
+  end
+  wrapped[w] = f
+  return w
+end
+
+--- strict_method(name, f [, max]) -> like strict for a method called as obj:m(...):
+-- self is not counted, so the numbers are those the caller wrote (max defaults to
+-- f's fixed parameter count less one).
+function M.strict_method(name, f, max)
+  if wrapped[f] then return f end
+  if max == nil then
+    local info = debug.getinfo(f, "u")
+    if info.isvararg then return f end
+    max = info.nparams - 1
+  end
+  local function w(self, ...)
+    local got = select("#", ...)
+    if got > max then arity_error(name, max, got) end
+    return f(self, ...)
+  end
+  wrapped[w] = f
+  return w
+end
+
+--- strict_table(prefix, t [, methods]) -> t, with every function field whose key
+-- does not start with "__" replaced by its strict wrapper named prefix .. key
+-- (strict_method when methods is true). Changes t in place.
+-- @usage return util.strict_table("search.", M)
+function M.strict_table(prefix, t, methods)
+  local wrap = methods and M.strict_method or M.strict
+  for _, k in ipairs(M.sorted_keys(t)) do
+    local v = rawget(t, k)
+    if type(k) == "string" and type(v) == "function" and k:sub(1, 2) ~= "__" then rawset(t, k, wrap(prefix .. k, v)) end
+  end
+  return t
+end
+
+--- unwrap(f) -> the function a strict wrapper calls (f itself when it is not one).
+function M.unwrap(f) return wrapped[f] or f end
+
 ------------------------------------------------------------------ machine
 
 --- Checks that argument `arg` of fn is an integer in [min, max] and returns it;
@@ -248,5 +317,7 @@ end
 --- Sleeps s seconds in C (dlua.util.proc.sleep: a SIGINT is not swallowed by a
 -- shell's sleep); returns true when a caught interrupt cut it short.
 function M.sleep(s) return core._sleep(s) end
+
+M.strict_table("util.", M)
 
 return M

@@ -2,6 +2,7 @@
 -- Every tensor's storage comes from dlua's caching allocator, so bytes in use
 -- and the peak are exact. A limit makes allocations past it raise an error
 -- whose message starts with "out of memory:" (test with `memory.is_oom`).
+local util = require "dlua.util"
 local core = require "dlua.core"
 
 local M = {}
@@ -40,5 +41,9 @@ end
 function M.is_oom(err)
   return type(err) == "string" and err:find("out of memory:", 1, true) ~= nil
 end
+
+
+-- every exported function refuses extra arguments (util.strict)
+util.strict_table("memory.", M)
 
 return M

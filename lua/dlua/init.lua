@@ -78,10 +78,10 @@ M.trace = data.trace
 M.checkpoint = checkpoint
 M.json = json
 M.metrics = metrics
-M.train = train.train
+M.train = util.strict("dl.train", train.train)
 M.experiment = experiment.experiment
-M.evaluate = experiment.evaluate
-M.load_experiment = experiment.load
+M.evaluate = util.strict("dl.evaluate", experiment.evaluate)
+M.load_experiment = util.strict("dl.load_experiment", experiment.load)
 M.fs = fs
 M.track = track
 M.util = util
@@ -94,12 +94,14 @@ for _, part in ipairs({dist, data_parallel, ranks}) do
 end
 M.search = search
 M.study = study.study
-M.study_results = study.results
-M.report = report.report
-M.diagnose = diagnose.diagnose
-M.batch_size_sweep = probe.batch_size_sweep
+M.study_results = util.strict("dl.study_results", study.results)
+M.report = util.strict("dl.report", report.report)
+M.diagnose = util.strict("dl.diagnose", diagnose.diagnose)
+M.batch_size_sweep = util.strict("dl.batch_size_sweep", probe.batch_size_sweep)
 
--- exempt from util.strict for now: dl.train, dl.experiment, dl.study, dl.report and
--- the other top-level functions, whose errors are placed at the user's line from
--- the caller's frame (study.site, util.blame), which a tail-calling wrapper hides
+-- The top-level functions refuse extra arguments too (util.strict; its tail call
+-- keeps their error(msg, 2) at the user's line), except dl.experiment and dl.study,
+-- which read their caller's frame (istailcall, study.site) that a wrapper would
+-- replace; dl.no_grad and dl.enable_grad pass any arguments on to fn.
+-- tests/lua/strict_lua_spec.lua walks every function reachable from dl.
 return M

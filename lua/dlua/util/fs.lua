@@ -122,11 +122,11 @@ function M.remove_matching(path) os.remove(path) end
 -- (POSIX O_APPEND). sync = true fsyncs the file after. Raises "cannot append
 -- to '<path>': <reason>" on any failure (a full disk, a short write).
 -- @usage fs.append_line(dir .. "/metrics.jsonl", json.encode(e))
-function M.append_line(path, line, ...)
+function M.append_line(path, line, sync)
   if type(line) ~= "string" then
     error("bad argument #2 to 'append_line' (string expected, got " .. type(line) .. ")", 2)
   end
-  return core._fileio_append(path, line .. "\n", ...)
+  return core._fileio_append(path, line .. "\n", sync)
 end
 
 --- Creates path holding content, whole, unless path exists: the content is

@@ -208,8 +208,8 @@ describe("dl.train", function()
 
   it("refuses to train over an existing run without resume", function()
     local dir = tmpdir("exists")
-    dl.train(config(dir, {steps = 10}))
-    assert.error_matches(function() dl.train(config(dir, {steps = 10})) end,
+    dl.train((config(dir, {steps = 10})))
+    assert.error_matches(function() dl.train((config(dir, {steps = 10}))) end,
       "already holds checkpoints; pass resume = true")
     fs.rm_rf(dir)
   end)

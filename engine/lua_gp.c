@@ -225,42 +225,27 @@ static int gp_theta(lua_State *L) {
   return 1;
 }
 
-static int gp_lml(lua_State *L) {
+/* the scalar accessors: g:lml(), g:noise(), g:mean(), g:sd() and g:points(), g:dim() */
+static int push_number(lua_State *L, double (*get)(const dl_gp *)) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 1);
-  lua_pushnumber(L, dl_gp_lml(g));
+  lua_pushnumber(L, get(g));
   return 1;
 }
-static int gp_noise(lua_State *L) {
+
+static int push_count(lua_State *L, int (*get)(const dl_gp *)) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 1);
-  lua_pushnumber(L, dl_gp_noise(g));
+  lua_pushinteger(L, get(g));
   return 1;
 }
-static int gp_mean(lua_State *L) {
-  dl_gp *g = check_gp(L, 1);
-  lt_checkargs(L, 1);
-  lua_pushnumber(L, dl_gp_mean(g));
-  return 1;
-}
-static int gp_sd(lua_State *L) {
-  dl_gp *g = check_gp(L, 1);
-  lt_checkargs(L, 1);
-  lua_pushnumber(L, dl_gp_sd(g));
-  return 1;
-}
-static int gp_points(lua_State *L) {
-  dl_gp *g = check_gp(L, 1);
-  lt_checkargs(L, 1);
-  lua_pushinteger(L, dl_gp_points(g));
-  return 1;
-}
-static int gp_dim(lua_State *L) {
-  dl_gp *g = check_gp(L, 1);
-  lt_checkargs(L, 1);
-  lua_pushinteger(L, dl_gp_dim(g));
-  return 1;
-}
+
+static int gp_lml(lua_State *L) { return push_number(L, dl_gp_lml); }
+static int gp_noise(lua_State *L) { return push_number(L, dl_gp_noise); }
+static int gp_mean(lua_State *L) { return push_number(L, dl_gp_mean); }
+static int gp_sd(lua_State *L) { return push_number(L, dl_gp_sd); }
+static int gp_points(lua_State *L) { return push_count(L, dl_gp_points); }
+static int gp_dim(lua_State *L) { return push_count(L, dl_gp_dim); }
 
 static const luaL_Reg gp_methods[] = {
   {"add", gp_add},

@@ -12,8 +12,7 @@ local H = dofile("tests/lua/helpers.lua")
 local json, fs = dl.json, dl.fs
 local shq = H.shquote
 
-local EXE = os.getenv("DLUA_EXE") or "build/dlua"
-if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end
+local EXE = H.EXE
 
 -- SGD at lr 0.5 makes the validation loss dip at step 4 and rise after, so the
 -- best checkpoint is not the last one: losing its ledger entry would show

@@ -10,8 +10,7 @@ local H = dofile("tests/lua/helpers.lua")
 local tmpdir = H.tmpdir
 local dist, data, json, fs = dl.dist, dl.data, dl.json, dl.fs
 
-local EXE = os.getenv("DLUA_EXE") or "build/dlua"
-if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end
+local EXE = H.EXE
 local SRC = os.getenv("PWD") or "."
 
 local function sh(cmd)

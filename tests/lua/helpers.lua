@@ -32,4 +32,25 @@ function H.spit(path, s)
   f:close()
 end
 
+--- The dlua under test as an absolute path (DLUA_EXE, else build/dlua), so specs
+-- may cd before running it.
+H.EXE = os.getenv("DLUA_EXE") or "build/dlua"
+if H.EXE:sub(1, 1) ~= "/" then H.EXE = (os.getenv("PWD") or ".") .. "/" .. H.EXE end
+
+--- Runs `dlua args` in dir; returns its output (stdout and stderr) and exit status.
+function H.run(dir, args)
+  local p = io.popen(string.format("cd %s && %s %s 2>&1; echo \"rc=$?\"", dir, H.EXE, args))
+  local out = p:read("a")
+  p:close()
+  return out, tonumber(out:match("rc=(%d+)%s*$"))
+end
+
+--- The events of a study's journal.jsonl, in order ({} when there is none).
+function H.journal_events(study_dir)
+  local json = require "dlua.util.json"
+  local out = {}
+  for l in (fs.read(study_dir .. "/journal.jsonl") or ""):gmatch("[^\n]+") do out[#out + 1] = json.decode(l) end
+  return out
+end
+
 return H

@@ -9,8 +9,7 @@ local core = require "dlua.core"
 local fs = require "dlua.util.fs"
 local H = dofile("tests/lua/helpers.lua")
 
-local EXE = os.getenv("DLUA_EXE") or "build/dlua"
-if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end
+local EXE = H.EXE
 
 -- a process that ended: gone, or a zombie nobody reaped
 local function ended(pid)

@@ -208,8 +208,7 @@ local TMUX = (function()
   return s
 end)()
 
-local EXE = os.getenv("DLUA_EXE") or "build/dlua"
-if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end
+local EXE = H.EXE
 
 local TTY_EXPERIMENT = [[
 local dl = require "dlua"

@@ -14,8 +14,7 @@ local core = require "dlua.core"
 local H = dofile("tests/lua/helpers.lua")
 local json, fs = dl.json, dl.fs
 
-local EXE = os.getenv("DLUA_EXE") or "build/dlua"
-if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end
+local EXE = H.EXE
 
 local EXPERIMENT = [[
 local dl = require "dlua"

@@ -53,18 +53,9 @@ local function study_file(dir, file, fields)
   return dir .. "/" .. file
 end
 
-local function run(dir, args)
-  local p = io.popen(string.format("cd %s && %s %s 2>&1; echo \"rc=$?\"", dir, EXE, args))
-  local out = p:read("a")
-  p:close()
-  return out, tonumber(out:match("rc=(%d+)%s*$"))
-end
+local run = H.run
 
-local function events(study_dir)
-  local out = {}
-  for l in (fs.read(study_dir .. "/journal.jsonl") or ""):gmatch("[^\n]+") do out[#out + 1] = json.decode(l) end
-  return out
-end
+local events = H.journal_events
 
 local function by_id(rows)
   local t = {}

@@ -29,6 +29,7 @@ local experiment = require "dlua.train.experiment"
 local flags = require "dlua.train.flags"
 local optim = require "dlua.optim"
 local util = require "dlua.util"
+local blame = require "dlua.util.blame"
 local lfs = require "lfs"
 
 local M = {}
@@ -390,10 +391,10 @@ end
 -- and exit with code 1 (DLUA_DEBUG=1 adds the traceback).
 function M.main(fn, ...)
   local tb
-  local ok, err = xpcall(fn, function(e) tb = debug.traceback(tostring(e), 2); return e end, ...)
+  local ok, err = xpcall(fn, function(e) tb = blame.traceback(tostring(e), 2); return e end, ...)
   if ok then return end
   io.stderr:write("dlua: ", (tostring(err):gsub("^[^:]*:%d+: ", "")), "\n")
-  if os.getenv("DLUA_DEBUG") then io.stderr:write(tb, "\n") end
+  if blame.debug() then io.stderr:write(tb, "\n") end
   os.exit(1)
 end
 

@@ -17,21 +17,27 @@ local T = data.transforms
 
 return dl.experiment{
   name = "fashion-mnist-cnn",
-  description = "conv5x5-32 BN pool conv5x5-64 BN pool FC FC on Fashion-MNIST, SGD Nesterov, cosine decay",
+  description = "conv5x5-C BN pool conv5x5-2C BN pool FC dropout FC on Fashion-MNIST, SGD Nesterov, cosine decay",
   hparams = {
     lr = 0.05, momentum = 0.9, weight_decay = 5e-4, batch_size = 128, steps = 1800, warmup = 100,
     virtual_batch = 64, width = 256, label_smoothing = 0.0, eval_every = 300, workers = 2,
     optimizer = "nesterov", clip = 0.0, test_eval = true,
+    channels = 32, dropout = 0.0, flip = 0.0, crop = 0,
   },
   build = function(hp)
     local fm = data.fashion_mnist()
     local train, valid = fm.train:split{55000, 5000, seed = 0}
     local prep = {T.scale(1 / 255), T.normalize{mean = 0.2860, std = 0.3530}}
+    local augment = {}                      -- training batches only: random shifts, mirror images
+    if hp.crop > 0 then augment[#augment + 1] = T.random_crop(28, {padding = hp.crop}) end
+    if hp.flip > 0 then augment[#augment + 1] = T.hflip(hp.flip) end
+    for _, t in ipairs(prep) do augment[#augment + 1] = t end
     local vb = hp.virtual_batch > 0 and hp.virtual_batch or false     -- 0: statistics over the whole batch
+    local c = hp.channels
     local model = nn.Sequential{
-      nn.Conv2d(1, 32, 5, {padding = 2}), nn.BatchNorm(32, {virtual_batch = vb}), nn.ReLU(), nn.MaxPool2d(2),
-      nn.Conv2d(32, 64, 5, {padding = 2}), nn.BatchNorm(64, {virtual_batch = vb}), nn.ReLU(), nn.MaxPool2d(2),
-      nn.Flatten(), nn.Linear(3136, hp.width), nn.ReLU(), nn.Linear(hp.width, 10),
+      nn.Conv2d(1, c, 5, {padding = 2}), nn.BatchNorm(c, {virtual_batch = vb}), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Conv2d(c, 2 * c, 5, {padding = 2}), nn.BatchNorm(2 * c, {virtual_batch = vb}), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Flatten(), nn.Linear(2 * c * 49, hp.width), nn.ReLU(), nn.Dropout(hp.dropout), nn.Linear(hp.width, 10),
     }
     local opt
     if hp.optimizer == "adam" then
@@ -46,7 +52,7 @@ return dl.experiment{
       optimizer = opt,
       schedule = optim.schedule.cosine{warmup = hp.warmup},
       clip_grad_norm = hp.clip > 0 and hp.clip or nil,
-      data = train:shuffle{seed = hp.data_seed}:map(table.unpack(prep)):batch(hp.batch_size):workers(hp.workers):prefetch(4),
+      data = train:shuffle{seed = hp.data_seed}:map(table.unpack(augment)):batch(hp.batch_size):workers(hp.workers):prefetch(4),
       steps = hp.steps,
       eval = {every = hp.eval_every, batch_size = 1000, metrics = {"loss", "accuracy", "per_class"},
               -- studies select on validation only (test_eval = false); the test set is for the end

@@ -346,4 +346,34 @@ describe("dl.dist under mpirun -np 2", function()
     fs.rm_rf(d)
   end)
   end
+
+  mpi_it("prunes trials running on rank 1: rank 0's pruner decides, rank 1 stops the process", function()
+    local d = tmpdir("prune")
+    assert(os.execute(string.format("cp %s/tests/mpi/prune_study.lua %s/study.lua && cp %s/tests/mpi/prune_experiment.lua " ..
+      "%s/exp.lua", SRC, d, SRC, d)))
+    local out, rc = sh(string.format("cd %s && %s study.lua --out runs --quiet --no-check --threads 1", d, MPI))
+    assert.are.equal(0, rc, out)
+    local sd = d .. "/runs/mpi-prune"
+    local final = {}
+    for l in (fs.read(sd .. "/journal.jsonl") or ""):gmatch("[^\n]+") do
+      local e = json.decode(l)
+      if e.event == "finish" then final[e.trial] = e.status end
+    end
+    local pruned_on = {}
+    for id, st in pairs(final) do
+      if st == "pruned" then
+        local disp = json.decode(assert(fs.read(sd .. "/" .. id .. "/dispatch.json")))
+        local last = 0
+        for l in (fs.read(sd .. "/" .. id .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
+          local e = json.decode(l)
+          if e and math.type(e.step) == "integer" and e.step > last then last = e.step end
+        end
+        assert.is_true(last < 40, id .. " on rank " .. disp.rank .. " trained to step " .. last .. " after its pruning")
+        pruned_on[disp.rank] = (pruned_on[disp.rank] or 0) + 1
+      end
+    end
+    assert.are.equal("done", final.trial_t001, out)
+    assert.is_truthy(pruned_on[1], "no trial was pruned on rank 1: " .. json.encode(final))
+    fs.rm_rf(d)
+  end)
 end)

@@ -8,7 +8,7 @@
 -- Goal of this round: does mirroring the training images (flip) help this CNN once the
 -- regularisation is re-tuned for each choice?
 --   scientific: flip (0 = off, 0.5 = mirror half of the training images)
---   nuisance:   lr, weight_decay, label_smoothing, dropout -- 6 quasi-random points, the
+--   nuisance:   lr, weight_decay, label_smoothing, dropout -- 4 quasi-random points, the
 --               same points for both values of flip
 --   fixed:      batch 128, 1600 steps (3.7 epochs), warmup 100, SGD Nesterov 0.9, cosine
 --               decay, channels 32, width 256, no random crops; the caveat: answers for
@@ -16,7 +16,7 @@
 --   metric:     valid/accuracy of the best checkpoint (retrospective), maximised; the test
 --               set stays unseen (test_eval = false)
 --
---   dlua examples/fashion_mnist_tune.lua                  # 12 trials, 2 at a time
+--   dlua examples/fashion_mnist_tune.lua                  # 8 trials, 2 at a time
 --   dlua examples/fashion_mnist_tune_asha.lua             # the same points with ASHA pruning
 --   dlua report runs/fashion-mnist-tune
 -- The study's table is examples/fashion_mnist_tune_spec.lua, shared by both files.

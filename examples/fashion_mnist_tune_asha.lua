@@ -1,5 +1,5 @@
 -- examples/fashion_mnist_tune_asha.lua -- examples/fashion_mnist_tune.lua's exploration
--- study, the same 12 points, with ASHA pruning: rungs at 200 and 600 steps (and the full
+-- study, the same 8 points, with ASHA pruning: rungs at 200 and 600 steps (and the full
 -- 1600); a trial goes on past a rung when it is in the top third of the trials that
 -- reached it. The question for issue 18: does pruning find the same best validation
 -- accuracy for at most half the training steps? (docs/tuning-fashion-mnist.md)

@@ -17,7 +17,7 @@ return function()
     },
     fixed = {batch_size = 128, steps = 1600, warmup = 100, eval_every = 400, workers = 1, test_eval = false,
              channels = 32, width = 256, crop = 0},
-    trials = 6, algorithm = "quasirandom", seed = 22, parallel = 2,
+    trials = 4, algorithm = "quasirandom", seed = 22, parallel = 2,
     objective = {metric = "valid/accuracy", mode = "max"},
   }
 end

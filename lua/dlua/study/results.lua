@@ -85,15 +85,16 @@ local function tail_line(path)
 end
 
 -- the value of every objective in run directory dir (each by its own mode and
--- aggregate); returns values, and the first objective without one with the names seen
+-- aggregate); returns values and their steps, or nil, the first objective
+-- without a value and the names seen
 local function objective_values(dir, objs, aggregate)
-  local values = {}
+  local values, steps = {}, {}
   for j, o in ipairs(objs) do
-    local v, _, names = M.run_metric(dir, o.metric, o.mode, aggregate)
+    local v, s, names = M.run_metric(dir, o.metric, o.mode, aggregate)
     if v == nil then return nil, o, names end
-    values[j] = v
+    values[j], steps[j] = v, s
   end
-  return values
+  return values, steps
 end
 
 --- outcome(study, dir, code) -> {status, message, value, step, steps, values}: a
@@ -114,8 +115,9 @@ function M.outcome(study, dir, code)
     message = tail_line(dir .. "/trial.log") or ("exit status " .. tostring(code))
   end
   local objs = study.objectives or {study.objective}
-  local value, step = M.run_metric(dir, study.objective.metric, study.objective.mode, "best")
-  local values, missing, names = objective_values(dir, objs, "best")
+  local values, steps_or_missing, names = objective_values(dir, objs, "best")
+  local value, step, missing
+  if values then value, step = values[1], steps_or_missing[1] else missing = steps_or_missing end
   if status == "done" and missing then
     local l = {}
     for k in pairs(names) do if k ~= "step" and k ~= "split" and k ~= "elapsed" then l[#l + 1] = k end end

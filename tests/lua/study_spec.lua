@@ -560,7 +560,7 @@ describe("a study checks itself before it spends", function()
     assert.are.equal(1, rc, out)
     assert.truthy(out:find("dlua: objective.lua:" .. line_of(f, "valid/acc") .. ": dl.study: objective 'valid/acc' " ..
       "is not a metric of exp.lua: a one-step dry run reported train/examples_per_s, train/grad_norm, train/loss, " ..
-      "train/lr, valid/accuracy, valid/loss; did you mean 'valid/accuracy'?\n", 1, true), out)
+      "train/lr, train/time_per_step, valid/accuracy, valid/loss; did you mean 'valid/accuracy'?\n", 1, true), out)
     assert.is_false(fs.exists(dir .. "/runs"))             -- no study directory, journal or trial directory
     assert.is_nil(out:find("started", 1, true), out)
     -- the same study object through study:run: the error comes before anything is written

@@ -218,20 +218,12 @@ end
 
 --- The non-dominated trials of two objectives {{metric =, mode =}, {...}}:
 -- points = {{trial =, x =, y =}} (every trial with both values), front = the
--- indices into points on the Pareto front, sorted by x.
+-- indices into points on the Pareto front (dl.search.pareto_front: equal points
+-- are on it together), sorted by x.
 function M.pareto(points, modes)
-  local function better_eq(a, b, mode) return mode == "min" and a <= b or (mode ~= "min" and a >= b) end
-  local front = {}
-  for i, p in ipairs(points) do
-    local dominated = false
-    for j, q in ipairs(points) do
-      if i ~= j and better_eq(q.x, p.x, modes[1]) and better_eq(q.y, p.y, modes[2]) and (q.x ~= p.x or q.y ~= p.y) then
-        dominated = true
-        break
-      end
-    end
-    if not dominated then front[#front + 1] = i end
-  end
+  local vals = {}
+  for i, p in ipairs(points) do vals[i] = {p.x, p.y} end
+  local front = search.pareto_front(vals, {modes[1] == "min" and "min" or "max", modes[2] == "min" and "min" or "max"})
   table.sort(front, function(a, b) return points[a].x < points[b].x end)
   return front
 end

@@ -31,7 +31,8 @@
 --   points, discrepancy), dlua.search.space (parameters, spaces, encoding),
 --   dlua.search.sample (quasirandom / random / grid, M.sample),
 --   dlua.search.bayes (bayes_suggest), dlua.search.suggester (ask / tell),
---   dlua.search.importance (per-hyperparameter importance).
+--   dlua.search.importance (per-hyperparameter importance), dlua.search.pareto
+--   (Pareto fronts and ParEGO's scalarisation of several objectives).
 local util = require "dlua.util"
 local rng = require "dlua.search.rng"
 local halton = require "dlua.search.halton"
@@ -40,9 +41,10 @@ local sample = require "dlua.search.sample"
 local bayes = require "dlua.search.bayes"
 local suggester = require "dlua.search.suggester"
 local importance = require "dlua.search.importance"
+local pareto = require "dlua.search.pareto"
 
 local M = {}
-for _, mod in ipairs({rng, halton, space, sample, bayes, suggester, importance}) do
+for _, mod in ipairs({rng, halton, space, sample, bayes, suggester, importance, pareto}) do
   for k, v in pairs(mod) do
     if type(k) == "string" and k:sub(1, 1) ~= "_" then M[k] = v end
   end

@@ -23,6 +23,7 @@ local plan = require "dlua.study.plan"
 local results = require "dlua.study.results"
 local warm = require "dlua.study.warm"
 local prune = require "dlua.study.prune"
+local objectives = require "dlua.study.objectives"
 
 local M = {}
 
@@ -197,8 +198,13 @@ function Agent:choose_point(t, inputs)
     local path = self:theta_path(t.group)
     local saved = json.decode(fs.read(path) or "")
     local theta = type(saved) == "table" and saved.features == study.space.features and saved.theta or nil
-    local us, info = search.bayes_suggest(study.space, inputs.hist, inputs.pend, 1, {seed = study.seed,
-      step = t.i or t.j, mode = study.objective.mode, context = t.group.values, theta = theta})
+    -- several objectives: ParEGO, this suggestion's weights over the objectives (docs/studies.md)
+    local hist, mode, modes = inputs.hist, study.objective.mode, objectives.modes(study.objectives)
+    if #modes > 1 then
+      hist, mode = search.parego(hist, modes, search.parego_weights(#modes, study.seed, t.i or t.j)), "min"
+    end
+    local us, info = search.bayes_suggest(study.space, hist, inputs.pend, 1, {seed = study.seed,
+      step = t.i or t.j, mode = mode, context = t.group.values, theta = theta})
     u = us[1]
     if info and info.theta then
       fs.mkdir_p(self.dir .. "/gp")
@@ -228,8 +234,8 @@ function Agent:bayes_inputs(t, st, trials)
       local s = st.trials[p.id]
       local u = p.u or (st.suggest[p.id] and st.suggest[p.id].u)
       if u and s and s.finish and not s.running and s.finish.status ~= "pruned" then
-        local v = s.finish.status == "done" and s.finish.value or nil
-        hist[#hist + 1] = {u = u, value = v}
+        local done = s.finish.status == "done"
+        hist[#hist + 1] = {u = u, value = done and s.finish.value or nil, values = done and s.finish.values or nil}
       elseif u and s and s.running then
         pend[#pend + 1] = {u = u}
       end
@@ -272,9 +278,10 @@ function Agent:rows(st)
   -- hyperparameters as hp.NAME (hp.seed too), apart from the run's own columns: a
   -- hyperparameter named steps or status can never shadow one (csv.DictReader keeps one)
   for _, n in ipairs(hp_names) do cols[#cols + 1] = "hp." .. n end
-  for _, c in ipairs({"hp.seed", "best_metric", "best_value", "best_step", "steps_run", "wall_time", "dir", "message"}) do
-    cols[#cols + 1] = c
-  end
+  for _, c in ipairs({"hp.seed", "best_metric", "best_value", "best_step"}) do cols[#cols + 1] = c end
+  local objs = #study.objectives > 1 and study.objectives or {}    -- several: value.METRIC, each objective's value
+  for _, o in ipairs(objs) do cols[#cols + 1] = "value." .. o.metric end
+  for _, c in ipairs({"steps_run", "wall_time", "dir", "message"}) do cols[#cols + 1] = c end
   local fins = {}
   for _, t in pairs(st.trials) do if t.finish then fins[#fins + 1] = t.finish end end
   table.sort(fins, function(a, b)
@@ -291,6 +298,7 @@ function Agent:rows(st)
       local v = f.hp and f.hp[n]
       r["hp." .. n] = v ~= nil and fmtv(v) or ""
     end
+    for j, o in ipairs(objs) do r["value." .. o.metric] = f.values and f.values[j] ~= nil and fmtv(f.values[j]) or "" end
     rows[i] = r
   end
   return rows, cols
@@ -330,7 +338,7 @@ function Agent:finish_event(r, res, wall)
   return {event = "finish", trial = t.id, owner = self.owner, status = res.status, value = res.value,
           step = res.step, steps = res.steps, wall = wall, message = res.message, hp = r.hp,
           nuisance = t.nuisance, u = t.u and json.array(t.u) or nil, group = t.group.index, kind = t.kind,
-          base = t.base, dir = r.dir, rung = res.rung,
+          base = t.base, dir = r.dir, rung = res.rung, values = res.values,
           curve = self.study.prune and prune.curve(r.dir, self.study.objective.metric) or nil}
 end
 

@@ -106,26 +106,36 @@ function M.nearest_metric(metric, names)
   return best
 end
 
---- check(study, exe [, threads]) -> the dry run's result: errors when the study's
--- objective is not among the metrics the dry run reported (naming the study file
--- and line, the metrics there are and the nearest); returns it with .warning set
+--- check(study, exe [, threads]) -> the dry run's result: errors when one of
+-- the study's objectives is not among the metrics the dry run reported (the
+-- first such, in the order the study lists them; naming the study file and
+-- line, the metrics there are and the nearest); returns it with .warning set
 -- when the dry run did not finish (then nothing was checked).
 function M.check(study, exe, threads)
   local res = M.run(study, exe, threads)
+  local objs = study.objectives or {study.objective}
   if res.status ~= "done" then
-    res.warning = string.format("study %s: the one-step dry run of %s %s (%s); the objective '%s' is not checked " ..
+    local names = {}
+    for i, o in ipairs(objs) do names[i] = "'" .. o.metric .. "'" end
+    res.warning = string.format("study %s: the one-step dry run of %s %s (%s); the objective %s %s not checked " ..
       "before the trials", study.name, study.experiment, res.status == "error" and "failed" or res.status,
-      tostring(res.message), study.objective.metric)
+      tostring(res.message), table.concat(names, ", "), #names > 1 and "are" or "is")
     return res
   end
-  local metric = study.objective.metric
-  for _, n in ipairs(res.names) do if n == metric then return res end end
-  local near = M.nearest_metric(metric, res.names)
-  local msg = string.format("dl.study: objective '%s' is not a metric of %s: a one-step dry run reported %s%s",
-    metric, study.experiment, #res.names > 0 and table.concat(res.names, ", ") or "no metrics",
-    near and ("; did you mean '" .. near .. "'?") or "")
-  local loc = spec.where(study, {value = metric}) or study.script
-  error(loc and (loc .. ": " .. msg) or msg, 0)
+  local have = {}
+  for _, n in ipairs(res.names) do have[n] = true end
+  for _, o in ipairs(objs) do
+    local metric = o.metric
+    if not have[metric] then
+      local near = M.nearest_metric(metric, res.names)
+      local msg = string.format("dl.study: objective '%s' is not a metric of %s: a one-step dry run reported %s%s",
+        metric, study.experiment, #res.names > 0 and table.concat(res.names, ", ") or "no metrics",
+        near and ("; did you mean '" .. near .. "'?") or "")
+      local loc = spec.where(study, {value = metric}) or study.script
+      error(loc and (loc .. ": " .. msg) or msg, 0)
+    end
+  end
+  return res
 end
 
 return M

@@ -12,6 +12,7 @@ local journal = require "dlua.study.journal"
 local plan = require "dlua.study.plan"
 local spec = require "dlua.study.spec"
 local prune = require "dlua.study.prune"
+local objectives = require "dlua.study.objectives"
 local search = require "dlua.search"
 
 local M = {}
@@ -83,10 +84,25 @@ local function tail_line(path)
   return last
 end
 
---- outcome(study, dir, code) -> {status, message, value, step, steps}: a finished
--- trial process (exit code) judged from its run directory; a run that reported
--- no objective value is "failed", naming the eval metrics it did report; one
--- stopped by SIGINT/SIGTERM (exit 130/143) is "interrupted" (resumable).
+-- the value of every objective in run directory dir (each by its own mode and
+-- aggregate); returns values and their steps, or nil, the first objective
+-- without a value and the names seen
+local function objective_values(dir, objs, aggregate)
+  local values, steps = {}, {}
+  for j, o in ipairs(objs) do
+    local v, s, names = M.run_metric(dir, o.metric, o.mode, aggregate)
+    if v == nil then return nil, o, names end
+    values[j], steps[j] = v, s
+  end
+  return values, steps
+end
+
+--- outcome(study, dir, code) -> {status, message, value, step, steps, values}: a
+-- finished trial process (exit code) judged from its run directory; a run that
+-- reported no value of an objective is "failed", naming the metrics it did
+-- report; one stopped by SIGINT/SIGTERM (exit 130/143) is "interrupted"
+-- (resumable). value and step are the primary objective's; values (studies of
+-- several objectives) holds every objective's value, in the study's order.
 function M.outcome(study, dir, code)
   local r = json.decode(fs.read(dir .. "/result.json") or "") or nil
   local status, message = "failed", nil
@@ -98,18 +114,21 @@ function M.outcome(study, dir, code)
   else
     message = tail_line(dir .. "/trial.log") or ("exit status " .. tostring(code))
   end
-  local value, step, names = M.run_metric(dir, study.objective.metric, study.objective.mode, "best")
-  if status == "done" and value == nil then
+  local objs = study.objectives or {study.objective}
+  local values, steps_or_missing, names = objective_values(dir, objs, "best")
+  local value, step, missing
+  if values then value, step = values[1], steps_or_missing[1] else missing = steps_or_missing end
+  if status == "done" and missing then
     local l = {}
     for k in pairs(names) do if k ~= "step" and k ~= "split" and k ~= "elapsed" then l[#l + 1] = k end end
     table.sort(l)
     status = "failed"
-    message = string.format("the run reported no '%s' (eval metrics: %s)", study.objective.metric,
-      #l > 0 and table.concat(l, ", ") or "none")
+    message = string.format("the run reported no '%s' (%s metrics: %s)", missing.metric,
+      missing.metric:match("^train/") and "train" or "eval", #l > 0 and table.concat(l, ", ") or "none")
   end
-  if status ~= "done" then value, step = nil, nil end
+  if status ~= "done" then value, step, values = nil, nil, nil end
   return {status = status, message = message, value = value, step = step,
-          steps = type(r) == "table" and r.steps or nil}
+          steps = type(r) == "table" and r.steps or nil, values = #objs > 1 and values and json.array(values) or nil}
 end
 
 local function mean_std(vals)
@@ -151,7 +170,11 @@ end
 -- (no rerun). Returns {name, metric, mode, aggregate, trials = {...} (by id),
 -- ranking = {...} (feasible trials, best first), groups = {{label, values,
 -- trials, done, infeasible, best, seeds}}, best, adoption}; each trial
--- {id, group, status, value, step, hp, dir, command}.
+-- {id, group, status, value, step, hp, dir, command}. A study of several
+-- objectives (dlua.study.objectives) adds objectives = {{metric, mode}},
+-- completed (its completed search trials), front = {{trial, ties}} (the Pareto
+-- front of those, dlua.study.objectives.front), each group's front alike, and
+-- each completed trial's values (one per objective, by the same aggregate).
 function M.results(dir, opts)
   opts = util.check_options("dl.study_results", opts, {metric = "string", mode = "string", aggregate = "string"}, 2)
   local rec = json.decode(fs.read(dir .. "/study.json") or "")
@@ -165,6 +188,7 @@ function M.results(dir, opts)
     error("dl.study_results: aggregate must be \"best\" or \"final\", got " .. tostring(aggregate), 2)
   end
   local st = journal.replay(journal.open(dir):events())
+  local objs = study.objectives
   local out = {name = study.name, goal = study.goal or study.description, metric = metric, mode = mode,
                aggregate = aggregate, trials = {}, groups = {}}
   for i, g in ipairs(study.groups) do
@@ -179,7 +203,8 @@ function M.results(dir, opts)
       if f.status == "done" then
         value, step = M.run_metric(tdir, metric, mode, aggregate)
       end
-      local t = {id = id, group = f.group, status = f.status, value = value, step = step, hp = f.hp,
+      local values = f.status == "done" and #objs > 1 and objective_values(tdir, objs, aggregate) or nil
+      local t = {id = id, group = f.group, status = f.status, value = value, step = step, hp = f.hp, values = values,
                  nuisance = f.nuisance, dir = tdir, command = plan.command(study, f.hp or {}), kind = f.kind,
                  message = f.message, base = f.base, u = f.u}
       out.trials[#out.trials + 1] = t
@@ -220,6 +245,19 @@ function M.results(dir, opts)
     g.importance = hist[i] and group_importance(study.space, hist[i], g.values) or nil
     g.seeds = mean_std(g.seed_values)
     if g.best and (not out.best or better(g.best.value, out.best.value, mode)) then out.best = g.best end
+  end
+  if #objs > 1 then
+    out.objectives, out.completed = objs, 0
+    local all, per = {}, {}
+    for _, t in ipairs(out.trials) do
+      if t.values and t.kind ~= "seed" and out.groups[t.group] then
+        all[#all + 1] = t
+        per[t.group] = per[t.group] or {}
+        table.insert(per[t.group], t)
+      end
+    end
+    out.completed, out.front = #all, objectives.front(all, objs)
+    for i, g in ipairs(out.groups) do g.front = objectives.front(per[i] or {}, objs) end
   end
   out.adoption = adoption(out.groups, mode)
   out.pruned = 0
@@ -275,6 +313,9 @@ function M.format_results(res)
     lines[#lines + 1] = string.format("pruned (%s): %s", res.prune and res.prune.algorithm or "?",
       table.concat(parts, ", "))
   end
+  if res.front then
+    for _, l in ipairs(objectives.format_front(res, short_hp)) do lines[#lines + 1] = l end
+  end
   for _, w in ipairs(res.warnings or {}) do lines[#lines + 1] = "warning: " .. w end
   if res.adoption then lines[#lines + 1] = "adoption: " .. res.adoption.message end
   if res.best then lines[#lines + 1] = "reproduce the best trial: " .. res.best.command end
@@ -287,15 +328,18 @@ function M.complete(study, dir, opts)
   local res = M.results(dir)
   local groups = {}
   for i, x in ipairs(res.groups) do
+    local front
+    for _, e in ipairs(x.front or {}) do front = front or {}; front[#front + 1] = e.trial.id end
     groups[i] = {label = x.label, values = x.values, trials = x.trials, infeasible = x.infeasible, pruned = x.pruned,
-                 importance = x.importance,
+                 importance = x.importance, front = front and json.array(front),
                  best = x.best and {id = x.best.id, value = x.best.value, step = x.best.step, hp = x.best.hp} or nil,
                  seeds = x.seeds}
   end
   fs.write_atomic(dir .. "/results.json", json.encode({
     metric = res.metric, mode = res.mode, best = res.best and {id = res.best.id, value = res.best.value,
     step = res.best.step, command = res.best.command} or nil, groups = groups, adoption = res.adoption,
-    pruned = res.pruned, prune = res.prune, warnings = json.array(res.warnings)}) .. "\n")
+    pruned = res.pruned, prune = res.prune, warnings = json.array(res.warnings), objectives = res.objectives,
+    completed = res.completed, front = res.front and json.array(objectives.record(res.front))}) .. "\n")
   local root = opts.root or fs.dirname(dir)
   track.append(root .. "/studies.csv", {
     name = study.name, config = study.script or "", description = study.goal or study.description or "",

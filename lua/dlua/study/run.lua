@@ -79,8 +79,10 @@ function M.run(self, opts)
     local r = dryrun.check(self, launch.exe_path(opts), util.cores())
     if r.warning then common.warn(r.warning)
     elseif not opts.quiet then
-      print(string.format("[%s] objective %s checked: a one-step dry run reports it (%.1f s)", self.name,
-        self.objective.metric, core.clock() - t0))
+      local names = {}
+      for i, o in ipairs(self.objectives) do names[i] = o.metric end
+      print(string.format("[%s] objective %s checked: a one-step dry run reports %s (%.1f s)", self.name,
+        table.concat(names, ", "), #names > 1 and "them" or "it", core.clock() - t0))
     end
   end
   M.prepare(self, dir, opts.trials)
@@ -173,8 +175,10 @@ function M.help(self, script)
   end
   for _, d in ipairs(self.space:describe()) do lines[#lines + 1] = "  nuisance " .. d end
   for _, k in ipairs(sorted_keys(self.fixed)) do lines[#lines + 1] = string.format("  fixed %s = %s", k, fmtv(self.fixed[k])) end
-  lines[#lines + 1] = string.format("%d trials per scientific value, %s, seed %d; objective %s (%s)", self.trials,
-    self.algorithm, self.seed, self.objective.metric, self.objective.mode)
+  local objs = {}
+  for i, o in ipairs(self.objectives) do objs[i] = string.format("%s (%s)", o.metric, o.mode) end
+  lines[#lines + 1] = string.format("%d trials per scientific value, %s, seed %d; objective %s", self.trials,
+    self.algorithm, self.seed, table.concat(objs, ", "))
   lines[#lines + 1] = ""
   lines[#lines + 1] = "flags:"
   lines[#lines + 1] = flags_help(STUDY_FLAGS)

@@ -16,6 +16,7 @@ local plan = require "dlua.study.plan"
 local site = require "dlua.study.site"
 local warm = require "dlua.study.warm"
 local prune = require "dlua.study.prune"
+local objectives = require "dlua.study.objectives"
 
 local M = {}
 
@@ -29,10 +30,11 @@ M.Study = Study
 Study.plan, Study.trial_hparams, Study.trial_args, Study.command = plan.plan, plan.trial_hparams, plan.trial_args,
   plan.command
 
--- the spec's keys (util.check_options); objective may also be a metric name alone
+-- the spec's keys (util.check_options); objective may also be a metric name alone, or a
+-- list of objectives (its spec is made per call: dlua.study.objectives.spec_of)
 local SPEC = {algorithm = true, allow_step_search = true, description = true, enqueue = true, experiment = true,
               fixed = true, goal = true, grid_points = true, init = true, jobs = true, name = true, nuisance = true,
-              objective = {metric = true, mode = true}, parallel = true, prune = prune.SPEC, scientific = true,
+              objective = objectives.ENTRY, parallel = true, prune = prune.SPEC, scientific = true,
               seed = true, seeds = true, steps = true, trials = true, warm_start = true}
 
 -- the first key of t that spec (a SPEC table) does not know, as a site needle
@@ -260,22 +262,14 @@ local function check_warm(cx, self, spec, where)
     if self.init == nil then self.init = 0 end      -- the earlier trials replace the quasirandom start
   end
   if spec.prune ~= nil then
+    if #self.objectives > 1 then
+      local names = {}
+      for i, o in ipairs(self.objectives) do names[i] = o.metric end
+      cx.fail({key = "prune"}, string.format("dl.study: prune stops a trial by one objective, and this study has %d " ..
+        "(%s): a trial behind on one may be on the Pareto front; leave prune out", #names, table.concat(names, ", ")))
+    end
     self.prune = prune.check(spec.prune, self, function(msg) cx.fail({key = "prune"}, msg) end, cx.warn)
   end
-end
-
-local function check_objective(cx, spec)
-  local obj = spec.objective
-  if type(obj) == "string" then obj = {metric = obj} end
-  if type(obj) ~= "table" or type(obj.metric) ~= "string" then
-    cx.fail({key = "objective"}, "dl.study: objective = {metric = \"valid/accuracy\", mode = \"max\"} is required")
-  end
-  local mode = obj.mode or common.default_mode(obj.metric)
-  if mode ~= "max" and mode ~= "min" then
-    cx.fail({key = "objective"}, string.format("dl.study: objective.mode must be \"max\" or \"min\" (got %s for " ..
-      "metric %s)", tostring(obj.mode), obj.metric))
-  end
-  return {metric = obj.metric, mode = mode}
 end
 
 -- parallel, steps, seed, seeds, init, grid_points
@@ -350,8 +344,11 @@ function M.study(spec)
     error(loc and (loc .. ": " .. msg) or msg, 0)
   end
   if type(spec) ~= "table" then cx.fail(nil, "dl.study: expected a table, got " .. type(spec)) end
-  local bad = util.option_problem("dl.study", spec, SPEC)
-  if bad then cx.fail(unknown_key(spec, SPEC), bad) end
+  local keys = {}
+  for k, v in pairs(SPEC) do keys[k] = v end
+  keys.objective = objectives.spec_of(spec.objective)
+  local bad = util.option_problem("dl.study", spec, keys)
+  if bad then cx.fail(unknown_key(spec, keys), bad) end
   if type(spec.name) ~= "string" or not spec.name:match("^[%w_%.%-]+$") then
     cx.fail({key = "name"}, "dl.study: name must be a non-empty string of letters, digits, '_', '-' and '.', got " ..
       tostring(spec.name))
@@ -381,7 +378,8 @@ function M.study(spec)
     cx.warn("study " .. spec.name .. " has no goal: the playbook gives every round one narrow goal (section 2.3)")
   end
   check_budget(cx, self, spec, roles)
-  self.objective = check_objective(cx, spec)
+  self.objectives = objectives.check(spec.objective, function(msg) cx.fail({key = "objective"}, msg) end)
+  self.objective = self.objectives[1]
   check_settings(cx, self, spec, roles)
   self.max_steps = self.steps or (math.type(fixed.steps) == "integer" and fixed.steps) or
     (math.type(cx.exp.hparams.steps) == "integer" and cx.exp.hparams.steps) or nil
@@ -408,6 +406,7 @@ function Study:record()
     grid_points = self.grid_points, objective = self.objective, steps = self.steps, seeds = self.seeds,
     allow_step_search = self.allow_step_search, enqueue = self.enqueue, warm_start = self.warm_start,
     prune = self.prune, max_steps = self.max_steps,
+    objectives = #self.objectives > 1 and self.objectives or nil,     -- one objective: study.json as before
   }
 end
 
@@ -436,6 +435,7 @@ function M.from_record(rec)
     self.groups[i] = {values = g.values or {}, tag = g.tag, label = g.label, index = i}
   end
   self.space = search.space_from_table(rec.nuisance or {})
+  self.objectives = objectives.of_record(rec)
   self.parallel = 1
   self.fixed = self.fixed or {}
   return self

@@ -16,6 +16,7 @@ local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
+local objectives = require "dlua.study.objectives"
 
 local M = {}
 
@@ -94,18 +95,19 @@ function M.check_enqueue(space, list, fail)
   return out
 end
 
---- history(study, dir) -> {[group index] = {{u =, value =}}}, used, skipped,
--- reasons: the compatible finished trials of the earlier study in dir (done:
--- its value; diverged / failed: infeasible, value nil; pruned trials are left
--- out), by the group of this study they join. reasons counts the skipped by why.
+--- history(study, dir) -> {[group index] = {{u =, value =, values =}}}, used,
+-- skipped, reasons: the compatible finished trials of the earlier study in dir
+-- (the same objectives in the same order; done: its value, and its values when
+-- there are several objectives; diverged / failed: infeasible, value nil; pruned
+-- trials are left out), by the group of this study they join. reasons counts
+-- the skipped by why.
 -- Errors when dir holds no study.json.
 function M.history(study, dir)
   local rec = json.decode(fs.read(dir .. "/study.json") or "")
   if type(rec) ~= "table" then error("dl.study: warm_start: " .. dir .. " holds no study.json", 0) end
   local out, used, skipped, reasons = {}, 0, 0, {}
   local function skip(why) skipped = skipped + 1; reasons[why] = (reasons[why] or 0) + 1 end
-  local same_metric = type(rec.objective) == "table" and rec.objective.metric == study.objective.metric and
-    rec.objective.mode == study.objective.mode
+  local same_metric = type(rec.objective) == "table" and objectives.same(objectives.of_record(rec), study.objectives)
   local st = journal.replay(journal.open(dir):events())
   for _, id in ipairs(sorted_keys(st.trials)) do
     local f = st.trials[id].finish
@@ -127,8 +129,9 @@ function M.history(study, dir)
         if not u then skip(why:match("^'") and "a nuisance name not in this space" or "outside this space")
         else
           out[group.index] = out[group.index] or {}
-          local v = (f.status == "done") and f.value or nil
-          table.insert(out[group.index], {u = u, value = v, warm = id})
+          local done = f.status == "done"
+          table.insert(out[group.index], {u = u, value = done and f.value or nil, values = done and f.values or nil,
+                                          warm = id})
           used = used + 1
         end
       end

@@ -281,7 +281,7 @@ local function open_run(config)
     proc.test_pause("eval", run.step)
     prog:eval_progress(name, i, n)
   end
-  run.window = {loss = 0, n = 0, t = core.clock(), ex = 0}
+  run.window = {loss = 0, n = 0, t = core.clock(), ex = 0, time = 0}
   return run
 end
 
@@ -303,15 +303,17 @@ local function update_ema(run)
   core.set_grad_enabled(true)
 end
 
--- the train line of the steps since the last one (metrics.jsonl, the progress line)
+-- the train line of the steps since the last one (metrics.jsonl, the progress line);
+-- time_per_step is the mean wall time of those steps alone (waiting for the batch,
+-- forward, backward, update; not the evals and checkpoints between them), in seconds
 local function log_window(run, s)
   local win = run.window
   local el = core.clock() - win.t
   local e = {step = s, split = "train", loss = win.loss / win.n, lr = run.optimizer:lr(), grad_norm = run.last_grad_norm,
-             examples_per_s = win.ex / math.max(el, 1e-9)}
+             examples_per_s = win.ex / math.max(el, 1e-9), time_per_step = win.time / win.n}
   log_event(run, e)
   run.prog:train(s, e)
-  win.loss, win.n, win.ex, win.t = 0, 0, 0, core.clock()
+  win.loss, win.n, win.ex, win.t, win.time = 0, 0, 0, core.clock(), 0
 end
 
 -- after step s, when a SIGINT or SIGTERM was caught: the steps since the last train
@@ -374,7 +376,9 @@ local function train_step(run, s)
   run.train_batch = run.train_batch or bs
   local win = run.window
   win.loss, win.n, win.ex = win.loss + lv, win.n + 1, win.ex + bs
-  run.cost.train = run.cost.train + (core.clock() - t0)
+  local t1 = core.clock()
+  run.cost.train = run.cost.train + (t1 - t0)
+  win.time = win.time + (t1 - t_in)
   run.last_grad_norm = gn
   if s % run.log_every == 0 or s == run.steps then
     log_window(run, s)

@@ -1,19 +1,32 @@
 #!/bin/sh
 # Training throughput of dlua next to PyTorch's best thread setting, interleaved so both see
 # the same machine state (these 2-core machines are shared and noisy: compare within a round).
-#   tests/bench/run_training.sh [rounds=3]        (needs build/dlua and scripts/setup.sh --bench)
+#   tests/bench/run_training.sh [rounds=3] [models="mlp cnn resnet18"]
+#                                                 (needs build/dlua and scripts/setup.sh --bench)
 # Prints one line per measurement: round, model, batch, engine/setting, ex/s median.
+# ResNet-18 (tests/bench/resnet18.lua, resnet18_torch.py) costs about 7 minutes a round on 2 cores;
+# RESNET18_WINDOWS="seconds windows min_steps" (default "10 3 5") shortens it for a smoke test.
 set -eu
 cd "$(dirname "$0")/../.."
 rounds=${1:-3}
+models=${2:-mlp cnn resnet18}
+has() { case " $models " in *" $1 "*) return 0 ;; esac; return 1; }
 ref=../shared/bench/torch_reference.py
 py=/usr/bin/python3
 field() { sed -n 's/.*"ex_per_s_median": *\([0-9.]*\).*/\1/p'; }
+rn=${RESNET18_WINDOWS:-10 3 5}     # window seconds, windows, min steps per window (smoke: "0 1 1")
+if has resnet18; then
+  echo "# ResNet18: 3325458432 FLOP per example and step (2 x forward MACs x 3, the reference's count):" \
+    "GFLOP/s = ex/s x 3.325"
+fi
 for r in $(seq 1 "$rounds"); do
+  if has mlp; then
   for b in 256; do
     echo "$r MLP $b dlua $(build/dlua tests/bench/mlp.lua $b 2 2 5 | field)"
     echo "$r MLP $b torch-default $($py $ref throughput --threads 0 --only A 2>/dev/null | grep "\"batch\": $b," | field)"
   done
+  fi
+  if has cnn; then
   echo "$r CNN 64 dlua $(build/dlua tests/bench/cnn.lua 64 2 2 5 | field)"
   echo "$r CNN 256 dlua $(build/dlua tests/bench/cnn.lua 256 2 2 5 | field)"
   OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $py $ref throughput --threads 2 --only B 2>/dev/null |
@@ -26,4 +39,14 @@ for r in $(seq 1 "$rounds"); do
       b=$(echo "$line" | sed -n 's/.*"batch": *\([0-9]*\).*/\1/p')
       echo "$r CNN $b torch-omp2-blas2-passive $(echo "$line" | field)"
     done
+  fi
+  if has resnet18; then
+    for b in 64 128; do
+      echo "$r ResNet18 $b dlua $(build/dlua tests/bench/resnet18.lua $b 2 $rn | field)"
+      echo "$r ResNet18 $b torch-omp2-blas1 $(OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 \
+        $py tests/bench/resnet18_torch.py $b 2 $rn 2>/dev/null | field)"
+      echo "$r ResNet18 $b torch-omp2-blas2-passive $(OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE \
+        $py tests/bench/resnet18_torch.py $b 2 $rn 2>/dev/null | field)"
+    done
+  fi
 done

@@ -286,6 +286,31 @@ describe("examples/models/resnet", function()
       m:eval()
       assert.are.same({48, 3}, m(x3):shape())
     end)
+
+    it("builds tests/bench/resnet18.lua's CIFAR-form ResNet-18 and trains it one step on a batch of 2", function()
+      -- the ImageNet count minus the 7x7x3 stem (+ 3x3x1) and the 1000-way head (+ 10-way):
+      -- 11,689,512 - 9,408 + 576 - 513,000 + 5,130; PyTorch's count for the same model (resnet18_torch.py)
+      dl.seed(1)
+      local m = resnet.build{post_norm = true, norm = "batch", init = "default"}
+      assert.are.equal(11689512 - 9408 + 576 - 513000 + 5130, m:num_parameters())
+      local x, y = dl.rand(2, 1, 32, 32), dl.tensor({3, 8}):long()
+      local h = m[1](x)
+      assert.are.same({2, 64, 32, 32}, h:shape())
+      for i, s in ipairs{{2, 64, 32, 32}, {2, 128, 16, 16}, {2, 256, 8, 8}, {2, 512, 4, 4}} do
+        h = m[i + 1](h); assert.are.same(s, h:shape())
+      end
+      assert.are.same({2, 10}, m[6](h):shape())
+      local opt = optim.SGD{params = m:parameters(), lr = 0.05, momentum = 0.9, nesterov = true}
+      local ce = nn.CrossEntropy()
+      local loss = ce(m(x), y)
+      loss:backward()
+      for _, np in ipairs(m:named_parameters()) do
+        assert(np[2].grad:abs():max():item() > 0, "no gradient reached " .. np[1])
+      end
+      opt:step()
+      local after = ce(m(x), y):item()
+      assert(after < 0.5 * loss:item(), string.format("loss %.3f -> %.3f", loss:item(), after))
+    end)
   else
     pending("norm = 'batch' training: " .. bn_err)
   end

@@ -477,17 +477,27 @@ typedef struct {
   int64_t *arg;         /* argmax (max pooling) */
 } pool_job;
 
+/* max pooling over the common 2x2 window at stride 2 without padding: the windows do not overlap */
+static int pool_2x2(const pool_job *j) {
+  return j->max && j->k[0] == 2 && j->k[1] == 2 && j->s[0] == 2 && j->s[1] == 2 && j->p[0] == 0 && j->p[1] == 0;
+}
+
 static void pool_fwd_task(void *arg_, int t) {
   const pool_job *j = arg_;
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
   int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
-  if (j->max && j->k[0] == 2 && j->k[1] == 2 && j->s[0] == 2 && j->s[1] == 2 && j->p[0] == 0 && j->p[1] == 0) {
+  if (pool_2x2(j)) {
+    int simd = dl_conv_simd() && W < INT32_MAX / 2;     /* window offsets in int32 lanes */
     for (int64_t nc = nc0; nc < nc1; nc++) {     /* the common 2x2/2 window: no bounds to test */
       const float *xi = j->x + nc * H * W;
       for (int64_t oh = 0; oh < Ho; oh++) {
         const float *r0 = xi + 2 * oh * W, *r1 = r0 + W;
         float *o = j->out + (nc * Ho + oh) * Wo;
         int64_t *ai = j->arg + (nc * Ho + oh) * Wo;
+        if (simd) {
+          dl_conv_maxpool2x2_row(r0, W, 2 * oh * W, Wo, o, ai);
+          continue;
+        }
         for (int64_t ow = 0; ow < Wo; ow++) {
           int64_t w = 2 * ow, bi = 2 * oh * W + w;
           float best = r0[w];
@@ -532,6 +542,21 @@ static void pool_bw_task(void *arg_, int t) {
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
   int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
   float inv = 1.0f / (float)(j->k[0] * j->k[1]);
+  if (pool_2x2(j)) {                             /* every input element written once: no zero fill */
+    for (int64_t nc = nc0; nc < nc1; nc++) {
+      float *xi = j->out + nc * H * W;
+      for (int64_t oh = 0; oh < Ho; oh++) {
+        float *r0 = xi + 2 * oh * W, *r1 = r0 + W;
+        const float *g = j->x + (nc * Ho + oh) * Wo;
+        const int64_t *a = j->arg + (nc * Ho + oh) * Wo;
+        for (int64_t ow = 0; ow < 2 * Wo; ow++) r0[ow] = r1[ow] = 0.0f;
+        for (int64_t ow = 0; ow < Wo; ow++) xi[a[ow]] = g[ow];   /* no branch on where the max was */
+        for (int64_t w = 2 * Wo; w < W; w++) r0[w] = r1[w] = 0.0f;   /* odd width: the last column */
+      }
+      for (int64_t w = 2 * Ho * W; w < H * W; w++) xi[w] = 0.0f;   /* odd height: the last row */
+    }
+    return;
+  }
   for (int64_t nc = nc0; nc < nc1; nc++) {
     float *xi = j->out + nc * H * W;
     for (int64_t oh = 0; oh < Ho; oh++)
@@ -595,11 +620,14 @@ int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   int p0 = (int)n->iv[5], p1 = (int)n->iv[6];
   int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
   int64_t Ho = gy->shape[2], Wo = gy->shape[3];
-  dl_tensor *gyc = dl_contiguous(ctx, gy);
-  dl_tensor *gx = gyc ? dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape) : NULL;
-  if (!gx) { dl_tensor_release(gyc); return -1; }
-  pool_job j = {max, {k0, k1}, {s0, s1}, {p0, p1}, H, W, Ho, Wo, N * C, 1, dl_data(gyc), gx->st->data,
+  pool_job j = {max, {k0, k1}, {s0, s1}, {p0, p1}, H, W, Ho, Wo, N * C, 1, NULL, NULL,
                 max ? (int64_t *)n->saved[0]->st->data : NULL};
+  dl_tensor *gyc = dl_contiguous(ctx, gy);
+  dl_tensor *gx = !gyc ? NULL : pool_2x2(&j) ? dl_tensor_new_empty(ctx, DL_F32, 4, x->shape)
+                                             : dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape);
+  if (!gx) { dl_tensor_release(gyc); return -1; }
+  j.x = dl_data(gyc);
+  j.out = gx->st->data;
   pool_run(ctx, &j, pool_bw_task);
   dl_tensor_release(gyc);
   gin[0] = gx;

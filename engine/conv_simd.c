@@ -8,7 +8,8 @@
  *     as a GEMM it is a thin product (K = 25) behind a 25-row patch matrix, below half
  *     the sgemm rate. The direct kernel here keeps 8 output channels x 32 columns of
  *     one output row in registers and adds the 25 taps with fused multiply-adds; its
- *     weight gradient keeps kw taps x 4 output channels of sums over the rows.
+ *     weight gradient keeps kw taps x 4 output channels of sums over the rows;
+ *   - 2x2 max pooling, whose data-dependent branches mispredict: compares and blends.
  * Copies and adds give the portable loops' bits exactly. The direct kernels sum in
  * their own fixed order (stated at each), which depends on the shape only: results
  * do not change with the thread count. Without AVX-512 (or with DLUA_CONV_SIMD=0, the
@@ -192,6 +193,40 @@ TARGET void dl_conv_direct_wgrad(const dl_conv_direct_geom *g, const float *xp, 
   }
 }
 
+/* One output row of 2x2 max pooling at stride 2: rows r0 and r1 of the input (r0[0] has index i0 in
+ * its plane, r1 = r0 + W), out[ow] the window's max, arg[ow] its index. The same rule as conv.c's
+ * loop: the window is read r0[2ow], r0[2ow+1], r1[2ow], r1[2ow+1] and a later value wins when it
+ * is greater or NaN. */
+TARGET void dl_conv_maxpool2x2_row(const float *r0, int64_t W, int64_t i0, int64_t Wo, float *out, int64_t *arg) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+  const float *r1 = r0 + W;
+  for (int64_t ow = 0; ow < Wo; ow += 16) {
+    int64_t n = Wo - ow < 16 ? Wo - ow : 16;
+    __mmask16 m = lanes(n), ma = lanes(2 * n), mb = lanes(2 * n - 16);
+    __m512 a0 = _mm512_maskz_loadu_ps(ma, r0 + 2 * ow), a1 = _mm512_maskz_loadu_ps(mb, r0 + 2 * ow + 16);
+    __m512 b0 = _mm512_maskz_loadu_ps(ma, r1 + 2 * ow), b1 = _mm512_maskz_loadu_ps(mb, r1 + 2 * ow + 16);
+    __m512 v[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
+                   _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
+    const int32_t code[4] = {0, 1, (int32_t)W, (int32_t)W + 1};
+    __m512 best = v[0];
+    __m512i c = _mm512_setzero_si512();
+    for (int k = 1; k < 4; k++) {
+      __mmask16 take = _mm512_cmp_ps_mask(v[k], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v[k], v[k], _CMP_UNORD_Q);
+      best = _mm512_mask_mov_ps(best, take, v[k]);
+      c = _mm512_mask_mov_epi32(c, take, _mm512_set1_epi32(code[k]));
+    }
+    _mm512_mask_storeu_ps(out + ow, m, best);
+    __m512i off = _mm512_add_epi32(c, lane2);  /* index - (i0 + 2 ow), < 2^31: W is a row length */
+    __m512i base = _mm512_set1_epi64(i0 + 2 * ow);
+    __m512i lo = _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(off)));
+    __m512i hi = _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(off, 1)));
+    _mm512_mask_storeu_epi64(arg + ow, (__mmask8)(m & 0xFF), lo);
+    _mm512_mask_storeu_epi64(arg + ow + 8, (__mmask8)(m >> 8), hi);
+  }
+}
+
 #else /* the portable build: the copies as loops, the direct kernels never chosen */
 
 void dl_conv_copy_rows(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len) {
@@ -211,6 +246,10 @@ void dl_conv_direct_forward(const dl_conv_direct_geom *g, const float *xp, const
 
 void dl_conv_direct_wgrad(const dl_conv_direct_geom *g, const float *xp, const float *gy, float *gw, int accumulate) {
   (void)g; (void)xp; (void)gy; (void)gw; (void)accumulate;
+}
+
+void dl_conv_maxpool2x2_row(const float *r0, int64_t W, int64_t i0, int64_t Wo, float *out, int64_t *arg) {
+  (void)r0; (void)W; (void)i0; (void)Wo; (void)out; (void)arg;
 }
 
 #endif

@@ -34,4 +34,8 @@ void dl_conv_direct_forward(const dl_conv_direct_geom *g, const float *xp, const
  * sum runs over rows h, 16-column strips and lanes in a fixed order */
 void dl_conv_direct_wgrad(const dl_conv_direct_geom *g, const float *xp, const float *gy, float *gw, int accumulate);
 
+/* one output row of 2x2 max pooling at stride 2 (conv.c's rule, ties and NaN included): input rows
+ * r0 and r0 + W, r0[0] at index i0 of its plane; out [Wo] the maxima, arg [Wo] their indices; W < 2^31 */
+void dl_conv_maxpool2x2_row(const float *r0, int64_t W, int64_t i0, int64_t Wo, float *out, int64_t *arg);
+
 #endif

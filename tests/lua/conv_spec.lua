@@ -174,6 +174,11 @@ describe("dlua conv2d", function()
         (y * dl.randn(y:shape())):sum():backward()
         out["y" .. i], out["gx" .. i], out["gw" .. i], out["gb" .. i] = y:detach(), x.grad, w.grad, b.grad
       end
+      -- 2x2 max pooling with ties (values in 0..3) over odd sizes and rows of 17 outputs
+      local x = (dl.rand(3, 5, 9, 35) * 4):to("int32"):float():requires_grad(true)
+      local y = dl.max_pool2d(x, 2);
+      (y * dl.randn(y:shape())):sum():backward()
+      out.py, out.pgx = y:detach(), x.grad
       assert(dl.checkpoint.save(arg[1], out))
     ]])
     for _, env in ipairs({"", "DLUA_CONV_SIMD=0 "}) do
@@ -191,6 +196,8 @@ describe("dlua conv2d", function()
         else assert(d <= 1e-5 * (1 + b[k .. i]:abs():max():item()), k .. i .. " differs by " .. d) end
       end
     end
+    assert.are.equal(0, (a.py - b.py):abs():max():item())
+    assert.are.equal(0, (a.pgx - b.pgx):abs():max():item())
     dl.fs.rm_rf(dir)
   end)
 
@@ -213,6 +220,37 @@ describe("dlua pooling", function()
     -- padding 1, stride 2, kernel 3 over 4x4: windows centred on 1, 3 (0-based); avg counts padding
     local a = dl.avg_pool2d(x, 3, {stride = 2, padding = 1}):totable()
     assert(math.abs(a[1][1][1][1] - (0 + 1 + 4 + 5) / 9) < 1e-6)
+  end)
+
+  -- the 2x2 stride-2 window has its own forward (vector compares on AVX-512) and a backward
+  -- that writes every input element once: odd sizes leave a last row and column to zero
+  it("max-pools 2x2 windows with the general rule: first of ties, NaN wins, odd sizes", function()
+    dl.seed(4)
+    local N, C, Hh, Ww = 2, 3, 7, 37
+    local v = (dl.rand(N, C, Hh, Ww) * 4):to("int32"):float():totable()   -- values 0..3: many ties
+    v[1][2][3][5], v[2][3][1][36], v[2][1][6][2] = 0 / 0, 0 / 0, 0 / 0
+    local x = dl.tensor(v):requires_grad(true)
+    local y = dl.max_pool2d(x, 2)
+    local gy = dl.randn(y:shape())
+    y:backward(gy)
+    local Y, G, GX = y:totable(), gy:totable(), x.grad:totable()
+    assert.are.same({N, C, 3, 18}, y:shape())
+    for n = 1, N do for c = 1, C do
+      local want = {}
+      for h = 1, Hh do want[h] = {} for w = 1, Ww do want[h][w] = 0 end end
+      for oh = 1, 3 do for ow = 1, 18 do
+        local p = v[n][c]
+        local best, bh, bw = p[2 * oh - 1][2 * ow - 1], 2 * oh - 1, 2 * ow - 1
+        for _, hw in ipairs({{2 * oh - 1, 2 * ow}, {2 * oh, 2 * ow - 1}, {2 * oh, 2 * ow}}) do
+          local e = p[hw[1]][hw[2]]
+          if e > best or e ~= e then best, bh, bw = e, hw[1], hw[2] end
+        end
+        local got = Y[n][c][oh][ow]
+        assert(got == best or (got ~= got and best ~= best), "max at " .. n .. c .. oh .. ow)
+        want[bh][bw] = G[n][c][oh][ow]
+      end end
+      assert.are.same(want, GX[n][c])
+    end end
   end)
 
   it("gradchecks max and average pooling", function()

@@ -5,10 +5,14 @@
  * The backward rebuilds the same patches: dW += dY col^T, dcol = W^T dY, then
  * col2im adds dcol back into dX. float32 only; strides, padding, dilation
  * and groups are general. Pooling keeps the argmax of each window for its
- * backward.
+ * backward. On AVX-512 machines (conv_simd.c) the padding, im2col and col2im
+ * row copies are masked vector moves with the same bits, and layers with few
+ * input channels at stride 1 (the first layer) skip the patches: a direct
+ * kernel computes the forward and the weight gradient.
  */
 /* See LICENSE */
 #include "conv.h"
+#include "conv_simd.h"
 
 #include <float.h>
 #include <stdatomic.h>
@@ -17,6 +21,7 @@
 typedef struct {
   int64_t N, C, H, W, O, kh, kw, Ho, Wo, Cg, Og, K, P;
   int64_t Hp, Wp;           /* padded input */
+  int simd;                 /* dl_conv_simd(): the AVX-512 row copies and direct kernels */
 } geom;
 
 static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const dl_tensor *b,
@@ -77,6 +82,7 @@ static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const 
   if (dl_shape_check(ctx, "conv2d", 4, out_shape, NULL) < 0 || dl_shape_check(ctx, "conv2d", 3, padded, NULL) < 0)
     return -1;
   g->P = g->Ho * g->Wo;                          /* checked just above */
+  g->simd = dl_conv_simd();
   int64_t patches[2] = {g->K, g->P < 128 ? 256 : 2 * g->P};   /* the patch matrix of up to m examples */
   return dl_shape_check(ctx, "conv2d", 2, patches, NULL);
 }
@@ -89,6 +95,11 @@ static int has_pad(const dl_conv_opts *o) { return o->pad[0] > 0 || o->pad[1] > 
 static const float *pad_input(const float *x, const geom *g, const dl_conv_opts *o, float *xp) {
   if (!has_pad(o)) return x;
   const int64_t H = g->H, W = g->W, Wp = g->Wp, p0 = o->pad[0], p1 = o->pad[1];
+  if (g->simd) {
+    memset(xp, 0, sizeof(float) * (size_t)(g->Cg * g->Hp * Wp));
+    for (int64_t c = 0; c < g->Cg; c++) dl_conv_copy_rows(xp + (c * g->Hp + p0) * Wp + p1, Wp, x + c * H * W, W, H, W);
+    return xp;
+  }
   for (int64_t c = 0; c < g->Cg; c++) {
     float *d = xp + c * g->Hp * Wp;
     memset(d, 0, sizeof(float) * (size_t)(p0 * Wp));
@@ -113,6 +124,10 @@ static void im2col(const float *restrict xp, const geom *g, const dl_conv_opts *
       for (int64_t j = 0; j < g->kw; j++) {
         float *restrict row = col + ((c * g->kh + i) * g->kw + j) * ld;
         const float *restrict src = xp + (c * g->Hp + i * d0) * Wp + j * d1;
+        if (s1 == 1 && g->simd) {
+          dl_conv_copy_rows(row, Wo, src, s0 * Wp, Ho, Wo);
+          continue;
+        }
         for (int64_t oh = 0; oh < Ho; oh++) {
           const float *restrict sr = src + oh * s0 * Wp;
           float *restrict r = row + oh * Wo;
@@ -135,6 +150,10 @@ static void col2im(const float *restrict col, int64_t ld, const geom *g, const d
       for (int64_t j = 0; j < g->kw; j++) {
         const float *restrict row = col + ((c * g->kh + i) * g->kw + j) * ld;
         float *dst = acc + (c * g->Hp + i * d0) * Wp + j * d1;
+        if (s1 == 1 && g->simd) {
+          dl_conv_add_rows(dst, s0 * Wp, row, Wo, Ho, Wo);
+          continue;
+        }
         for (int64_t oh = 0; oh < Ho; oh++) {
           float *restrict dr = dst + oh * s0 * Wp;
           const float *restrict r = row + oh * Wo;
@@ -143,6 +162,11 @@ static void col2im(const float *restrict col, int64_t ld, const geom *g, const d
         }
       }
   if (!has_pad(o)) return;
+  if (g->simd) {
+    for (int64_t c = 0; c < g->Cg; c++)
+      dl_conv_copy_rows(dx + c * g->H * g->W, g->W, dxp + (c * g->Hp + o->pad[0]) * Wp + o->pad[1], Wp, g->H, g->W);
+    return;
+  }
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t h = 0; h < g->H; h++) {
       float *restrict d = dx + (c * g->H + h) * g->W;
@@ -186,10 +210,22 @@ static int conv_direct(const geom *g, const dl_conv_opts *o) {
          o->pad[0] == 0 && o->pad[1] == 0;
 }
 
+/* few input channels at stride 1 (the first layer): the direct kernels of conv_simd.c
+ * instead of patches and a thin product, for the forward and the weight gradient */
+static int conv_small(const geom *g, const dl_conv_opts *o) {
+  return g->simd && !conv_direct(g, o) && conv_m(g) == 1 && o->stride[0] == 1 && o->stride[1] == 1 &&
+         o->dil[0] == 1 && o->dil[1] == 1 && dl_conv_direct_fits(g->Cg, g->kh, g->kw, g->Wo);
+}
+
+static dl_conv_direct_geom small_geom(const geom *g) {
+  dl_conv_direct_geom d = {g->Cg, g->Hp, g->Wp, g->Og, g->kh, g->kw, g->Ho, g->Wo};
+  return d;
+}
+
 typedef struct {
   const geom *g;
   const dl_conv_opts *o;
-  int groups, direct;
+  int groups, direct, small;
   int64_t nchunks, m;
   atomic_int next;        /* next chunk */
   const float *x, *w, *bias, *gy;
@@ -222,8 +258,17 @@ static void conv_fwd_task(void *arg, int t) {
   const int64_t P = g->P, Og = g->Og;
   float *col = j->col + t * scratch_floats(g, j->o, j->direct);
   float *prod = col + g->K * j->m * P + (has_pad(j->o) ? g->Cg * g->Hp * g->Wp : 0);
+  dl_conv_direct_geom dg = small_geom(g);
   for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;) {
     int64_t n1 = g->N * (c + 1) / j->nchunks;
+    if (j->small) {                              /* m = 1: one example at a time, bias included */
+      for (int64_t n = g->N * c / j->nchunks; n < n1; n++)
+        for (int gi = 0; gi < j->groups; gi++)
+          dl_conv_direct_forward(&dg, pad_input(j->x + (n * g->C + gi * g->Cg) * g->H * g->W, g, j->o, col + g->K * P),
+                                 j->w + gi * Og * g->K, j->bias ? j->bias + gi * Og : NULL,
+                                 j->out + (n * g->O + gi * Og) * P);
+      continue;
+    }
     for (int64_t n = g->N * c / j->nchunks; n < n1; n += j->m) {
       int64_t mm = n1 - n < j->m ? n1 - n : j->m;
       for (int gi = 0; gi < j->groups; gi++) {
@@ -257,6 +302,7 @@ static void conv_bw_task(void *arg, int t) {
   float *col = j->col + t * scratch_floats(g, j->o, j->direct);
   float *prod = col + K * j->m * P + (has_pad(j->o) ? g->Cg * g->Hp * g->Wp : 0);
   float *xp = col + K * j->m * P;
+  dl_conv_direct_geom dg = small_geom(g);
   for (int64_t c; (c = atomic_fetch_add(&j->next, 1)) < j->nchunks;) {
     int64_t n0 = g->N * c / j->nchunks, n1 = g->N * (c + 1) / j->nchunks;
     float *gw = j->gw_part ? j->gw_part + c * g->O * K : NULL;
@@ -276,7 +322,10 @@ static void conv_bw_task(void *arg, int t) {
             }
           gyn = prod;
         }
-        if (gw) {                                /* gW += dY col^T */
+        if (gw && j->small) {                    /* m = 1: gW += dY correlated with the padded input */
+          const float *xpn = pad_input(j->x + (n * g->C + gi * g->Cg) * g->H * g->W, g, j->o, xp);
+          dl_conv_direct_wgrad(&dg, xpn, gyn, gw + gi * Og * K, n != n0);
+        } else if (gw) {                         /* gW += dY col^T */
           const float *cp = patches(j, n, mm, gi, col);
           dl_sgemm_serial(0, 1, Og, K, ld, 1.0f, gyn, ld, cp, ld, n == n0 ? 0.0f : 1.0f, gw + gi * Og * K, K);
         }
@@ -336,7 +385,7 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
   dl_tensor *bc = wc && b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
   dl_tensor *out = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
-  conv_job j = {.g = &g, .o = o, .groups = o->groups, .direct = conv_direct(&g, o),
+  conv_job j = {.g = &g, .o = o, .groups = o->groups, .direct = conv_direct(&g, o), .small = conv_small(&g, o),
                 .nchunks = conv_chunks(&g, 1, 0), .m = conv_m(&g)};
   int tasks = conv_tasks(ctx, j.nchunks);
   int64_t ssh[1] = {g.N == 0 ? 0 : tasks * scratch_floats(&g, o, j.direct)};
@@ -363,7 +412,7 @@ int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   geom g;
   if (conv_geom(ctx, x, w, b, &o, &g) < 0) return -1;
   int want_w = w->requires_grad, want_b = b && b->requires_grad;
-  conv_job j = {.g = &g, .o = &o, .groups = o.groups, .direct = conv_direct(&g, &o),
+  conv_job j = {.g = &g, .o = &o, .groups = o.groups, .direct = conv_direct(&g, &o), .small = conv_small(&g, &o),
                 .nchunks = conv_chunks(&g, dl_pool_threads(ctx->pool), want_w), .m = conv_m(&g)};
   int tasks = conv_tasks(ctx, j.nchunks);
   int64_t N = g.N > 0 ? j.nchunks : 0;
@@ -428,17 +477,27 @@ typedef struct {
   int64_t *arg;         /* argmax (max pooling) */
 } pool_job;
 
+/* max pooling over the common 2x2 window at stride 2 without padding: the windows do not overlap */
+static int pool_2x2(const pool_job *j) {
+  return j->max && j->k[0] == 2 && j->k[1] == 2 && j->s[0] == 2 && j->s[1] == 2 && j->p[0] == 0 && j->p[1] == 0;
+}
+
 static void pool_fwd_task(void *arg_, int t) {
   const pool_job *j = arg_;
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
   int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
-  if (j->max && j->k[0] == 2 && j->k[1] == 2 && j->s[0] == 2 && j->s[1] == 2 && j->p[0] == 0 && j->p[1] == 0) {
+  if (pool_2x2(j)) {
+    int simd = dl_conv_simd() && W < INT32_MAX / 2;     /* window offsets in int32 lanes */
     for (int64_t nc = nc0; nc < nc1; nc++) {     /* the common 2x2/2 window: no bounds to test */
       const float *xi = j->x + nc * H * W;
       for (int64_t oh = 0; oh < Ho; oh++) {
         const float *r0 = xi + 2 * oh * W, *r1 = r0 + W;
         float *o = j->out + (nc * Ho + oh) * Wo;
         int64_t *ai = j->arg + (nc * Ho + oh) * Wo;
+        if (simd) {
+          dl_conv_maxpool2x2_row(r0, W, 2 * oh * W, Wo, o, ai);
+          continue;
+        }
         for (int64_t ow = 0; ow < Wo; ow++) {
           int64_t w = 2 * ow, bi = 2 * oh * W + w;
           float best = r0[w];
@@ -483,6 +542,21 @@ static void pool_bw_task(void *arg_, int t) {
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
   int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
   float inv = 1.0f / (float)(j->k[0] * j->k[1]);
+  if (pool_2x2(j)) {                             /* every input element written once: no zero fill */
+    for (int64_t nc = nc0; nc < nc1; nc++) {
+      float *xi = j->out + nc * H * W;
+      for (int64_t oh = 0; oh < Ho; oh++) {
+        float *r0 = xi + 2 * oh * W, *r1 = r0 + W;
+        const float *g = j->x + (nc * Ho + oh) * Wo;
+        const int64_t *a = j->arg + (nc * Ho + oh) * Wo;
+        for (int64_t ow = 0; ow < 2 * Wo; ow++) r0[ow] = r1[ow] = 0.0f;
+        for (int64_t ow = 0; ow < Wo; ow++) xi[a[ow]] = g[ow];   /* no branch on where the max was */
+        for (int64_t w = 2 * Wo; w < W; w++) r0[w] = r1[w] = 0.0f;   /* odd width: the last column */
+      }
+      for (int64_t w = 2 * Ho * W; w < H * W; w++) xi[w] = 0.0f;   /* odd height: the last row */
+    }
+    return;
+  }
   for (int64_t nc = nc0; nc < nc1; nc++) {
     float *xi = j->out + nc * H * W;
     for (int64_t oh = 0; oh < Ho; oh++)
@@ -546,11 +620,14 @@ int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   int p0 = (int)n->iv[5], p1 = (int)n->iv[6];
   int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
   int64_t Ho = gy->shape[2], Wo = gy->shape[3];
-  dl_tensor *gyc = dl_contiguous(ctx, gy);
-  dl_tensor *gx = gyc ? dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape) : NULL;
-  if (!gx) { dl_tensor_release(gyc); return -1; }
-  pool_job j = {max, {k0, k1}, {s0, s1}, {p0, p1}, H, W, Ho, Wo, N * C, 1, dl_data(gyc), gx->st->data,
+  pool_job j = {max, {k0, k1}, {s0, s1}, {p0, p1}, H, W, Ho, Wo, N * C, 1, NULL, NULL,
                 max ? (int64_t *)n->saved[0]->st->data : NULL};
+  dl_tensor *gyc = dl_contiguous(ctx, gy);
+  dl_tensor *gx = !gyc ? NULL : pool_2x2(&j) ? dl_tensor_new_empty(ctx, DL_F32, 4, x->shape)
+                                             : dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape);
+  if (!gx) { dl_tensor_release(gyc); return -1; }
+  j.x = dl_data(gyc);
+  j.out = gx->st->data;
   pool_run(ctx, &j, pool_bw_task);
   dl_tensor_release(gyc);
   gin[0] = gx;

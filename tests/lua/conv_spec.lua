@@ -2,6 +2,7 @@
 -- (float32 kernels: central differences with eps 1e-2 on linear-in-input ops).
 local dl = require "dlua"
 local nn = dl.nn
+local H = dofile("tests/lua/helpers.lua")
 
 local function ref_conv(x, w, b, s, p, d, groups)
   local N, C, H, W = table.unpack(x:shape())
@@ -42,6 +43,13 @@ describe("dlua conv2d", function()
     {"1x1 kernel, groups 2 (the input is its own patch matrix)", {2, 4, 3, 5}, {6, 2, 1, 1}, {1, 1}, {0, 0},
      {1, 1}, 2},
     {"1x1 kernel with stride 2", {2, 3, 5, 4}, {2, 3, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1},
+    -- few input channels at stride 1 with at least 128 output positions take the direct
+    -- kernels (conv_simd.c, on AVX-512 machines): blocks of 8 and 4 output channels and a
+    -- remainder, rows of 12, 16, 20 and 40 columns (one, two and three 16-lane strips)
+    {"one channel 5x5, padding 2 (direct kernel)", {2, 1, 12, 12}, {9, 1, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1},
+    {"direct kernel, 20 columns, no padding", {1, 2, 10, 22}, {6, 2, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1},
+    {"direct kernel, 40 columns, groups 2", {1, 4, 6, 40}, {6, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},
+    {"direct kernel 3x7, 16 columns", {1, 1, 14, 16}, {5, 1, 3, 7}, {1, 1}, {1, 3}, {1, 1}, 1},
   }
   for _, c in ipairs(cases) do
     it("matches direct loops: " .. c[1], function()
@@ -125,21 +133,72 @@ describe("dlua conv2d", function()
   end)
 
   it("computes bit-identical results at 1 and 2 threads", function()
-    local function run(threads)
+    local function run(threads, xs, ws, opts)
       dl.threads(threads)
       dl.seed(5)
-      local x = dl.randn(19, 6, 11, 9):requires_grad(true)
-      local w, b = dl.randn(8, 3, 3, 3):requires_grad(true), dl.randn(8):requires_grad(true)
-      local y = dl.conv2d(x, w, b, {padding = 1, groups = 2, stride = {1, 2}})
+      local x = dl.randn(xs):requires_grad(true)
+      local w, b = dl.randn(ws):requires_grad(true), dl.randn(ws[1]):requires_grad(true)
+      local y = dl.conv2d(x, w, b, opts)
       local gy = dl.randn(y:shape());
       (y * gy):sum():backward()
       return y, x.grad, w.grad, b.grad
     end
     local before = dl.threads()
-    local one = {run(1)}
-    local two = {run(2)}
+    for _, c in ipairs({{{19, 6, 11, 9}, {8, 3, 3, 3}, {padding = 1, groups = 2, stride = {1, 2}}},
+                        {{19, 1, 16, 16}, {10, 1, 5, 5}, {padding = 2}},     -- the direct kernels
+                        {{19, 8, 14, 14}, {16, 8, 5, 5}, {padding = 2}}}) do  -- patches and products
+      local one = {run(1, table.unpack(c))}
+      local two = {run(2, table.unpack(c))}
+      for i = 1, 4 do assert.are.equal(0, (one[i] - two[i]):abs():max():item(), "result " .. i) end
+    end
     dl.threads(before)
-    for i = 1, 4 do assert.are.equal(0, (one[i] - two[i]):abs():max():item(), "result " .. i) end
+  end)
+
+  -- DLUA_CONV_SIMD=0 keeps the portable loops: the AVX-512 row copies (padding, im2col,
+  -- col2im) must give their bits exactly; the direct kernels sum in another order than
+  -- patches and products, so they agree to float32 rounding
+  it("gives the portable loops' results with the AVX-512 kernels (DLUA_CONV_SIMD)", function()
+    local dir = H.tmpdir("conv-simd")
+    H.spit(dir .. "/run.lua", [[
+      local dl = require "dlua"
+      local out = {}
+      for i, c in ipairs({{{3, 16, 9, 9}, {8, 16, 5, 5}, {padding = 2}},
+                          {{2, 16, 12, 12}, {4, 16, 3, 3}, {padding = 1}},
+                          {{3, 6, 11, 9}, {4, 3, 3, 3}, {padding = 1, stride = {2, 1}, groups = 2}},
+                          {{2, 12, 14, 14}, {4, 12, 3, 3}, {padding = 2, dilation = 2}},
+                          {{3, 1, 20, 20}, {10, 1, 5, 5}, {padding = 2}}}) do
+        dl.seed(i)
+        local x = dl.randn(c[1]):requires_grad(true)
+        local w, b = dl.randn(c[2]):requires_grad(true), dl.randn(c[2][1]):requires_grad(true)
+        local y = dl.conv2d(x, w, b, c[3]);
+        (y * dl.randn(y:shape())):sum():backward()
+        out["y" .. i], out["gx" .. i], out["gw" .. i], out["gb" .. i] = y:detach(), x.grad, w.grad, b.grad
+      end
+      -- 2x2 max pooling with ties (values in 0..3) over odd sizes and rows of 17 outputs
+      local x = (dl.rand(3, 5, 9, 35) * 4):to("int32"):float():requires_grad(true)
+      local y = dl.max_pool2d(x, 2);
+      (y * dl.randn(y:shape())):sum():backward()
+      out.py, out.pgx = y:detach(), x.grad
+      assert(dl.checkpoint.save(arg[1], out))
+    ]])
+    for _, env in ipairs({"", "DLUA_CONV_SIMD=0 "}) do
+      local p = io.popen(string.format("cd %s && %s%s run.lua %s 2>&1; echo rc=$?", dir, env, H.EXE,
+        env == "" and "simd.st" or "plain.st"))
+      local out = p:read("a")
+      p:close()
+      assert.are.equal("rc=0", out:match("rc=%d+"), out)
+    end
+    local a, b = assert(dl.checkpoint.load(dir .. "/simd.st")), assert(dl.checkpoint.load(dir .. "/plain.st"))
+    for i = 1, 5 do
+      for _, k in ipairs({"y", "gx", "gw", "gb"}) do
+        local d = (a[k .. i] - b[k .. i]):abs():max():item()
+        if i < 5 then assert.are.equal(0, d, k .. i)
+        else assert(d <= 1e-5 * (1 + b[k .. i]:abs():max():item()), k .. i .. " differs by " .. d) end
+      end
+    end
+    assert.are.equal(0, (a.py - b.py):abs():max():item())
+    assert.are.equal(0, (a.pgx - b.pgx):abs():max():item())
+    dl.fs.rm_rf(dir)
   end)
 
   it("handles an empty batch", function()
@@ -161,6 +220,37 @@ describe("dlua pooling", function()
     -- padding 1, stride 2, kernel 3 over 4x4: windows centred on 1, 3 (0-based); avg counts padding
     local a = dl.avg_pool2d(x, 3, {stride = 2, padding = 1}):totable()
     assert(math.abs(a[1][1][1][1] - (0 + 1 + 4 + 5) / 9) < 1e-6)
+  end)
+
+  -- the 2x2 stride-2 window has its own forward (vector compares on AVX-512) and a backward
+  -- that writes every input element once: odd sizes leave a last row and column to zero
+  it("max-pools 2x2 windows with the general rule: first of ties, NaN wins, odd sizes", function()
+    dl.seed(4)
+    local N, C, Hh, Ww = 2, 3, 7, 37
+    local v = (dl.rand(N, C, Hh, Ww) * 4):to("int32"):float():totable()   -- values 0..3: many ties
+    v[1][2][3][5], v[2][3][1][36], v[2][1][6][2] = 0 / 0, 0 / 0, 0 / 0
+    local x = dl.tensor(v):requires_grad(true)
+    local y = dl.max_pool2d(x, 2)
+    local gy = dl.randn(y:shape())
+    y:backward(gy)
+    local Y, G, GX = y:totable(), gy:totable(), x.grad:totable()
+    assert.are.same({N, C, 3, 18}, y:shape())
+    for n = 1, N do for c = 1, C do
+      local want = {}
+      for h = 1, Hh do want[h] = {} for w = 1, Ww do want[h][w] = 0 end end
+      for oh = 1, 3 do for ow = 1, 18 do
+        local p = v[n][c]
+        local best, bh, bw = p[2 * oh - 1][2 * ow - 1], 2 * oh - 1, 2 * ow - 1
+        for _, hw in ipairs({{2 * oh - 1, 2 * ow}, {2 * oh, 2 * ow - 1}, {2 * oh, 2 * ow}}) do
+          local e = p[hw[1]][hw[2]]
+          if e > best or e ~= e then best, bh, bw = e, hw[1], hw[2] end
+        end
+        local got = Y[n][c][oh][ow]
+        assert(got == best or (got ~= got and best ~= best), "max at " .. n .. c .. oh .. ow)
+        want[bh][bw] = G[n][c][oh][ow]
+      end end
+      assert.are.same(want, GX[n][c])
+    end end
   end)
 
   it("gradchecks max and average pooling", function()

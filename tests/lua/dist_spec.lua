@@ -320,8 +320,8 @@ describe("dl.dist under mpirun -np 2", function()
   for _, how in ipairs({"study.lua", SRC .. "/recipes/study.lua study.lua"}) do
   mpi_it("a 2-rank distributed study runs each trial exactly once, spread over both ranks (dlua " .. how .. ")", function()
     local d = tmpdir("study")
-    assert(os.execute(string.format("cp %s/tests/mpi/study.lua %s/study.lua && cp %s/tests/mpi/study_experiment.lua " ..
-      "%s/exp.lua", SRC, d, SRC, d)))
+    assert(os.execute(string.format("cp %s/tests/mpi/study.lua %s/study.lua && " ..
+      "cp %s/tests/fixtures/toy_experiment.lua %s/exp.lua", SRC, d, SRC, d)))
     local out, rc = sh(string.format("cd %s && %s %s --out runs --quiet", d, MPI, how))
     assert.are.equal(0, rc, out)
     local sd = d .. "/runs/mpi-spread"
@@ -349,8 +349,8 @@ describe("dl.dist under mpirun -np 2", function()
 
   mpi_it("prunes trials running on rank 1: rank 0's pruner decides, rank 1 stops the process", function()
     local d = tmpdir("prune")
-    assert(os.execute(string.format("cp %s/tests/mpi/prune_study.lua %s/study.lua && cp %s/tests/mpi/prune_experiment.lua " ..
-      "%s/exp.lua", SRC, d, SRC, d)))
+    assert(os.execute(string.format("cp %s/tests/mpi/prune_study.lua %s/study.lua && " ..
+      "cp %s/tests/fixtures/toy_experiment.lua %s/exp.lua", SRC, d, SRC, d)))
     local out, rc = sh(string.format("cd %s && %s study.lua --out runs --quiet --no-check --threads 1", d, MPI))
     assert.are.equal(0, rc, out)
     local sd = d .. "/runs/mpi-prune"

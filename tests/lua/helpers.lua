@@ -32,6 +32,10 @@ function H.spit(path, s)
   f:close()
 end
 
+--- The text of tests/fixtures/<name> (a spec writes it into its scratch directory,
+-- e.g. the toy experiment as exp.lua).
+function H.fixture(name) return H.slurp("tests/fixtures/" .. name) end
+
 --- The dlua under test as an absolute path (DLUA_EXE, else build/dlua), so specs
 -- may cd before running it.
 H.EXE = os.getenv("DLUA_EXE") or "build/dlua"

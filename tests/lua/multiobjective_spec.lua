@@ -163,27 +163,9 @@ describe("dl.search.parego", function()
   end)
 end)
 
--- a tiny classifier (~0.1 s per trial): valid/accuracy from its evals, train/time_per_step from its train lines
-local TOY = [[
-local dl = require "dlua"
-local nn, optim, data = dl.nn, dl.optim, dl.data
-return dl.experiment{
-  name = "toy-moo", hparams = {lr = 0.05, steps = 20, batch_size = 16, width = 16},
-  build = function(hp)
-    local s0, c0 = dl.rng_state()
-    dl.seed(11)
-    local x = dl.randn(200, 8)
-    local y = x:matmul(dl.randn(8, 3)):argmax(2)
-    dl.rng_state(s0, c0)
-    local tr, va = data.tensors{image = x, label = y}:split{150, 50, seed = 0}
-    local model = nn.Sequential{nn.Linear(8, hp.width), nn.ReLU(), nn.Linear(hp.width, 3)}
-    return {model = model, loss = nn.CrossEntropy(),
-      optimizer = optim.SGD{params = model:parameters(), lr = hp.lr, momentum = 0.9},
-      data = tr:shuffle{seed = hp.data_seed}:batch(hp.batch_size), steps = hp.steps, log_every = 5,
-      forward = function(m, batch) return m(batch.image) end,
-      eval = {every = 10, sets = {valid = va}}}
-  end}
-]]
+-- the toy classifier (tests/fixtures/toy_experiment.lua, ~0.1 s per trial): valid/accuracy from its evals,
+-- train/time_per_step from its train lines (a study fixes log_every = 5 to have four of them)
+local TOY = H.fixture("toy_experiment.lua")
 
 -- a synthetic bi-objective experiment: one training step, then two eval metrics that
 -- are functions of the hyperparameters alone, ZDT1 over x, y in [0, 1]: gain = 1 - x
@@ -223,7 +205,7 @@ describe("a study of two objectives", function()
     function()
     study_file(dir, "qr.lua", [[
   name = "qr", nuisance = {lr = S.log_uniform(1e-3, 0.5), width = S.int(4, 64, {log = true})},
-  trials = 10, algorithm = "quasirandom", parallel = 2,
+  trials = 10, algorithm = "quasirandom", parallel = 2, fixed = {log_every = 5},
   ]] .. ACC_TIME)
     local out, rc = run(dir, "qr.lua --out runs --threads 1")
     assert.are.equal(0, rc, out)

@@ -11,32 +11,11 @@ local EXE = os.getenv("DLUA_EXE") or "build/dlua"
 local H = dofile("tests/lua/helpers.lua")
 local write = H.spit
 
--- a small experiment, slowed by `delay` seconds of busy waiting per step so the
--- agent sees the evals while the trial runs; checkpoints every 10 steps
-local EXPERIMENT = [[
-local dl = require "dlua"
-local nn, optim, data = dl.nn, dl.optim, dl.data
-return dl.experiment{
-  name = "toy-prune", hparams = {lr = 0.05, steps = 30, batch_size = 16, width = 16, delay = 0.0},
-  build = function(hp)
-    local s0, c0 = dl.rng_state()
-    dl.seed(11)
-    local x = dl.randn(200, 8)
-    local y = x:matmul(dl.randn(8, 3)):argmax(2)
-    dl.rng_state(s0, c0)
-    local tr, va = data.tensors{image = x, label = y}:split{150, 50, seed = 0}
-    local model = nn.Sequential{nn.Linear(8, hp.width), nn.ReLU(), nn.Linear(hp.width, 3)}
-    return {model = model, loss = nn.CrossEntropy(),
-      optimizer = optim.SGD{params = model:parameters(), lr = hp.lr, momentum = 0.9},
-      data = tr:shuffle{seed = hp.data_seed}:batch(hp.batch_size), steps = hp.steps,
-      forward = function(m, batch)
-        if hp.delay > 0 then local t = dl.clock(); while dl.clock() - t < hp.delay do end end
-        return m(batch.image)
-      end,
-      eval = {every = 5, sets = {valid = va}},
-      checkpoint = {every = 5}}
-  end}
-]]
+-- the toy experiment (tests/fixtures/toy_experiment.lua); the studies here fix its busy-wait `delay`
+-- per step (so the agent sees the evals while the trial runs), 30 steps, and an eval and a checkpoint
+-- every 5 steps (PRUNE_FIXED)
+local EXPERIMENT = H.fixture("toy_experiment.lua")
+local PRUNE_FIXED = "steps = 30, eval_every = 5, checkpoint_every = 5"
 
 local function study_file(dir, file, fields)
   write(dir .. "/" .. file, "local dl = require \"dlua\"\nlocal S = dl.search\nreturn dl.study{\n" ..
@@ -108,7 +87,7 @@ end)
 -- three equal good points first (equal to their median, so never pruned), then bad ones the median rule
 -- prunes at their first eval judged (with two jobs: once two trials completed, whatever finishes when)
 local MEDIAN = [[
-  nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 6, fixed = {delay = 0.03},
+  nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 6, fixed = {delay = 0.03, ]] .. PRUNE_FIXED .. [[},
   enqueue = {{lr = 0.3}, {lr = 0.3}, {lr = 0.3}, {lr = 1e-4}, {lr = 1.2e-4}, {lr = 1.5e-4}},
   prune = {algorithm = "median", warmup = 0, min_trials = 2},]]
 
@@ -228,8 +207,8 @@ describe("dl.study prune settings", function()
       {"{algorithm = \"median\", min_trials = 0}", "prune.min_trials must be an integer >= 1, got 0"},
     }
     for i, c in ipairs(cases) do
-      study_file(dir, "p" .. i .. ".lua", "  name = \"p\", nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 2,\n" ..
-        "  prune = " .. c[1] .. ",")
+      study_file(dir, "p" .. i .. ".lua", "  name = \"p\", nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 2, " ..
+        "fixed = {" .. PRUNE_FIXED .. "},\n  prune = " .. c[1] .. ",")
       local err, rc = run(dir, "p" .. i .. ".lua --out runs --no-check")
       assert.are.equal(1, rc, err)
       assert.truthy(err:find("p" .. i .. ".lua:6: dl.study: " .. c[2], 1, true), "want: " .. c[2] .. "\ngot: " .. err)
@@ -248,7 +227,8 @@ describe("dl.study prune = {algorithm = \"asha\"}", function()
     -- rung at 10 steps (30 is the budget); t002 is the best of the first three, paused when it reached the
     -- rung (floor(2 / 3) = 0 promoted) and promoted once t003 arrived
     study_file(dir, "asha.lua", [[
-  name = "asha", algorithm = "bayes", parallel = 1, steps = 30, trials = 4, fixed = {delay = 0.03},
+  name = "asha", algorithm = "bayes", parallel = 1, steps = 30, trials = 4,
+  fixed = {delay = 0.03, eval_every = 5, checkpoint_every = 5},
   nuisance = {lr = S.log_uniform(1e-4, 0.5)},
   enqueue = {{lr = 1e-3}, {lr = 0.3}, {lr = 2e-3}, {lr = 1.5e-3}},
   prune = {algorithm = "asha", min_steps = 10, reduction = 3},]])
@@ -272,8 +252,8 @@ describe("dl.study prune = {algorithm = \"asha\"}", function()
     assert.is_true(paused.steps < 30, "t002 was not stopped before the end: " .. tostring(paused.steps))
     -- the same trial never paused
     local ref = dir .. "/ref"
-    local r2, rc2 = run(dir, string.format("exp.lua --set delay=0 --set lr=0.3 --steps 30 --out %s --quiet " ..
-      "--no-track --threads 1", ref))
+    local r2, rc2 = run(dir, string.format("exp.lua --set delay=0 --set lr=0.3 --set eval_every=5 " ..
+      "--set checkpoint_every=5 --steps 30 --out %s --quiet --no-track --threads 1", ref))
     assert.are.equal(0, rc2, r2)
     local function evals(d)
       local l = {}

@@ -9,27 +9,9 @@ local EXE = os.getenv("DLUA_EXE") or "build/dlua"
 local H = dofile("tests/lua/helpers.lua")
 local write = H.spit
 
--- a tiny experiment (~0.1 s per trial)
-local EXPERIMENT = [[
-local dl = require "dlua"
-local nn, optim, data = dl.nn, dl.optim, dl.data
-return dl.experiment{
-  name = "toy-warm", hparams = {lr = 0.05, steps = 20, batch_size = 16, width = 16, momentum = 0.9},
-  build = function(hp)
-    local s0, c0 = dl.rng_state()
-    dl.seed(11)
-    local x = dl.randn(200, 8)
-    local y = x:matmul(dl.randn(8, 3)):argmax(2)
-    dl.rng_state(s0, c0)
-    local tr, va = data.tensors{image = x, label = y}:split{150, 50, seed = 0}
-    local model = nn.Sequential{nn.Linear(8, hp.width), nn.ReLU(), nn.Linear(hp.width, 3)}
-    return {model = model, loss = nn.CrossEntropy(),
-      optimizer = optim.SGD{params = model:parameters(), lr = hp.lr, momentum = hp.momentum},
-      data = tr:shuffle{seed = hp.data_seed}:batch(hp.batch_size), steps = hp.steps,
-      forward = function(m, batch) return m(batch.image) end,
-      eval = {every = 10, sets = {valid = va}}}
-  end}
-]]
+-- the toy experiment (tests/fixtures/toy_experiment.lua, ~0.1 s per trial) at its defaults; its
+-- momentum is searched here
+local EXPERIMENT = H.fixture("toy_experiment.lua")
 
 local function study_file(dir, file, fields)
   write(dir .. "/" .. file, "local dl = require \"dlua\"\nlocal S = dl.search\nreturn dl.study{\n" ..

@@ -1,12 +1,15 @@
 -- tests/mpi/prune_study.lua: median pruning under `mpirun -np 2 dlua prune_study.lua`
 -- (tests/lua/dist_spec.lua): two good trials first, then bad ones on both ranks; rank
--- 0's pruner must stop the bad trials wherever they run.
+-- 0's pruner must stop the bad trials wherever they run. Its exp.lua is
+-- tests/fixtures/toy_experiment.lua, slowed by `delay` seconds of busy waiting per
+-- step so that the pruner sees the evals (every 5 of the 40 steps) of a trial
+-- running on rank 1 while it runs.
 local dl = require "dlua"
 return dl.study{
   name = "mpi-prune", goal = "pruned trials stop on every rank",
   experiment = "exp.lua",
   nuisance = {lr = dl.search.log_uniform(1e-4, 0.5)},
-  fixed = {delay = 0.05},
+  fixed = {delay = 0.05, steps = 40, eval_every = 5, checkpoint_every = 5},
   enqueue = {{lr = 0.3}, {lr = 0.3}, {lr = 1e-4}, {lr = 1.1e-4}, {lr = 1.2e-4}, {lr = 1.3e-4}},
   prune = {algorithm = "median", warmup = 0, min_trials = 2},
   trials = 6, algorithm = "bayes", seed = 3,

@@ -81,6 +81,10 @@ describe("the median rule", function()
     assert.is_false(prune.in_top({recs[1], recs[2]}, "b", 3, "max"))    -- floor(2 / 3) = 0
     assert.are.equal(0.6, (prune.rung_value({{5, 0.5}, {10, 0.6}, {15, 0.4}}, 12)))
     assert.is_nil(prune.rung_value({{5, 0.5}, {10, 0.6}}, 12))
+    -- no eval at or before the rung (evals every 400, rung at 200): the first eval past it
+    -- (the Fashion-MNIST ASHA study never paused a trial before this rule)
+    assert.are.same({0.88, 400}, {prune.rung_value({{400, 0.88}, {800, 0.90}}, 200)})
+    assert.is_nil(prune.rung_value({}, 200))
   end)
 end)
 

@@ -161,13 +161,19 @@ function M.median_rule(p, mode, curve, completed, from)
   end
 end
 
---- rung_value(curve, budget) -> the objective at the last eval at or before the
--- rung's step budget, once the curve has an eval at or past it (else nil).
+--- rung_value(curve, budget) -> the objective and its step at the last eval at or
+-- before the rung's step budget, once the curve has an eval at or past it (else
+-- nil); when no eval lies at or before the rung (evals sparser than the first
+-- rung: eval_every 400, min_steps 200), the first eval past it, so the rung is
+-- judged late rather than never.
 function M.rung_value(curve, budget)
   local last = curve[#curve]
   if not last or last[1] < budget then return nil end
   local v, s
   for _, pt in ipairs(curve) do if pt[1] <= budget then v, s = pt[2], pt[1] end end
+  if v == nil then
+    for _, pt in ipairs(curve) do if pt[1] >= budget then return pt[2], pt[1] end end
+  end
   return v, s
 end
 

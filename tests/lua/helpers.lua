@@ -36,6 +36,26 @@ end
 -- e.g. the toy experiment as exp.lua).
 function H.fixture(name) return H.slurp("tests/fixtures/" .. name) end
 
+--- H.line_of(path, text) -> the number of the first line of path that contains text
+function H.line_of(path, text)
+  local i = 0
+  for l in (H.slurp(path) .. "\n"):gmatch("([^\n]*)\n") do
+    i = i + 1
+    if l:find(text, 1, true) then return i end
+  end
+  error(text .. " not in " .. path)
+end
+
+H.OBJECTIVE = ' objective = {metric = "valid/accuracy", mode = "max"},'
+
+--- H.study_file(dir, file, fields [, head]) -> path: a study over dir/exp.lua (goal "g", seed 3)
+-- on line 4 with head (default H.OBJECTIVE), then the given fields from line 5 on
+function H.study_file(dir, file, fields, head)
+  H.spit(dir .. "/" .. file, 'local dl = require "dlua"\nlocal S = dl.search\nreturn dl.study{\n' ..
+    '  experiment = "exp.lua", goal = "g", seed = 3,' .. (head or H.OBJECTIVE) .. "\n" .. fields .. "\n}\n")
+  return dir .. "/" .. file
+end
+
 --- The dlua under test as an absolute path (DLUA_EXE, else build/dlua), so specs
 -- may cd before running it.
 H.EXE = os.getenv("DLUA_EXE") or "build/dlua"

@@ -14,14 +14,7 @@ local H = dofile("tests/lua/helpers.lua")
 local write, run = H.spit, H.run
 
 -- the 1-based line of file holding text (found independently of the library)
-local function line_of(path, text)
-  local i = 0
-  for l in (fs.read(path) .. "\n"):gmatch("([^\n]*)\n") do
-    i = i + 1
-    if l:find(text, 1, true) then return i end
-  end
-  error(text .. " not in " .. path)
-end
+local line_of = H.line_of
 
 local function sorted(t) table.sort(t); return t end
 
@@ -188,11 +181,7 @@ return dl.experiment{
   end}
 ]]
 
-local function study_file(dir, file, fields)
-  write(dir .. "/" .. file, "local dl = require \"dlua\"\nlocal S = dl.search\nreturn dl.study{\n" ..
-    "  experiment = \"exp.lua\", goal = \"g\", seed = 3,\n" .. fields .. "\n}\n")
-  return dir .. "/" .. file
-end
+local function study_file(dir, file, fields) return H.study_file(dir, file, fields, "") end
 
 local ACC_TIME = 'objective = {{metric = "valid/accuracy", mode = "max"}, {metric = "train/time_per_step", mode = "min"}},'
 

@@ -17,12 +17,7 @@ local write = H.spit
 local EXPERIMENT = H.fixture("toy_experiment.lua")
 local PRUNE_FIXED = "steps = 30, eval_every = 5, checkpoint_every = 5"
 
-local function study_file(dir, file, fields)
-  write(dir .. "/" .. file, "local dl = require \"dlua\"\nlocal S = dl.search\nreturn dl.study{\n" ..
-    "  experiment = \"exp.lua\", goal = \"g\", seed = 3, objective = {metric = \"valid/accuracy\", mode = \"max\"},\n" ..
-    fields .. "\n}\n")
-  return dir .. "/" .. file
-end
+local study_file = H.study_file
 
 local run = H.run
 

@@ -543,14 +543,7 @@ describe("a study checks itself before it spends", function()
   teardown(function() fs.rm_rf(dir) end)
 
   -- the 1-based line of file holding text (found independently of the library)
-  local function line_of(path, text)
-    local i = 0
-    for l in (fs.read(path) .. "\n"):gmatch("([^\n]*)\n") do
-      i = i + 1
-      if l:find(text, 1, true) then return i end
-    end
-    error(text .. " not in " .. path)
-  end
+  local line_of = H.line_of
 
   it("fails on a misspelled objective before any trial trains, naming the file, the line and the metrics", function()
     local f = study_file(dir, "objective.lua", [[

@@ -13,12 +13,7 @@ local write = H.spit
 -- momentum is searched here
 local EXPERIMENT = H.fixture("toy_experiment.lua")
 
-local function study_file(dir, file, fields)
-  write(dir .. "/" .. file, "local dl = require \"dlua\"\nlocal S = dl.search\nreturn dl.study{\n" ..
-    "  experiment = \"exp.lua\", goal = \"g\", seed = 3, objective = {metric = \"valid/accuracy\", mode = \"max\"},\n" ..
-    fields .. "\n}\n")
-  return dir .. "/" .. file
-end
+local study_file = H.study_file
 
 local run = H.run
 

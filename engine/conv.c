@@ -13,6 +13,7 @@
 /* See LICENSE */
 #include "conv.h"
 #include "conv_simd.h"
+#include "conv_winograd.h"
 
 #include <float.h>
 #include <stdatomic.h>
@@ -217,6 +218,15 @@ static int conv_small(const geom *g, const dl_conv_opts *o) {
          o->dil[0] == 1 && o->dil[1] == 1 && dl_conv_direct_fits(g->Cg, g->kh, g->kw, g->Wo);
 }
 
+/* stride-1 3x3 and 5x5 layers with channels in blocks of 16: Winograd's minimal filtering
+ * (conv_winograd.c) on AVX-512 machines */
+static int conv_winograd(const geom *g, const dl_conv_opts *o, dl_wino_geom *wg) {
+  dl_wino_geom w = {g->N, g->C, g->H, g->W, g->O, g->kh, o->pad[0], o->pad[1], g->Ho, g->Wo};
+  *wg = w;
+  return o->groups == 1 && g->kh == g->kw && o->stride[0] == 1 && o->stride[1] == 1 && o->dil[0] == 1 &&
+         o->dil[1] == 1 && dl_wino_fits(wg);
+}
+
 static dl_conv_direct_geom small_geom(const geom *g) {
   dl_conv_direct_geom d = {g->Cg, g->Hp, g->Wp, g->Og, g->kh, g->kw, g->Ho, g->Wo};
   return d;
@@ -377,6 +387,15 @@ static int conv_tasks(dl_ctx *ctx, int64_t nchunks) {
   return (int)(nchunks < th ? nchunks : th);
 }
 
+/* out's node on the tape, with the options for the backward */
+static dl_tensor *record(dl_ctx *ctx, dl_tensor *out, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
+  dl_tensor *in[3] = {x, w, b};
+  dl_node *nd = dl_tape_record(ctx, DL_OP_CONV2D, &out, b ? 3 : 2, in);
+  _Static_assert(sizeof(dl_conv_opts) <= sizeof nd->iv, "conv options fit the node");
+  if (nd) memcpy(&nd->iv[0], o, sizeof *o);
+  return out;
+}
+
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
   geom g;
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
@@ -385,6 +404,13 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
   dl_tensor *bc = wc && b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
   dl_tensor *out = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
+  dl_wino_geom wg;
+  if (out && conv_winograd(&g, o, &wg)) {
+    int rc = dl_wino_forward(ctx, &wg, dl_data(xc), dl_data(wc), bc ? dl_data(bc) : NULL, out->st->data);
+    dl_tensor_release(bc); dl_tensor_release(xc); dl_tensor_release(wc);
+    if (rc) { dl_tensor_release(out); return NULL; }
+    return record(ctx, out, x, w, b, o);
+  }
   conv_job j = {.g = &g, .o = o, .groups = o->groups, .direct = conv_direct(&g, o), .small = conv_small(&g, o),
                 .nchunks = conv_chunks(&g, 1, 0), .m = conv_m(&g)};
   int tasks = conv_tasks(ctx, j.nchunks);
@@ -398,11 +424,7 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   }
   dl_tensor_release(col); dl_tensor_release(bc); dl_tensor_release(xc); dl_tensor_release(wc);
   if (!col) { dl_tensor_release(out); return NULL; }
-  dl_tensor *in[3] = {x, w, b};
-  dl_node *nd = dl_tape_record(ctx, DL_OP_CONV2D, &out, b ? 3 : 2, in);
-  _Static_assert(sizeof(dl_conv_opts) <= sizeof nd->iv, "conv options fit the node");
-  if (nd) memcpy(&nd->iv[0], o, sizeof *o);
-  return out;
+  return record(ctx, out, x, w, b, o);
 }
 
 int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
@@ -415,8 +437,10 @@ int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   conv_job j = {.g = &g, .o = &o, .groups = o.groups, .direct = conv_direct(&g, &o), .small = conv_small(&g, &o),
                 .nchunks = conv_chunks(&g, dl_pool_threads(ctx->pool), want_w), .m = conv_m(&g)};
   int tasks = conv_tasks(ctx, j.nchunks);
-  int64_t N = g.N > 0 ? j.nchunks : 0;
-  int64_t ssh[1] = {g.N == 0 ? 0 : tasks * scratch_floats(&g, &o, j.direct)}, psh[1] = {want_w ? N * g.O * g.K : 0},
+  dl_wino_geom wg;
+  int wino = conv_winograd(&g, &o, &wg);
+  int64_t N = g.N > 0 && !wino ? j.nchunks : 0;  /* the Winograd kernels bring their own buffers */
+  int64_t ssh[1] = {N == 0 ? 0 : tasks * scratch_floats(&g, &o, j.direct)}, psh[1] = {want_w ? N * g.O * g.K : 0},
           bsh[1] = {want_b ? N * g.O : 0};
   dl_tensor *gyc = dl_contiguous(ctx, gy);
   dl_tensor *xc = gyc ? dl_contiguous(ctx, x) : NULL;
@@ -431,7 +455,10 @@ int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   if (!rc && want_w && !(gw = g.N > 0 ? dl_tensor_new_empty(ctx, DL_F32, 4, w->shape)
                                       : dl_tensor_new_zeros(ctx, DL_F32, 4, w->shape))) rc = -1;
   if (!rc && want_b && !(gb = dl_tensor_new_zeros(ctx, DL_F32, 1, b->shape))) rc = -1;
-  if (!rc && g.N > 0) {
+  if (!rc && wino) {
+    rc = dl_wino_backward(ctx, &wg, dl_data(xc), dl_data(wc), dl_data(gyc), gx ? (float *)gx->st->data : NULL,
+                          gw ? (float *)gw->st->data : NULL, gb ? (float *)gb->st->data : NULL);
+  } else if (!rc && g.N > 0) {
     atomic_init(&j.next, 0);
     j.x = dl_data(xc); j.w = dl_data(wc); j.gy = dl_data(gyc);
     j.gx = gx ? (float *)gx->st->data : NULL;

@@ -2,9 +2,11 @@
 -- the counterpart of tests/bench/batchnorm_torch.py (PyTorch's BatchNorm2d, same work).
 --   build/dlua tests/bench/batchnorm.lua [N=256] [C=32] [H=28] [threads=2] [win=1] [windows=5] [virtual_batch=0]
 -- A step is y = bn(x) in training mode, then y:backward(g) with a fixed gradient g; x.grad is
--- cleared each step (as the torch script does), so the step is BN alone. Median of the
--- windows after one warm-up window; one JSON line.
+-- cleared each step (as the torch script does), so the step is BN alone. Median, min and max of
+-- the windows (each at least win seconds and 2 steps) after one warm-up window (tests/bench/window.lua);
+-- one JSON line.
 local dl = require "dlua"
+local window = dofile(((arg[0] or ""):match("^(.*/)") or "./") .. "window.lua")
 
 local N, C, H = tonumber(arg[1]) or 256, tonumber(arg[2]) or 32, tonumber(arg[3]) or 28
 local threads = tonumber(arg[4]) or 2
@@ -22,15 +24,6 @@ local function step()
   bn(x):backward(g)
 end
 
-local function window()
-  local n, t0 = 0, dl.clock()
-  repeat step(); n = n + 1 until n >= 2 and dl.clock() - t0 >= win
-  return n * N / (dl.clock() - t0)
-end
-
-window()
-local r = {}
-for i = 1, nwin do r[i] = window() end
-table.sort(r)
+local med, lo, hi = window.run(step, {seconds = win, windows = nwin, per_step = N, min_steps = 2})
 print(string.format('{"bench":"batchnorm_fw_bw","impl":"dlua","shape":[%d,%d,%d,%d],"virtual_batch":%d,' ..
-  '"threads":%d,"ex_per_s_median":%.0f,"min":%.0f,"max":%.0f}', N, C, H, H, vb, threads, r[(nwin + 1) // 2], r[1], r[nwin]))
+  '"threads":%d,"ex_per_s_median":%.0f,"min":%.0f,"max":%.0f}', N, C, H, H, vb, threads, med, lo, hi))

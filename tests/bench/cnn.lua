@@ -1,10 +1,13 @@
 -- tests/bench/cnn.lua -- training throughput (examples/s) of the CNN (conv5x5-32, pool, conv5x5-64,
 -- pool, FC-1024, FC-10) with Adam, the reference script's model B, on Fashion-MNIST batches.
 --   build/dlua tests/bench/cnn.lua [batch=256] [threads=2] [window_seconds=2] [windows=5] [clock=wall|cpu]
+-- Protocol (tests/bench/window.lua): one warm-up window, then `windows` timed windows of at least
+-- window_seconds each; prints one JSON line with the median, min and max examples/s.
 -- clock=cpu times by the process's CPU time (os.clock, all threads summed): on a shared, loaded
 -- machine, examples per CPU-second at threads=1 compare two builds more steadily than wall time.
 local dl = require "dlua"
 local nn, optim = dl.nn, dl.optim
+local window = dofile(((arg[0] or ""):match("^(.*/)") or "./") .. "window.lua")
 
 local batch = tonumber(arg[1]) or 256
 local threads = tonumber(arg[2]) or 2
@@ -30,14 +33,6 @@ local function step()
   ce(model(xb), yb):backward()
   opt:step()
 end
-local function window()
-  local n, t0 = 0, clock()
-  repeat step(); n = n + 1 until clock() - t0 >= win
-  return n * batch / (clock() - t0)
-end
-window()
-local r = {}
-for i = 1, nwin do r[i] = window() end
-table.sort(r)
+local med, lo, hi = window.run(step, {seconds = win, windows = nwin, per_step = batch, clock = clock})
 print(string.format('{"bench":"cnn","impl":"dlua","batch":%d,"threads":%d,"clock":"%s","ex_per_s_median":%.0f,"min":%.0f,"max":%.0f}',
-  batch, threads, arg[5] or "wall", r[(nwin + 1) // 2], r[1], r[nwin]))
+  batch, threads, arg[5] or "wall", med, lo, hi))

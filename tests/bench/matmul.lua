@@ -1,7 +1,10 @@
 -- tests/bench/matmul.lua -- GFLOP/s of dlua's matmul (Lua call -> binding -> cblas_sgemm),
 -- for the shapes of issue 2, at a given thread count. Pair with sgemm_direct.c.
 --   build/dlua tests/bench/matmul.lua [threads=1] [window_seconds=1] [windows=5]
+-- Per shape, one warm-up window, then `windows` timed windows of at least window_seconds each
+-- (tests/bench/window.lua); one JSON line with the median, min and max GFLOP/s.
 local dl = require "dlua"
+local window = dofile(((arg[0] or ""):match("^(.*/)") or "./") .. "window.lua")
 
 local threads = tonumber(arg[1]) or 1
 local win = tonumber(arg[2]) or 1
@@ -15,18 +18,8 @@ for _, s in ipairs(shapes) do
   dl.seed(0)
   local a, b = dl.randn(M, K), dl.randn(K, N)
   local flops = 2 * M * N * K
-  local function window()
-    local n, t0 = 0, dl.clock()
-    repeat
-      local c <close> = a:matmul(b)
-      n = n + 1
-    until dl.clock() - t0 >= win
-    return n * flops / (dl.clock() - t0) / 1e9
-  end
-  window()                       -- warm-up
-  local r = {}
-  for i = 1, nwin do r[i] = window() end
-  table.sort(r)
+  local med, lo, hi = window.run(function() local c <close> = a:matmul(b) end,
+                                 {seconds = win, windows = nwin, per_step = flops / 1e9})
   print(string.format('{"bench":"matmul","impl":"dlua","shape":"%s","threads":%d,"gflops_median":%.1f,"min":%.1f,"max":%.1f}',
-    name, threads, r[(nwin + 1) // 2], r[1], r[nwin]))
+    name, threads, med, lo, hi))
 end

@@ -1,8 +1,11 @@
 -- tests/bench/mlp.lua -- training throughput (examples/s) of the MLP 784-1024-1024-10 with
 -- SGD-Nesterov, the reference script's model A, on batches sliced from Fashion-MNIST.
 --   build/dlua tests/bench/mlp.lua [batch=256] [threads=2] [window_seconds=2] [windows=5]
+-- Protocol (tests/bench/window.lua): one warm-up window, then `windows` timed windows of at least
+-- window_seconds each; prints one JSON line with the median, min and max examples/s.
 local dl = require "dlua"
 local nn, optim = dl.nn, dl.optim
+local window = dofile(((arg[0] or ""):match("^(.*/)") or "./") .. "window.lua")
 
 local batch = tonumber(arg[1]) or 256
 local threads = tonumber(arg[2]) or 2
@@ -23,14 +26,6 @@ local function step()
   ce(model(xb), yb):backward()
   opt:step()
 end
-local function window()
-  local n, t0 = 0, dl.clock()
-  repeat step(); n = n + 1 until dl.clock() - t0 >= win
-  return n * batch / (dl.clock() - t0)
-end
-window()
-local r = {}
-for i = 1, nwin do r[i] = window() end
-table.sort(r)
+local med, lo, hi = window.run(step, {seconds = win, windows = nwin, per_step = batch})
 print(string.format('{"bench":"mlp","impl":"dlua","batch":%d,"threads":%d,"ex_per_s_median":%.0f,"min":%.0f,"max":%.0f}',
-  batch, threads, r[(nwin + 1) // 2], r[1], r[nwin]))
+  batch, threads, med, lo, hi))

@@ -9,13 +9,14 @@
 -- shortcut a 1x1 conv + BN where the shape changes; global average pool; Linear 512 -> 10. Convs have
 -- no bias. 11,172,810 parameters. Init: PyTorch's defaults (U(+-1/sqrt(fan_in)) for conv and linear).
 --
--- Protocol (as tests/bench/cnn.lua): one warm-up window, then `windows` timed windows, each running
--- until it has lasted window_seconds AND done min_steps steps; prints one JSON line with the median,
--- min and max examples/s, and the FLOPs per example (2 x forward multiply-accumulates x 3 for
+-- Protocol (tests/bench/window.lua, as mlp.lua and cnn.lua): one warm-up window, then `windows` timed
+-- windows, each running until it has lasted window_seconds AND done min_steps steps; prints one JSON
+-- line with the median, min and max examples/s, and the FLOPs per example (2 x forward multiply-accumulates x 3 for
 -- forward + backward, the reference scripts' count) and the median's GFLOP/s.
 local dl = require "dlua"
 local optim = dl.optim
-local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local here = (arg[0] or ""):match("^(.*/)") or "./"
+local window = dofile(here .. "window.lua")
 local resnet = dofile(here .. "../../examples/models/resnet.lua")
 
 local batch = tonumber(arg[1]) or 128
@@ -63,16 +64,7 @@ local function step()
   ce(model(xb), yb):backward()
   opt:step()
 end
-local function window()
-  local steps, t0 = 0, dl.clock()
-  repeat step(); steps = steps + 1 until steps >= min_steps and dl.clock() - t0 >= win
-  return steps * batch / (dl.clock() - t0)
-end
-window()
-local r = {}
-for i = 1, nwin do r[i] = window() end
-table.sort(r)
-local med = nwin % 2 == 1 and r[(nwin + 1) // 2] or (r[nwin // 2] + r[nwin // 2 + 1]) / 2
+local med, lo, hi = window.run(step, {seconds = win, windows = nwin, per_step = batch, min_steps = min_steps})
 print(string.format('{"bench":"resnet18","impl":"dlua","batch":%d,"threads":%d,"ex_per_s_median":%.1f,' ..
   '"min":%.1f,"max":%.1f,"windows":%d,"flops_per_example":%d,"gflops_median":%.2f}',
-  batch, threads, med, r[1], r[nwin], nwin, flops_ex, med * flops_ex * 1e-9))
+  batch, threads, med, lo, hi, nwin, flops_ex, med * flops_ex * 1e-9))

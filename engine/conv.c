@@ -8,7 +8,8 @@
  * backward. On AVX-512 machines (conv_simd.c) the padding, im2col and col2im
  * row copies are masked vector moves with the same bits, and layers with few
  * input channels at stride 1 (the first layer) skip the patches: a direct
- * kernel computes the forward and the weight gradient.
+ * kernel computes the forward and the weight gradient. Stride-1 3x3 and 5x5 layers with
+ * channels in blocks of 16 go to Winograd's minimal filtering instead (conv_winograd.c).
  */
 /* See LICENSE */
 #include "conv.h"

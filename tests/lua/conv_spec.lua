@@ -4,34 +4,6 @@ local dl = require "dlua"
 local nn = dl.nn
 local H = dofile("tests/lua/helpers.lua")
 
-local function ref_conv(x, w, b, s, p, d, groups)
-  local N, C, H, W = table.unpack(x:shape())
-  local O, Cg, kh, kw = table.unpack(w:shape())
-  local Og = O // groups
-  local Ho = (H + 2 * p[1] - d[1] * (kh - 1) - 1) // s[1] + 1
-  local Wo = (W + 2 * p[2] - d[2] * (kw - 1) - 1) // s[2] + 1
-  local X, Wt, B = x:totable(), w:totable(), b and b:totable()
-  local out = {}
-  for n = 1, N do out[n] = {} for o = 1, O do out[n][o] = {} for i = 1, Ho do out[n][o][i] = {} for j = 1, Wo do
-    local acc = B and B[o] or 0
-    local g = (o - 1) // Og
-    for c = 1, Cg do for a = 1, kh do for e = 1, kw do
-      local h, ww = (i - 1) * s[1] - p[1] + (a - 1) * d[1] + 1, (j - 1) * s[2] - p[2] + (e - 1) * d[2] + 1
-      if h >= 1 and h <= H and ww >= 1 and ww <= W then acc = acc + X[n][g * Cg + c][h][ww] * Wt[o][c][a][e] end
-    end end end
-    out[n][o][i][j] = acc
-  end end end end
-  return out
-end
-
-local function max_diff(a, b)
-  if type(a) ~= "table" then return math.abs(a - b) end
-  assert.are.equal(#b, #a)
-  local m = 0
-  for i = 1, #a do m = math.max(m, max_diff(a[i], b[i])) end
-  return m
-end
-
 local gc = {eps = 1e-2, atol = 2e-3, rtol = 1e-2}
 
 describe("dlua conv2d", function()
@@ -57,7 +29,7 @@ describe("dlua conv2d", function()
       local x, w, b = dl.randn(c[2]), dl.randn(c[3]), dl.randn(c[3][1])
       local opts = {stride = c[4], padding = c[5], dilation = c[6], groups = c[7]}
       local got = dl.conv2d(x, w, b, opts):totable()
-      assert(max_diff(got, ref_conv(x, w, b, c[4], c[5], c[6], c[7])) < 1e-4)
+      assert(H.max_diff(got, H.ref_conv(x, w, b, c[4], c[5], c[6], c[7])) < 1e-4)
     end)
     it("gradchecks: " .. c[1], function()
       dl.seed(2)
@@ -125,7 +97,7 @@ describe("dlua conv2d", function()
     dl.seed(8)
     local x, w, b = dl.randn(20, 3, 4, 5), dl.randn(4, 3, 3, 3), dl.randn(4)
     local opts = {padding = 1, stride = {1, 2}}
-    assert(max_diff(dl.conv2d(x, w, b, opts):totable(), ref_conv(x, w, b, {1, 2}, {1, 1}, {1, 1}, 1)) < 1e-4)
+    assert(H.max_diff(dl.conv2d(x, w, b, opts):totable(), H.ref_conv(x, w, b, {1, 2}, {1, 1}, {1, 1}, 1)) < 1e-4)
     local ok, rep = dl.autograd.gradcheck(function(xx, ww, bb)
       return dl.conv2d(xx:float(), ww:float(), bb:float(), {padding = 1, groups = 2})
     end, {dl.randn(18, 2, 3, 3), dl.randn(4, 1, 2, 2), dl.randn(4)}, gc)

@@ -77,4 +77,36 @@ function H.journal_events(study_dir)
   return out
 end
 
+--- The largest absolute difference between two nested tables of numbers of one shape.
+function H.max_diff(a, b)
+  if type(a) ~= "table" then return math.abs(a - b) end
+  assert(#a == #b, "shapes differ: " .. #a .. " and " .. #b)
+  local m = 0
+  for i = 1, #a do m = math.max(m, H.max_diff(a[i], b[i])) end
+  return m
+end
+
+--- conv2d by direct loops over nested tables (the reference the conv specs compare with):
+-- x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or nil; s, p, d are {h, w} stride, padding
+-- and dilation. Returns the output as nested tables.
+function H.ref_conv(x, w, b, s, p, d, groups)
+  local N, C, Hh, W = table.unpack(x:shape())
+  local O, Cg, kh, kw = table.unpack(w:shape())
+  local Og = O // groups
+  local Ho = (Hh + 2 * p[1] - d[1] * (kh - 1) - 1) // s[1] + 1
+  local Wo = (W + 2 * p[2] - d[2] * (kw - 1) - 1) // s[2] + 1
+  local X, Wt, B = x:totable(), w:totable(), b and b:totable()
+  local out = {}
+  for n = 1, N do out[n] = {} for o = 1, O do out[n][o] = {} for i = 1, Ho do out[n][o][i] = {} for j = 1, Wo do
+    local acc = B and B[o] or 0
+    local g = (o - 1) // Og
+    for c = 1, Cg do for a = 1, kh do for e = 1, kw do
+      local h, ww = (i - 1) * s[1] - p[1] + (a - 1) * d[1] + 1, (j - 1) * s[2] - p[2] + (e - 1) * d[2] + 1
+      if h >= 1 and h <= Hh and ww >= 1 and ww <= W then acc = acc + X[n][g * Cg + c][h][ww] * Wt[o][c][a][e] end
+    end end end
+    out[n][o][i][j] = acc
+  end end end end
+  return out
+end
+
 return H

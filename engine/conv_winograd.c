@@ -43,6 +43,7 @@
 
 #define WA 6                      /* the largest tile a */
 #define LANES 16
+#define MAX_EXAMPLE_FLOATS ((int64_t)64 << 20)
 #define BLOCK_TILES 128           /* tiles per block of examples: V and M stay a few MB */
 
 static int wino_off;
@@ -59,7 +60,12 @@ int dl_wino_fits(const dl_wino_geom *g) {
   if (g->k != 3 && g->k != 5) return 0;
   if (g->C % LANES || g->O % LANES || g->C < LANES || g->O < LANES) return 0;
   /* gathers and scatters index a channel block's planes with 32-bit offsets */
-  return g->H * g->W <= INT32_MAX / LANES && g->Ho * g->Wo <= INT32_MAX / LANES;
+  if (g->H * g->W > INT32_MAX / LANES || g->Ho * g->Wo > INT32_MAX / LANES) return 0;
+  /* a block holds at least one example's V and M: 36 floats per 4 outputs and channel at
+   * most; huge images stay with im2col, whose buffers grow with the kernel instead */
+  int64_t per_channel = (g->Ho / 2 + 1) * (g->Wo / 2 + 1) * 36;     /* < 2^33: Ho, Wo < 2^27 */
+  return g->C <= MAX_EXAMPLE_FLOATS / per_channel && g->O <= MAX_EXAMPLE_FLOATS / per_channel &&
+         g->C + g->O <= MAX_EXAMPLE_FLOATS / per_channel;
 }
 
 #if HAVE_AVX512_BUILD

@@ -20,10 +20,11 @@ return dl.experiment{
   description = "conv5x5-C BN pool conv5x5-2C BN pool FC dropout FC on Fashion-MNIST, SGD Nesterov, cosine decay",
   hparams = {
     -- found by dlua's own recipes and studies (examples/fashion_mnist_tune*.lua,
-    -- docs/tuning-fashion-mnist.md): batch 128 from the batch-size sweep, 7000 steps from
-    -- the 10-minute budget, lr / weight_decay / label_smoothing / dropout from the Bayesian
-    -- round's best trial (rounded to two digits), flip = 0 from the exploration round
-    lr = 0.26, momentum = 0.9, weight_decay = 1.6e-4, batch_size = 128, steps = 7000, warmup = 100,
+    -- docs/tuning-fashion-mnist.md): batch 128 from the batch-size sweep, lr / weight_decay /
+    -- label_smoothing / dropout from the Bayesian round's best trial (rounded to two digits),
+    -- flip = 0 from the exploration round, 11000 steps from the 10-minute budget of the
+    -- Winograd engine (round 3, examples/fashion_mnist_tune_budget.lua)
+    lr = 0.26, momentum = 0.9, weight_decay = 1.6e-4, batch_size = 128, steps = 11000, warmup = 100,
     virtual_batch = 64, width = 256, label_smoothing = 0.07, eval_every = 1000, workers = 2,
     optimizer = "nesterov", clip = 0.0, test_eval = true,
     channels = 32, dropout = 0.13, flip = 0.0, crop = 0,

@@ -202,6 +202,7 @@ static xforms pick(const mats *t) {
 #define BLOCK_TILES 128
 #define CHUNKS 16
 #define PART_FLOATS ((int64_t)8 << 20)    /* bound on the chunk sums, unless 2 chunks exceed it */
+_Static_assert((CHUNKS & (CHUNKS - 1)) == 0, "CHUNKS is a power of two");
 
 typedef struct {
   const dl_wino_geom *g;
@@ -471,10 +472,11 @@ static void setup(dl_ctx *ctx, const dl_wino_geom *g, wjob *j) {
   j->cb = g->C / LANES;
   j->ob = g->O / LANES;
   const int64_t aa = j->t.a * j->t.a, part = aa * g->C * g->O;
-  j->nch = PART_FLOATS / part < 2 ? 2 : PART_FLOATS / part;
-  if (j->nch > CHUNKS) j->nch = CHUNKS;
+  /* a power of two, so that 2, 4, ... threads get equal shares of the chunks (and of the
+   * blocks, nch times as many) */
+  j->nch = CHUNKS;
+  while (j->nch > 2 && (j->nch * part > PART_FLOATS || j->nch > g->N)) j->nch /= 2;
   if (j->nch > g->N) j->nch = g->N;
-  if (j->nch < 1) j->nch = 1;
   int64_t per = (g->N * j->pt + BLOCK_TILES * j->nch - 1) / (BLOCK_TILES * j->nch);
   j->nb = j->nch * per < g->N ? j->nch * per : g->N;
   j->emax = j->nb > 0 ? (g->N + j->nb - 1) / j->nb : 0;

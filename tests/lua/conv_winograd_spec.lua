@@ -50,9 +50,9 @@ describe("dlua conv2d by Winograd's minimal filtering", function()
     local dl = require "dlua"
     dl.threads(tonumber(arg[2]))
     local out = {}
-    for i, c in ipairs({{{37, 16, 14, 14}, {32, 16, 5, 5}, {padding = 2}},   -- 13 blocks in 13 chunks
+    for i, c in ipairs({{{37, 16, 14, 14}, {32, 16, 5, 5}, {padding = 2}},   -- 16 blocks in 16 chunks
                         {{23, 32, 16, 16}, {16, 32, 3, 3}, {padding = 1}},   -- F(4x4, 3x3)
-                        {{9, 64, 4, 4}, {256, 64, 3, 3}, {padding = 1}},     -- F(2x2, 3x3)
+                        {{9, 64, 4, 4}, {256, 64, 3, 3}, {padding = 1}},     -- F(2x2, 3x3), 8 chunks (N = 9)
                         {{3, 512, 4, 4}, {512, 512, 3, 3}, {padding = 1}}})  -- 2 chunks of 4M floats
     do
       dl.seed(i)

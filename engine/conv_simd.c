@@ -22,18 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HAVE_AVX512_BUILD 1
-#include <immintrin.h>
-#else
-#define HAVE_AVX512_BUILD 0
-#endif
-
 static int simd_on;
 static pthread_once_t simd_once = PTHREAD_ONCE_INIT;
 
 static void simd_probe(void) {
-#if HAVE_AVX512_BUILD
+#if DL_AVX512_BUILD
   const char *s = getenv("DLUA_CONV_SIMD");
   __builtin_cpu_init();
   simd_on = __builtin_cpu_supports("avx512f") && !(s && strcmp(s, "0") == 0);
@@ -49,10 +42,10 @@ int dl_conv_direct_fits(int64_t C, int64_t kh, int64_t kw, int64_t Wo) {
   return kw <= 7 && C * kh * kw <= 100 && Wo >= 12;
 }
 
-#if HAVE_AVX512_BUILD
+#if DL_AVX512_BUILD
 
-#define TARGET __attribute__((target("avx512f")))
-#define INLINE static inline __attribute__((always_inline))
+#define TARGET DL_AVX512_TARGET
+#define INLINE DL_AVX512_INLINE
 
 /* the first n lanes (none for n <= 0) */
 TARGET INLINE __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }

@@ -6,6 +6,19 @@
 
 #include <stdint.h>
 
+/* DL_AVX512_BUILD: 1 when this compiler can build the AVX-512 kernels (x86-64, GCC-style
+ * target attributes), which then include <immintrin.h> and mark their functions
+ * DL_AVX512_TARGET (and inlined helpers DL_AVX512_INLINE); dl_conv_simd() says at run time
+ * whether the CPU may run them */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DL_AVX512_BUILD 1
+#include <immintrin.h>
+#define DL_AVX512_TARGET __attribute__((target("avx512f")))
+#define DL_AVX512_INLINE static inline __attribute__((always_inline))
+#else
+#define DL_AVX512_BUILD 0
+#endif
+
 /* 1 when the kernels below may run: the CPU has AVX-512F and DLUA_CONV_SIMD is not "0"
  * (the test hook that keeps the portable loops). Read once; thread-safe. */
 int dl_conv_simd(void);

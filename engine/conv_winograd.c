@@ -34,13 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HAVE_AVX512_BUILD 1
-#include <immintrin.h>
-#else
-#define HAVE_AVX512_BUILD 0
-#endif
-
 #define WA 6                      /* the largest tile a */
 #define LANES 16
 #define MAX_EXAMPLE_FLOATS ((int64_t)64 << 20)
@@ -56,7 +49,7 @@ static void wino_probe(void) {
 
 int dl_wino_fits(const dl_wino_geom *g) {
   pthread_once(&wino_once, wino_probe);
-  if (!HAVE_AVX512_BUILD || wino_off || !dl_conv_simd()) return 0;
+  if (!DL_AVX512_BUILD || wino_off || !dl_conv_simd()) return 0;
   if (g->k != 3 && g->k != 5) return 0;
   if (g->C % LANES || g->O % LANES || g->C < LANES || g->O < LANES) return 0;
   /* gathers and scatters index a channel block's planes with 32-bit offsets */
@@ -68,7 +61,7 @@ int dl_wino_fits(const dl_wino_geom *g) {
          g->C + g->O <= MAX_EXAMPLE_FLOATS / per_channel;
 }
 
-#if HAVE_AVX512_BUILD
+#if DL_AVX512_BUILD
 
 /* the output tile: F(2x2, 5x5); F(4x4, 3x3) unless the output is small, then F(2x2, 3x3) */
 static int tile_m(const dl_wino_geom *g) { return g->k == 5 || g->Ho < 8 || g->Wo < 8 ? 2 : 4; }
@@ -128,8 +121,8 @@ static void make_mats(int m, int r, mats *t) {
 
 /* ------------------------------------------------------------ the transforms */
 
-#define TARGET __attribute__((target("avx512f")))
-#define INLINE static inline __attribute__((always_inline))
+#define TARGET DL_AVX512_TARGET
+#define INLINE DL_AVX512_INLINE
 
 /* out [p, u] = L [p, q] in [q, s] R [s, u] on 16-lane vectors, L and R given with strides:
  * L[i][x] = L[i * li + x * lx], R[y][j] = R[y * ri + j * rj], so one matrix serves as

@@ -48,6 +48,7 @@ typedef struct dl_ctx {
   int threads;
 } dl_ctx;
 
+/* Creates a context and puts the calling thread in the engine's floating-point mode. */
 dl_ctx *dl_ctx_new(void);
 void dl_ctx_free(dl_ctx *ctx);
 /* printf-style error into ctx->err; always returns NULL for `return dl_fail(...)` */
@@ -74,6 +75,12 @@ size_t dl_mem_class_bytes(size_t nbytes);        /* bytes a request really takes
 uint64_t dl_rng_uniform(uint64_t key, uint64_t counter, float *out, size_t n);
 uint64_t dl_rng_normal(uint64_t key, uint64_t counter, float *out, size_t n);
 void dl_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
+
+/* Floating-point mode (fpenv.c): dl_fp_enter puts the calling thread in the engine's mode,
+ * subnormal floats flushed to zero (FTZ and DAZ on x86) unless DLUA_FLUSH_SUBNORMALS=0;
+ * every thread that runs kernels calls it first. dl_fp_flushes says whether the mode flushes. */
+void dl_fp_enter(void);
+int dl_fp_flushes(void);
 
 /* Thread pool: runs fn(arg, i) for i in [0, n) over the pool's threads and the
  * caller; returns when all are done. Task i always covers the same work, so

@@ -128,6 +128,7 @@ void *dl_fail(dl_ctx *ctx, const char *fmt, ...) {
 dl_ctx *dl_ctx_new(void) {
   dl_ctx *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return NULL;
+  dl_fp_enter();
   pthread_mutex_init(&ctx->mem.lock, NULL);
   ctx->grad_enabled = 1;
   ctx->seed = 0;

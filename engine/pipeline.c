@@ -319,6 +319,7 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
 static void *worker_main(void *arg) {
   worker *w = arg;
   dl_pipe *p = w->p;
+  dl_fp_enter();
   pthread_mutex_lock(&p->lock);
   for (;;) {
     while (!p->stop && p->next_gen < p->end_gen && p->fail_gen == NO_FAIL &&

@@ -36,6 +36,7 @@ static void run_tasks(dl_pool *p) {
 static void *worker(void *arg) {
   dl_pool *p = arg;
   uint64_t seen = 0;
+  dl_fp_enter();
   pthread_mutex_lock(&p->lock);
   for (;;) {
     while (!p->stop && p->generation == seen) pthread_cond_wait(&p->work, &p->lock);

@@ -1,0 +1,71 @@
+--- Subnormal floats (engine/fpenv.c): every thread that computes flushes subnormal results to
+--- zero and reads subnormal inputs as zero, on x86; DLUA_FLUSH_SUBNORMALS=0 (in a subprocess)
+--- keeps IEEE gradual underflow. Results are read as raw bits, since reading a subnormal through
+--- a thread that treats it as zero would hide it.
+local dl = require "dlua"
+local core = require "dlua.core"
+local H = dofile("tests/lua/helpers.lua")
+
+local x86 = (io.popen("uname -m"):read("l") or ""):match("^x86_64$") ~= nil
+local N = 1 << 20                      -- past ops_elem's PAR_MIN: split over the pool
+
+-- prints, for 2 threads and 40 repeats: how many results had non-zero bits in 2x of the
+-- smallest-but-one subnormal (bits 0x100, exact doubling gives 0x200), in 1e-30 * 1e-10 (a
+-- subnormal product of normal floats), and the bits of the first doubled element
+local script = [[
+  local dl = require "dlua"
+  local core = require "dlua.core"
+  dl.threads(2)
+  local n = tonumber(arg[1])
+  local sub = core._tensor_from_bytes(string.rep(string.pack("<I4", 0x100), n), "float32", {n})
+  local a, b = dl.full(1e-30, n), dl.full(1e-10, n)
+  local nonzero_double, nonzero_product, first
+  nonzero_double, nonzero_product = 0, 0
+  for _ = 1, 40 do
+    local d = core._tensor_bytes(sub * 2)
+    local p = core._tensor_bytes(a * b)
+    first = string.unpack("<I4", d)
+    if d:find("[^\0]") then nonzero_double = nonzero_double + 1 end
+    if p:find("[^\0]") then nonzero_product = nonzero_product + 1 end
+  end
+  print(string.format("double=%d product=%d first=%d lua=%s", nonzero_double, nonzero_product, first,
+    tostring(1e-310 * 1 > 0)))
+]]
+
+local function run(env)
+  local dir = H.tmpdir("subnormals")
+  H.spit(dir .. "/run.lua", script)
+  local p = io.popen(string.format("cd %s && %s%s run.lua %d 2>&1; echo rc=$?", dir, env, H.EXE, N))
+  local out = p:read("a")
+  p:close()
+  assert(out:match("rc=0"), out)
+  return out
+end
+
+describe("dlua subnormal floats", function()
+  it("are flushed to zero by the Lua thread and the pool's workers, in every repeat", function()
+    local out = run("")
+    if x86 then
+      assert.truthy(out:find("double=0 product=0 first=0 lua=false", 1, true), out)
+    else
+      assert.truthy(out:find("double=40 product=40 first=512 lua=true", 1, true), out)
+    end
+  end)
+
+  it("keep IEEE gradual underflow with DLUA_FLUSH_SUBNORMALS=0", function()
+    local out = run("DLUA_FLUSH_SUBNORMALS=0 ")
+    assert.truthy(out:find("double=40 product=40 first=512 lua=true", 1, true), out)
+  end)
+
+  it("stay flushed in the training step of a net whose gradients underflow", function()
+    -- a weight of 1e-20 times an input of 1e-20: the product's gradient path meets 1e-40
+    local w = core._tensor_from_bytes(string.rep(string.pack("<f", 1e-20), 4), "float32", {4}):requires_grad(true)
+    local x = dl.full(1e-20, 4)
+    local y = (w * x):sum()
+    y:backward()
+    local bits = core._tensor_bytes(y:detach())
+    if x86 then assert.are.equal(string.rep("\0", 4), bits) end
+    -- w's gradient is x (1e-20), a normal float: unchanged by the mode
+    assert.are.equal(string.rep(string.pack("<f", 1e-20), 4), core._tensor_bytes(w.grad))
+  end)
+end)

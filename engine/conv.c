@@ -350,16 +350,7 @@ static void conv_bw_task(void *arg, int t) {
           }
         }
         if (gb)
-          for (int64_t oc = 0; oc < Og; oc++) {  /* four running sums: no serial add chain */
-            const float *r = gyn + oc * ld;
-            double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            int64_t q = 0;
-            for (; q + 4 <= ld; q += 4) {
-              a0 += (double)r[q]; a1 += (double)r[q + 1]; a2 += (double)r[q + 2]; a3 += (double)r[q + 3];
-            }
-            for (; q < ld; q++) a0 += (double)r[q];
-            gb[gi * Og + oc] += (a0 + a1) + (a2 + a3);
-          }
+          for (int64_t oc = 0; oc < Og; oc++) gb[gi * Og + oc] += dl_conv_row_sum(gyn + oc * ld, ld);
       }
     }
   }

@@ -23,6 +23,18 @@
  * (the test hook that keeps the portable loops). Read once; thread-safe. */
 int dl_conv_simd(void);
 
+/* r[0:n] summed in double by four running sums, so no serial add chain bounds it: the bias
+ * gradient's row sum (conv.c and conv_winograd.c). */
+static inline double dl_conv_row_sum(const float *r, int64_t n) {
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int64_t q = 0;
+  for (; q + 4 <= n; q += 4) {
+    a0 += (double)r[q]; a1 += (double)r[q + 1]; a2 += (double)r[q + 2]; a3 += (double)r[q + 3];
+  }
+  for (; q < n; q++) a0 += (double)r[q];
+  return (a0 + a1) + (a2 + a3);
+}
+
 /* dst[r, 0:len] = src[r, 0:len] for r < rows; rows dld and sld floats apart */
 void dl_conv_copy_rows(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len);
 

@@ -429,7 +429,8 @@ static void task_weight_grad(void *arg, int t) {
   for (int64_t c; (c = take(j)) < j->g->C;) weight_grad_row(j, c);
 }
 
-/* the bias gradient, one output channel per item: a double sum in (example, position) order */
+/* the bias gradient, one output channel per item: a double sum over the examples in order of
+ * each example's row sum */
 static void task_bias_grad(void *arg, int t) {
   wjob *j = arg;
   const dl_wino_geom *g = j->g;
@@ -437,10 +438,7 @@ static void task_bias_grad(void *arg, int t) {
   (void)t;
   for (int64_t o; (o = take(j)) < g->O;) {
     double acc = 0;
-    for (int64_t n = 0; n < g->N; n++) {
-      const float *r = j->gy + (n * g->O + o) * P;
-      for (int64_t q = 0; q < P; q++) acc += (double)r[q];
-    }
+    for (int64_t n = 0; n < g->N; n++) acc += dl_conv_row_sum(j->gy + (n * g->O + o) * P, P);
     j->gb[o] = (float)acc;
   }
 }

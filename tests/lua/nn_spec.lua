@@ -126,6 +126,30 @@ describe("dlua.nn layers", function()
     assert.are.same(e.weight[5]:totable(), out[1][1]:totable())
   end)
 
+  -- Sequential runs a ReLU followed by a MaxPool2d as the pool first (a quarter of the ReLU's
+  -- work); values on a grid of halves make ties and zeros common in the windows
+  for _, c in ipairs({{"2x2", {2}}, {"3x3 stride 2 padding 1 (overlapping)", {3, {stride = 2, padding = 1}}}}) do
+    it("runs ReLU, MaxPool2d " .. c[1] .. " as pool then ReLU, bit-identical with its gradients", function()
+      local core = require "dlua.core"
+      dl.seed(11)
+      local v = dl.randn({2 * 3 * 9 * 8}):totable()
+      for i = 1, #v do v[i] = math.floor(v[i] * 2 + 0.5) / 2 end
+      local x0 = dl.tensor(v):reshape(2, 3, 9, 8)
+      local g = dl.randn({2, 3, c[1] == "2x2" and 4 or 5, 4})
+      local x1, x2 = x0:clone():requires_grad(true), x0:clone():requires_grad(true)
+      local y1 = nn.Sequential{nn.ReLU(), nn.MaxPool2d(table.unpack(c[2]))}(x1)
+      local y2 = x2:relu():max_pool2d(table.unpack(c[2]))
+      assert.are.equal("relu", y1:grad_fn())
+      assert.are.equal("max_pool2d", y2:grad_fn())
+      assert.are.equal(core._tensor_bytes(y2), core._tensor_bytes(y1))
+      assert.is_true(x0:le(0):sum():item() > 50)
+      ;(y1 * g):sum():backward()
+      ;(y2 * g):sum():backward()
+      assert.are.equal(core._tensor_bytes(x2.grad), core._tensor_bytes(x1.grad))
+      assert.is_true(x1.grad:ne(0):sum():item() > 20)
+    end)
+  end
+
   it("initialises bit-identically from the same seed", function()
     dl.seed(9)
     local a = nn.Linear(10, 10).weight:totable()

@@ -38,8 +38,27 @@ function Sequential:init(list)
   rawset(self, "n", #list)
 end
 
+-- A ReLU followed by a MaxPool2d runs as the pool first: relu is nondecreasing, so
+-- max(relu(x)) = relu(max(x)), and the backward sends each gradient to the same element
+-- through the same mask, so values and gradients are bit-identical, while the ReLU and
+-- its backward touch a quarter of the elements (a 2x2 pool). Only the exact classes: a
+-- subclass may do more than it says.
+local function pool_first(a, b)
+  return getmetatable(a) == M.ReLU and getmetatable(b) == M.MaxPool2d
+end
+
 function Sequential:forward(x)
-  for i = 1, self.n do x = self._modules[i](x) end
+  local mods, i = self._modules, 1
+  while i <= self.n do
+    local m, nxt = mods[i], mods[i + 1]
+    if nxt and pool_first(m, nxt) then
+      x = m(nxt(x))
+      i = i + 2
+    else
+      x = m(x)
+      i = i + 1
+    end
+  end
   return x
 end
 

@@ -429,17 +429,18 @@ static void task_weight_grad(void *arg, int t) {
   for (int64_t c; (c = take(j)) < j->g->C;) weight_grad_row(j, c);
 }
 
-/* the bias gradient, one output channel per item: a double sum over the examples in order of
- * each example's row sum */
+/* the bias gradient, 16 output channels per item (their rows of one example are contiguous, so
+ * the reads stream): each channel's double sum over the examples in order of its row sums */
 static void task_bias_grad(void *arg, int t) {
   wjob *j = arg;
   const dl_wino_geom *g = j->g;
   const int64_t P = g->Ho * g->Wo;
   (void)t;
-  for (int64_t o; (o = take(j)) < g->O;) {
-    double acc = 0;
-    for (int64_t n = 0; n < g->N; n++) acc += dl_conv_row_sum(j->gy + (n * g->O + o) * P, P);
-    j->gb[o] = (float)acc;
+  for (int64_t b; (b = take(j)) < g->O / LANES;) {
+    double acc[LANES] = {0};
+    for (int64_t n = 0; n < g->N; n++)
+      for (int o = 0; o < LANES; o++) acc[o] += dl_conv_row_sum(j->gy + (n * g->O + b * LANES + o) * P, P);
+    for (int o = 0; o < LANES; o++) j->gb[b * LANES + o] = (float)acc[o];
   }
 }
 

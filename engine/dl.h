@@ -78,9 +78,8 @@ void dl_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
 
 /* Floating-point mode (fpenv.c): dl_fp_enter puts the calling thread in the engine's mode,
  * subnormal floats flushed to zero (FTZ and DAZ on x86) unless DLUA_FLUSH_SUBNORMALS=0;
- * every thread that runs kernels calls it first. dl_fp_flushes says whether the mode flushes. */
+ * every thread that runs kernels calls it first. */
 void dl_fp_enter(void);
-int dl_fp_flushes(void);
 
 /* Thread pool: runs fn(arg, i) for i in [0, n) over the pool's threads and the
  * caller; returns when all are done. Task i always covers the same work, so

@@ -26,26 +26,17 @@
 #define MXCSR_DAZ 0x0040u
 #endif
 
-static int keep_subnormals;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int flush = 1;
 
 static void probe(void) {
   const char *s = getenv("DLUA_FLUSH_SUBNORMALS");
-  keep_subnormals = s && strcmp(s, "0") == 0;
-}
-
-int dl_fp_flushes(void) {
-  pthread_once(&probe_once, probe);
-#if defined(__x86_64__) || defined(__i386__)
-  return !keep_subnormals;
-#else
-  return 0;
-#endif
+  flush = !(s && strcmp(s, "0") == 0);
 }
 
 void dl_fp_enter(void) {
-  if (!dl_fp_flushes()) return;
+  pthread_once(&probe_once, probe);
 #if defined(__x86_64__) || defined(__i386__)
-  _mm_setcsr(_mm_getcsr() | MXCSR_FTZ | MXCSR_DAZ);
+  if (flush) _mm_setcsr(_mm_getcsr() | MXCSR_FTZ | MXCSR_DAZ);
 #endif
 }

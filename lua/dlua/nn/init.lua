@@ -50,9 +50,9 @@ end
 function Sequential:forward(x)
   local mods, i = self._modules, 1
   while i <= self.n do
-    local m, nxt = mods[i], mods[i + 1]
-    if nxt and pool_first(m, nxt) then
-      x = m(nxt(x))
+    local m = mods[i]
+    if pool_first(m, mods[i + 1]) then
+      x = m(mods[i + 1](x))
       i = i + 2
     else
       x = m(x)

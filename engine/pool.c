@@ -5,25 +5,74 @@
  * Tasks, not threads, own the work, so a kernel that splits its range into n
  * fixed chunks computes the same result whatever the scheduling. Not
  * reentrant: one run at a time per pool (the core calls it from one thread).
+ *
+ * A training step is hundreds of runs separated by microseconds of serial work.
+ * Waking a sleeping thread costs tens of microseconds on a virtual machine, so
+ * between runs the workers, and the caller waiting for them, first poll for a
+ * short while (DLUA_POOL_SPIN_US, default 50 microseconds; 0 never polls) and
+ * only then sleep on a condition variable. The poll is bounded: a worker idle
+ * for longer sleeps and leaves its core to the input pipeline or other jobs.
+ * A pool with more threads than the machine has cores never polls (as OpenMP
+ * runtimes throttle theirs): a polling thread would hold the core that the
+ * thread it waits for needs.
  */
 /* See LICENSE */
 #include "dl.h"
 
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
 
 struct dl_pool {
   int nthreads;                 /* workers + the caller */
   pthread_t *tid;
   pthread_mutex_t lock;
   pthread_cond_t work, done;
-  uint64_t generation;          /* bumped for each run */
-  int stop;
+  _Atomic uint64_t generation;  /* bumped for each run, after its fields are set */
+  int stop;                     /* under lock */
+  int sleepers;                 /* workers in pthread_cond_wait (under lock) */
+  int caller_sleeps;            /* the caller is in pthread_cond_wait (under lock) */
+  int64_t spin_ns;              /* how long to poll before sleeping */
   void (*fn)(void *, int);
   void *arg;
   int n;
   atomic_int next;              /* next task index */
-  int active;                   /* workers still inside the current run */
+  atomic_int active;            /* workers still inside the current run */
 };
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* polls until done(p, v) or spin_ns have passed; returns whether done */
+static int poll_until(const dl_pool *p, int (*done)(dl_pool *, uint64_t), dl_pool *q, uint64_t v) {
+  if (p->spin_ns <= 0) return done(q, v);
+  int64_t t0 = now_ns();
+  for (;;) {
+    for (int i = 0; i < 32; i++) {
+      if (done(q, v)) return 1;
+      cpu_relax();
+    }
+    if (now_ns() - t0 > p->spin_ns) return done(q, v);
+  }
+}
+
+static int new_run(dl_pool *p, uint64_t seen) {
+  return atomic_load_explicit(&p->generation, memory_order_acquire) != seen;
+}
+
+static int all_done(dl_pool *p, uint64_t unused) {
+  (void)unused;
+  return atomic_load_explicit(&p->active, memory_order_acquire) == 0;
+}
 
 static void run_tasks(dl_pool *p) {
   for (;;) {
@@ -37,17 +86,25 @@ static void *worker(void *arg) {
   dl_pool *p = arg;
   uint64_t seen = 0;
   dl_fp_enter();
-  pthread_mutex_lock(&p->lock);
   for (;;) {
-    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->work, &p->lock);
-    if (p->stop) break;
-    seen = p->generation;
-    pthread_mutex_unlock(&p->lock);
+    if (!poll_until(p, new_run, p, seen)) {
+      pthread_mutex_lock(&p->lock);
+      p->sleepers++;
+      while (!p->stop && !new_run(p, seen)) pthread_cond_wait(&p->work, &p->lock);
+      p->sleepers--;
+      int stop = p->stop;
+      pthread_mutex_unlock(&p->lock);
+      if (stop) break;
+    }
+    seen = atomic_load_explicit(&p->generation, memory_order_acquire);
+    if (seen == UINT64_MAX) break;                 /* dl_pool_free's stop run */
     run_tasks(p);
-    pthread_mutex_lock(&p->lock);
-    if (--p->active == 0) pthread_cond_signal(&p->done);
+    if (atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel) == 1) {
+      pthread_mutex_lock(&p->lock);
+      if (p->caller_sleeps) pthread_cond_signal(&p->done);
+      pthread_mutex_unlock(&p->lock);
+    }
   }
-  pthread_mutex_unlock(&p->lock);
   return NULL;
 }
 
@@ -60,6 +117,15 @@ dl_pool *dl_pool_new(int threads) {
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->work, NULL);
   pthread_cond_init(&p->done, NULL);
+  atomic_init(&p->generation, 0);
+  atomic_init(&p->next, 0);
+  atomic_init(&p->active, 0);
+  const char *s = getenv("DLUA_POOL_SPIN_US");
+  char *end;
+  long us = s ? strtol(s, &end, 10) : 50;
+  if (s && (*s == '\0' || *end != '\0' || us < 0 || us > 1000000)) us = 50;   /* malformed: the default */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  p->spin_ns = cores > 0 && threads > cores ? 0 : (int64_t)us * 1000;
   p->nthreads = 1;
   for (int i = 0; i < threads - 1; i++) {
     if (pthread_create(&p->tid[i], NULL, worker, p) != 0) break;
@@ -72,6 +138,7 @@ void dl_pool_free(dl_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->lock);
   p->stop = 1;
+  atomic_store_explicit(&p->generation, UINT64_MAX, memory_order_release);   /* wakes pollers too */
   pthread_cond_broadcast(&p->work);
   pthread_mutex_unlock(&p->lock);
   for (int i = 0; i < p->nthreads - 1; i++) pthread_join(p->tid[i], NULL);
@@ -89,17 +156,22 @@ void dl_pool_run(dl_pool *p, int n, void (*fn)(void *, int), void *arg) {
     for (int i = 0; i < n; i++) fn(arg, i);
     return;
   }
-  pthread_mutex_lock(&p->lock);
   p->fn = fn;
   p->arg = arg;
   p->n = n;
-  atomic_store(&p->next, 0);
-  p->active = p->nthreads - 1;
-  p->generation++;
-  pthread_cond_broadcast(&p->work);
+  atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->active, p->nthreads - 1, memory_order_relaxed);
+  /* publishes the fields above; a worker that went to sleep before this store is
+   * woken below, one that checks after it sees the new generation */
+  atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+  pthread_mutex_lock(&p->lock);
+  if (p->sleepers) pthread_cond_broadcast(&p->work);
   pthread_mutex_unlock(&p->lock);
   run_tasks(p);
+  if (poll_until(p, all_done, p, 0)) return;
   pthread_mutex_lock(&p->lock);
-  while (p->active > 0) pthread_cond_wait(&p->done, &p->lock);
+  p->caller_sleeps = 1;
+  while (!all_done(p, 0)) pthread_cond_wait(&p->done, &p->lock);
+  p->caller_sleeps = 0;
   pthread_mutex_unlock(&p->lock);
 }

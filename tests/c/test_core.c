@@ -1,7 +1,9 @@
 /* test_core.c -- allocator, RNG, thread pool, tensors and autograd from C. */
 /* See LICENSE */
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "dl_test.h"
 #include "ops.h"
@@ -49,16 +51,51 @@ static void pool_task(void *arg, int i) {
   p->sum[i] = s;
 }
 
-static void test_pool(void) {
-  dl_pool *p = dl_pool_new(3);
-  DL_CHECK(dl_pool_threads(p) == 3);
+/* every task of every run exactly once, whether the workers poll or sleep between
+ * runs and whether the caller polls or sleeps waiting for them */
+typedef struct { atomic_int hits[8]; int sleep_us; } count_arg;
+static void count_task(void *arg, int i) {
+  count_arg *c = arg;
+  if (c->sleep_us) {
+    struct timespec ts = {0, (long)c->sleep_us * 1000};
+    nanosleep(&ts, NULL);
+  }
+  atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void pool_rounds(const char *spin_us, int threads) {
+  setenv("DLUA_POOL_SPIN_US", spin_us, 1);
+  dl_pool *p = dl_pool_new(threads);
+  unsetenv("DLUA_POOL_SPIN_US");
+  DL_CHECK(dl_pool_threads(p) == threads);
   for (int round = 0; round < 50; round++) {
     pool_arg a;
     memset(&a, 0, sizeof a);
     dl_pool_run(p, 16, pool_task, &a);
     for (int i = 0; i < 16; i++) DL_CHECK(a.sum[i] == (int64_t)4999950000 * (i + 1));
   }
+  /* back-to-back tiny runs (workers caught polling), runs after a pause longer than
+   * the poll (workers asleep), and tasks longer than the poll (the caller asleep) */
+  for (int round = 0; round < 3000; round++) {
+    count_arg c = {.sleep_us = round % 500 == 7 ? 2000 : 0};
+    for (int i = 0; i < 8; i++) atomic_init(&c.hits[i], 0);
+    if (round % 1000 == 3) {
+      struct timespec ts = {0, 2000000};
+      nanosleep(&ts, NULL);
+    }
+    int n = 2 + round % 7;
+    dl_pool_run(p, n, count_task, &c);
+    for (int i = 0; i < 8; i++) DL_CHECK(atomic_load(&c.hits[i]) == (i < n));
+  }
   dl_pool_free(p);
+}
+
+static void test_pool(void) {
+  /* 2 threads poll on any machine with 2 cores; more threads than cores never poll */
+  pool_rounds("50", 2);        /* the default */
+  pool_rounds("0", 3);         /* never polls: every wait sleeps */
+  pool_rounds("1000000", 2);   /* polls for up to a second: no wait sleeps */
+  pool_rounds("junk", 3);      /* malformed: the default */
 }
 
 static void test_tensor_autograd(void) {

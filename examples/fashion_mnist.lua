@@ -23,11 +23,14 @@ return dl.experiment{
     -- docs/tuning-fashion-mnist.md): batch 128 from the batch-size sweep, lr / weight_decay /
     -- label_smoothing / dropout from the Bayesian round's best trial (rounded to two digits),
     -- flip = 0 from the exploration round, 11000 steps from the 10-minute budget of the
-    -- Winograd engine (round 3, examples/fashion_mnist_tune_budget.lua)
+    -- Winograd engine (round 3, examples/fashion_mnist_tune_budget.lua), the checkpoint ranked by
+    -- an average of the weights (ema, section 7 of the tuning log: the pick is less noisy)
     lr = 0.26, momentum = 0.9, weight_decay = 1.6e-4, batch_size = 128, steps = 11000, warmup = 100,
     virtual_batch = 64, width = 256, label_smoothing = 0.07, eval_every = 1000, workers = 2,
     optimizer = "nesterov", clip = 0.0, test_eval = true,
     channels = 32, dropout = 0.13, flip = 0.0, crop = 0,
+    ema = 0.999,    -- > 0: also evaluate an exponential moving average of the weights (this decay) and rank by it;
+                    -- 0: the raw weights only (section 7 of docs/tuning-fashion-mnist.md)
   },
   build = function(hp)
     local fm = data.fashion_mnist()
@@ -63,7 +66,8 @@ return dl.experiment{
       eval = {every = hp.eval_every, batch_size = 100, metrics = {"loss", "accuracy", "per_class"},
               -- studies select on validation only (test_eval = false); the test set is for the end
               sets = {valid = valid:map(table.unpack(prep)), test = hp.test_eval and fm.test:map(table.unpack(prep)) or nil}},
-      checkpoint = {keep_best = 2, metric = "valid/accuracy", mode = "max"},
+      ema = hp.ema > 0 and {decay = hp.ema} or nil,
+      checkpoint = {keep_best = 2, metric = hp.ema > 0 and "ema/valid/accuracy" or "valid/accuracy", mode = "max"},
     }
   end,
 }

@@ -11,7 +11,8 @@
  * between runs the workers, and the caller waiting for them, first poll for a
  * short while (DLUA_POOL_SPIN_US, default 50 microseconds; 0 never polls) and
  * only then sleep on a condition variable. The poll is bounded: a worker idle
- * for longer sleeps and leaves its core to the input pipeline or other jobs.
+ * for longer sleeps and leaves its core to the input pipeline or other jobs,
+ * and it shrinks while polls keep timing out (poll_until).
  * A pool with more threads than the machine has cores never polls (as OpenMP
  * runtimes throttle theirs): a polling thread would hold the core that the
  * thread it waits for needs.
@@ -38,7 +39,8 @@ struct dl_pool {
   int stop;                     /* under lock */
   int sleepers;                 /* workers in pthread_cond_wait (under lock) */
   int caller_sleeps;            /* the caller is in pthread_cond_wait (under lock) */
-  int64_t spin_ns;              /* how long to poll before sleeping */
+  int64_t spin_ns;              /* the longest poll before sleeping */
+  int64_t caller_budget;        /* the caller's current poll (poll_until) */
   void (*fn)(void *, int);
   void *arg;
   int n;
@@ -52,17 +54,27 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* polls until done(p, v) or spin_ns have passed; returns whether done */
-static int poll_until(const dl_pool *p, int (*done)(dl_pool *, uint64_t), dl_pool *q, uint64_t v) {
-  if (p->spin_ns <= 0) return done(q, v);
+#define SPIN_FLOOR_NS 2000
+
+/* polls until done(p, v) or *budget ns have passed; returns whether done. The budget
+ * adapts: a poll that succeeds doubles it (up to spin_ns), one that times out halves it
+ * (down to 2 us). On a machine whose cores other jobs keep busy, the thread waited for is
+ * often not running, polls time out and the waiter soon sleeps at once, as without polling */
+static int poll_until(dl_pool *p, int64_t *budget, int (*done)(dl_pool *, uint64_t), uint64_t v) {
+  if (p->spin_ns <= 0) return done(p, v);
   int64_t t0 = now_ns();
   for (;;) {
     for (int i = 0; i < 32; i++) {
-      if (done(q, v)) return 1;
+      if (done(p, v)) {
+        *budget = *budget * 2 < p->spin_ns ? *budget * 2 : p->spin_ns;
+        return 1;
+      }
       cpu_relax();
     }
-    if (now_ns() - t0 > p->spin_ns) return done(q, v);
+    if (now_ns() - t0 > *budget) break;
   }
+  *budget = *budget / 2 > SPIN_FLOOR_NS ? *budget / 2 : SPIN_FLOOR_NS;
+  return done(p, v);
 }
 
 static int new_run(dl_pool *p, uint64_t seen) {
@@ -85,9 +97,10 @@ static void run_tasks(dl_pool *p) {
 static void *worker(void *arg) {
   dl_pool *p = arg;
   uint64_t seen = 0;
+  int64_t budget = p->spin_ns;
   dl_fp_enter();
   for (;;) {
-    if (!poll_until(p, new_run, p, seen)) {
+    if (!poll_until(p, &budget, new_run, seen)) {
       pthread_mutex_lock(&p->lock);
       p->sleepers++;
       while (!p->stop && !new_run(p, seen)) pthread_cond_wait(&p->work, &p->lock);
@@ -126,6 +139,7 @@ dl_pool *dl_pool_new(int threads) {
   if (s && (*s == '\0' || *end != '\0' || us < 0 || us > 1000000)) us = 50;   /* malformed: the default */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   p->spin_ns = cores > 0 && threads > cores ? 0 : (int64_t)us * 1000;
+  p->caller_budget = p->spin_ns;
   p->nthreads = 1;
   for (int i = 0; i < threads - 1; i++) {
     if (pthread_create(&p->tid[i], NULL, worker, p) != 0) break;
@@ -168,7 +182,7 @@ void dl_pool_run(dl_pool *p, int n, void (*fn)(void *, int), void *arg) {
   if (p->sleepers) pthread_cond_broadcast(&p->work);
   pthread_mutex_unlock(&p->lock);
   run_tasks(p);
-  if (poll_until(p, all_done, p, 0)) return;
+  if (poll_until(p, &p->caller_budget, all_done, 0)) return;
   pthread_mutex_lock(&p->lock);
   p->caller_sleeps = 1;
   while (!all_done(p, 0)) pthread_cond_wait(&p->done, &p->lock);

@@ -6,7 +6,7 @@
  * fixed chunks computes the same result whatever the scheduling. Not
  * reentrant: one run at a time per pool (the core calls it from one thread).
  *
- * A training step is hundreds of runs separated by microseconds of serial work.
+ * A training step is tens of runs separated by microseconds of serial work.
  * Waking a sleeping thread costs tens of microseconds on a virtual machine, so
  * between runs the workers, and the caller waiting for them, first poll for a
  * short while (DLUA_POOL_SPIN_US, default 50 microseconds; 0 never polls) and
@@ -73,7 +73,8 @@ static int poll_until(dl_pool *p, int64_t *budget, int (*done)(dl_pool *, uint64
     }
     if (now_ns() - t0 > *budget) break;
   }
-  *budget = *budget / 2 > SPIN_FLOOR_NS ? *budget / 2 : SPIN_FLOOR_NS;
+  int64_t floor = p->spin_ns < SPIN_FLOOR_NS ? p->spin_ns : SPIN_FLOOR_NS;
+  *budget = *budget / 2 > floor ? *budget / 2 : floor;
   return done(p, v);
 }
 

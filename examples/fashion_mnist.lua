@@ -29,7 +29,7 @@ return dl.experiment{
     virtual_batch = 64, width = 256, label_smoothing = 0.07, eval_every = 1000, workers = 2,
     optimizer = "nesterov", clip = 0.0, test_eval = true,
     channels = 32, dropout = 0.13, flip = 0.0, crop = 0,
-    ema = 0.999,    -- > 0: also evaluate an exponential moving average of the weights (this decay) and rank by it;
+    ema = 0.999,    -- in (0, 1): also evaluate an exponential moving average of the weights (this decay) and rank by it;
                     -- 0: the raw weights only (section 7 of docs/tuning-fashion-mnist.md)
   },
   build = function(hp)
@@ -66,8 +66,8 @@ return dl.experiment{
       eval = {every = hp.eval_every, batch_size = 100, metrics = {"loss", "accuracy", "per_class"},
               -- studies select on validation only (test_eval = false); the test set is for the end
               sets = {valid = valid:map(table.unpack(prep)), test = hp.test_eval and fm.test:map(table.unpack(prep)) or nil}},
-      ema = hp.ema > 0 and {decay = hp.ema} or nil,
-      checkpoint = {keep_best = 2, metric = hp.ema > 0 and "ema/valid/accuracy" or "valid/accuracy", mode = "max"},
+      ema = hp.ema ~= 0 and {decay = hp.ema} or nil,          -- dl.train rejects a decay outside [0, 1)
+      checkpoint = {keep_best = 2, metric = hp.ema ~= 0 and "ema/valid/accuracy" or "valid/accuracy", mode = "max"},
     }
   end,
 }

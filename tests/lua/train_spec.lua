@@ -258,6 +258,11 @@ describe("dl.train", function()
     assert.error_matches(function()
       dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, checkpoint = {keep_best = 2}}
     end, "keep_best needs checkpoint.metric")
+    for _, d in ipairs({1, 1.5, -0.1, 0 / 0}) do
+      assert.error_matches(function()
+        dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, ema = {decay = d}}
+      end, "dl.train: ema.decay must be in %[0, 1%) %(0.999: about the last 1000 steps%), got " .. tostring(d):gsub("%-", "%%-"))
+    end
   end)
 
   it("writes hparams.json, metrics.jsonl and a tracking row", function()

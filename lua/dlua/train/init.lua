@@ -69,6 +69,10 @@ function M.config_problem(c)
   if c.eval and c.eval.every and (math.type(c.eval.every) ~= "integer" or c.eval.every < 1) then
     return "dl.train: eval.every must be a positive integer number of steps, got " .. tostring(c.eval.every)
   end
+  local d = c.ema and c.ema.decay
+  if d ~= nil and not (d >= 0 and d < 1) then
+    return "dl.train: ema.decay must be in [0, 1) (0.999: about the last 1000 steps), got " .. tostring(d)
+  end
   local ck = c.checkpoint or {}
   if ck.keep_latest ~= nil and (math.type(ck.keep_latest) ~= "integer" or ck.keep_latest < 1) then
     return "dl.train: checkpoint.keep_latest must be >= 1 (the resume point is never deleted), got " ..

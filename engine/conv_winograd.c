@@ -4,12 +4,14 @@
  * zero-padded input, a = m + r - 1:
  *     Y = A^T [ (G w G^T) (.) (B^T d B) ] A
  * Summed over the input channels, the elementwise product is a*a independent products
- * M_xi [T, O] = V_xi [T, C] U_xi [C, O] over T tiles, one sgemm each. F(2x2, 5x5) does 36
- * multiplies for 4 outputs where the direct form does 100 (2.8x fewer); F(4x4, 3x3) does 36
- * for 16 outputs where it does 144 (4x); F(2x2, 3x3), used on small outputs, 16 for 36.
- * The matrices come from the Toom-Cook construction on the points 0, 1, -1, 2, -2 and
- * infinity, computed in double here: G and A evaluate polynomials at the points, B is the
- * inverse of the a x a evaluation (interpolation) matrix.
+ * M_xi [T, O] = V_xi [T, C] U_xi [C, O] over T tiles, one sgemm each. F(4x4, 5x5) does 64
+ * multiplies for 16 outputs where the direct form does 400 (6.25x fewer); F(4x4, 3x3) does
+ * 36 for 16 where it does 144 (4x). Outputs under 8 wide take F(2x2, 5x5) (36 for 4) and
+ * F(2x2, 3x3) (16 for 4). The matrices come from the Toom-Cook construction on the points 0,
+ * 1, -1, 2, -2, 1/2, -1/2 (the first a - 1 of them) and infinity, computed in double here:
+ * G and A evaluate polynomials at the points, B is the inverse of the a x a evaluation
+ * (interpolation) matrix. The 8-point transforms are the ones NNPACK runs in float32 for
+ * F(6x6, 3x3); their rounding stays at a few 1e-6 of the terms' size (conv_winograd_spec).
  *
  * The backward is the exact adjoint of that computation, so its gradients are the forward's
  * finite differences: dM = A dY A^T per tile, then dU_xi = V_xi^T dM_xi (the weight gradient
@@ -34,10 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WA 6                      /* the largest tile a */
+#define WA 8                      /* the largest tile a */
 #define LANES 16
 #define MAX_EXAMPLE_FLOATS ((int64_t)64 << 20)
-#define BLOCK_TILES 128           /* tiles per block of examples: V and M stay a few MB */
 
 static int wino_off;
 static pthread_once_t wino_once = PTHREAD_ONCE_INIT;
@@ -63,8 +64,8 @@ int dl_wino_fits(const dl_wino_geom *g) {
 
 #if DL_AVX512_BUILD
 
-/* the output tile: F(2x2, 5x5); F(4x4, 3x3) unless the output is small, then F(2x2, 3x3) */
-static int tile_m(const dl_wino_geom *g) { return g->k == 5 || g->Ho < 8 || g->Wo < 8 ? 2 : 4; }
+/* the output tile: F(4x4, 3x3) and F(4x4, 5x5); F(2x2, r x r) when the output is small */
+static int tile_m(const dl_wino_geom *g) { return g->Ho < 8 || g->Wo < 8 ? 2 : 4; }
 
 /* ------------------------------------------------------------ the matrices */
 
@@ -76,7 +77,7 @@ typedef struct {
 } mats;
 
 static void evaluation(int rows, int n, double *E) {
-  static const double pts[WA - 1] = {0, 1, -1, 2, -2};
+  static const double pts[WA - 1] = {0, 1, -1, 2, -2, 0.5, -0.5};
   for (int p = 0; p < rows; p++) {
     double v = 1;
     for (int i = 0; i < n; i++) {
@@ -124,51 +125,126 @@ static void make_mats(int m, int r, mats *t) {
 #define TARGET DL_AVX512_TARGET
 #define INLINE DL_AVX512_INLINE
 
-/* out [p, u] = L [p, q] in [q, s] R [s, u] on 16-lane vectors, L and R given with strides:
- * L[i][x] = L[i * li + x * lx], R[y][j] = R[y * ri + j * rj], so one matrix serves as
- * itself and as its transpose. Each sum runs in index order, the first term a product. */
-TARGET INLINE void sandwich(int p, int q, int s, int u, const float *L, int li, int lx, const __m512 *in,
-                            const float *R, int ri, int rj, __m512 *out) {
-  __m512 tmp[WA * WA];
-  for (int x = 0; x < q; x++)
-    for (int j = 0; j < u; j++) {
-      __m512 acc = _mm512_mul_ps(in[x * s], _mm512_set1_ps(R[j * rj]));
-      for (int y = 1; y < s; y++) acc = _mm512_fmadd_ps(in[x * s + y], _mm512_set1_ps(R[y * ri + j * rj]), acc);
-      tmp[x * u + j] = acc;
-    }
-  for (int i = 0; i < p; i++)
-    for (int j = 0; j < u; j++) {
-      __m512 acc = _mm512_mul_ps(tmp[j], _mm512_set1_ps(L[i * li]));
-      for (int x = 1; x < q; x++) acc = _mm512_fmadd_ps(tmp[x * u + j], _mm512_set1_ps(L[i * li + x * lx]), acc);
-      out[i * u + j] = acc;
-    }
+/* The points come as 0, then pairs +p, -p, then infinity, and the matrices inherit that:
+ *  - a row of G or A at -p is the row at +p with its odd columns negated (it evaluates
+ *    the same powers at -p); the rows at 0 and infinity are e_0 and e_last;
+ *  - B = E^-1 has the same symmetry in its columns, B[x][-p] = (-1)^x B[x][+p], because
+ *    E J = P E (J negates odd powers, P swaps each pair of points); its column at 0 is
+ *    zero on odd x and on the last row, its column at infinity zero on even x, its pair
+ *    columns zero on the first and last rows, and its first and last rows are e_0, e_last.
+ * So each 1-D map needs about half the products of a dense one: where +p and -p are outputs
+ * (G, A, B^T), the even and odd halves of the sum give both as e + o and e - o; where they
+ * are inputs (A^T, G^T, B), their sum and difference feed every output. A 2-D transform
+ * L X R applies one such 1-D map to the rows of X, then to the columns of the result. Each
+ * sum runs in a fixed order, the first term a product, so results do not depend on anything
+ * but the shapes. Vectors are indexed with strides: v[i * s]. */
+#define V1(x) _mm512_set1_ps(x)
+
+/* out[k] = sum_x T[k][x] in[x], T [a, n] row-major with rows at the points (G, A) */
+TARGET INLINE void eval_out(int a, int n, const float *T, const __m512 *in, int is, __m512 *out, int os) {
+  out[0] = in[0];
+  for (int k = 1; k < a - 1; k += 2) {
+    __m512 e = in[0], o = _mm512_mul_ps(in[is], V1(T[k * n + 1]));
+    for (int x = 2; x < n; x += 2) e = _mm512_fmadd_ps(in[x * is], V1(T[k * n + x]), e);
+    for (int x = 3; x < n; x += 2) o = _mm512_fmadd_ps(in[x * is], V1(T[k * n + x]), o);
+    out[k * os] = _mm512_add_ps(e, o);
+    out[(k + 1) * os] = _mm512_sub_ps(e, o);
+  }
+  out[(a - 1) * os] = in[(n - 1) * is];
 }
 
-/* The five transforms, each spelled out per tile size so its loops have constant bounds
- * and unroll. V = B^T d B; Y = A^T M A; dM = A dY A^T; dd = B dV B^T; U = G w G^T and
- * dw = G^T dU G (matrices row-major: A [a, m], G [a, r], B [a, a]). */
-#define SHAPES(X) X(4, 2, 3) X(6, 4, 3) X(6, 2, 5)
+/* out[i] = sum_p T[p][i] in[p] for i < n: the transpose of eval_out's map (A^T, G^T) */
+TARGET INLINE void eval_in(int a, int n, const float *T, const __m512 *in, int is, __m512 *out, int os) {
+  __m512 s[WA / 2], d[WA / 2];
+  for (int k = 1; k < a - 1; k += 2) {
+    s[k / 2] = _mm512_add_ps(in[k * is], in[(k + 1) * is]);
+    d[k / 2] = _mm512_sub_ps(in[k * is], in[(k + 1) * is]);
+  }
+  __m512 acc = in[0];                               /* T[p][0] = 1 at every finite point */
+  for (int k = 1; k < a - 1; k += 2) acc = _mm512_add_ps(acc, s[k / 2]);
+  out[0] = acc;
+  for (int i = 1; i < n; i++) {
+    const __m512 *h = i % 2 ? d : s;
+    acc = _mm512_mul_ps(h[0], V1(T[n + i]));
+    for (int k = 3; k < a - 1; k += 2) acc = _mm512_fmadd_ps(h[k / 2], V1(T[k * n + i]), acc);
+    if (i == n - 1) acc = _mm512_add_ps(acc, in[(a - 1) * is]);
+    out[i * os] = acc;
+  }
+}
+
+/* out[k] = sum_x B[x][k] in[x]: B^T, B [a, a] row-major */
+TARGET INLINE void interp_out(int a, const float *B, const __m512 *in, int is, __m512 *out, int os) {
+  __m512 acc = in[0];                               /* B[0][0] = 1 */
+  for (int x = 2; x < a - 1; x += 2) acc = _mm512_fmadd_ps(in[x * is], V1(B[x * a]), acc);
+  out[0] = acc;
+  for (int k = 1; k < a - 1; k += 2) {
+    __m512 e = _mm512_mul_ps(in[2 * is], V1(B[2 * a + k])), o = _mm512_mul_ps(in[is], V1(B[a + k]));
+    for (int x = 4; x < a - 1; x += 2) e = _mm512_fmadd_ps(in[x * is], V1(B[x * a + k]), e);
+    for (int x = 3; x < a - 1; x += 2) o = _mm512_fmadd_ps(in[x * is], V1(B[x * a + k]), o);
+    out[k * os] = _mm512_add_ps(e, o);
+    out[(k + 1) * os] = _mm512_sub_ps(e, o);
+  }
+  acc = _mm512_mul_ps(in[is], V1(B[a + a - 1]));
+  for (int x = 3; x < a - 1; x += 2) acc = _mm512_fmadd_ps(in[x * is], V1(B[x * a + a - 1]), acc);
+  out[(a - 1) * os] = _mm512_add_ps(acc, in[(a - 1) * is]);   /* B[a-1][a-1] = 1 */
+}
+
+/* out[x] = sum_k B[x][k] in[k]: B itself */
+TARGET INLINE void interp_in(int a, const float *B, const __m512 *in, int is, __m512 *out, int os) {
+  __m512 s[WA / 2], d[WA / 2];
+  for (int k = 1; k < a - 1; k += 2) {
+    s[k / 2] = _mm512_add_ps(in[k * is], in[(k + 1) * is]);
+    d[k / 2] = _mm512_sub_ps(in[k * is], in[(k + 1) * is]);
+  }
+  out[0] = in[0];
+  for (int x = 1; x < a - 1; x++) {
+    const __m512 *h = x % 2 ? d : s;
+    __m512 acc = _mm512_mul_ps(h[0], V1(B[x * a + 1]));
+    for (int k = 3; k < a - 1; k += 2) acc = _mm512_fmadd_ps(h[k / 2], V1(B[x * a + k]), acc);
+    acc = _mm512_fmadd_ps(x % 2 ? in[(a - 1) * is] : in[0], V1(B[x * a + (x % 2 ? a - 1 : 0)]), acc);
+    out[x * os] = acc;
+  }
+  out[(a - 1) * os] = in[(a - 1) * is];
+}
+
+/* The six transforms, each spelled out per tile size so its loops have constant bounds and
+ * unroll: V = B^T d B; Y = A^T M A; dM = A dY A^T; dd = B dV B^T; U = G w G^T and
+ * dw = G^T dU G (row-major: A [a, m], G [a, r], B [a, a]). Rows first, then columns. */
+#define SHAPES(X) X(4, 2, 3) X(6, 4, 3) X(6, 2, 5) X(8, 4, 5)
 
 #define TRANSFORMS(a, m, r)                                                                                     \
   TARGET static void in_##a##m##r(const mats *t, const __m512 *d, __m512 *v) {                                   \
-    sandwich(a, a, a, a, t->B, 1, a, d, t->B, a, 1, v);                                                          \
+    __m512 h[a * a];                                                                                             \
+    for (int y = 0; y < a; y++) interp_out(a, t->B, d + y * a, 1, h + y * a, 1);                                 \
+    for (int x = 0; x < a; x++) interp_out(a, t->B, h + x, a, v + x, a);                                         \
   }                                                                                                              \
   TARGET static void out_##a##m##r(const mats *t, const __m512 *mm, __m512 *y) {                                 \
-    sandwich(m, a, a, m, t->A, 1, m, mm, t->A, m, 1, y);                                                         \
+    __m512 h[a * m];                                                                                             \
+    for (int p = 0; p < a; p++) eval_in(a, m, t->A, mm + p * a, 1, h + p * m, 1);                                \
+    for (int j = 0; j < m; j++) eval_in(a, m, t->A, h + j, m, y + j, m);                                         \
   }                                                                                                              \
   TARGET static void dout_##a##m##r(const mats *t, const __m512 *dy, __m512 *dm) {                               \
-    sandwich(a, m, m, a, t->A, m, 1, dy, t->A, 1, m, dm);                                                        \
+    __m512 h[m * a];                                                                                             \
+    for (int i = 0; i < m; i++) eval_out(a, m, t->A, dy + i * m, 1, h + i * a, 1);                               \
+    for (int p = 0; p < a; p++) eval_out(a, m, t->A, h + p, a, dm + p, a);                                       \
   }                                                                                                              \
   TARGET static void din_##a##m##r(const mats *t, const __m512 *dv, __m512 *dd) {                                \
-    sandwich(a, a, a, a, t->B, a, 1, dv, t->B, 1, a, dd);                                                        \
+    __m512 h[a * a];                                                                                             \
+    for (int y = 0; y < a; y++) interp_in(a, t->B, dv + y * a, 1, h + y * a, 1);                                 \
+    for (int x = 0; x < a; x++) interp_in(a, t->B, h + x, a, dd + x, a);                                         \
   }                                                                                                              \
   TARGET static void ker_##a##m##r(const mats *t, const __m512 *w, __m512 *u) {                                  \
-    sandwich(a, r, r, a, t->G, r, 1, w, t->G, 1, r, u);                                                          \
+    __m512 h[r * a];                                                                                             \
+    for (int i = 0; i < r; i++) eval_out(a, r, t->G, w + i * r, 1, h + i * a, 1);                                \
+    for (int p = 0; p < a; p++) eval_out(a, r, t->G, h + p, a, u + p, a);                                        \
   }                                                                                                              \
   TARGET static void dker_##a##m##r(const mats *t, const __m512 *du, __m512 *dw) {                               \
-    sandwich(r, a, a, r, t->G, 1, r, du, t->G, r, 1, dw);                                                        \
+    __m512 h[a * r];                                                                                             \
+    for (int p = 0; p < a; p++) eval_in(a, r, t->G, du + p * a, 1, h + p * r, 1);                                \
+    for (int j = 0; j < r; j++) eval_in(a, r, t->G, h + j, r, dw + j, r);                                        \
   }
 SHAPES(TRANSFORMS)
+#undef V1
 
 typedef void (*xform)(const mats *, const __m512 *, __m512 *);
 typedef struct {
@@ -187,8 +263,8 @@ static xforms pick(const mats *t) {
 
 /* ------------------------------------------------------------ the job */
 
-/* Examples are cut into nb blocks of about BLOCK_TILES tiles, whose V and M stay in the
- * task's cache, and the blocks into nch chunks; a task runs a whole chunk (forward: a whole
+/* Examples are cut into nb blocks of about BLOCK_TILES tiles (fewer for 8x8 tiles), whose V
+ * and M stay in the task's cache, and the blocks into nch chunks; a task runs a whole chunk (forward: a whole
  * block) alone: transforms, products, transforms back. The weight gradient's products
  * accumulate per chunk in block order, and the chunk sums are added in chunk order, so the
  * work split depends on the shapes only. */
@@ -469,7 +545,9 @@ static void setup(dl_ctx *ctx, const dl_wino_geom *g, wjob *j) {
   j->nch = CHUNKS;
   while (j->nch > 2 && (j->nch * part > PART_FLOATS || j->nch > g->N)) j->nch /= 2;
   if (j->nch > g->N) j->nch = g->N;
-  int64_t per = (g->N * j->pt + BLOCK_TILES * j->nch - 1) / (BLOCK_TILES * j->nch);
+  /* 8x8 tiles: fewer per block, so that V and M hold as many floats as with 6x6 ones */
+  const int64_t bt = aa > 36 ? BLOCK_TILES * 36 / aa : BLOCK_TILES;
+  int64_t per = (g->N * j->pt + bt * j->nch - 1) / (bt * j->nch);
   j->nb = j->nch * per < g->N ? j->nch * per : g->N;
   j->emax = j->nb > 0 ? (g->N + j->nb - 1) / j->nb : 0;
   j->task_floats = aa * j->emax * j->pt * (g->C + g->O) + j->Hq * j->Wq * LANES;

@@ -7,9 +7,11 @@ local H = dofile("tests/lua/helpers.lua")
 
 local avx512 = (H.slurp("/proc/cpuinfo") or ""):find("avx512f") ~= nil
 
--- each tile shape: F(2x2, 5x5); F(4x4, 3x3) (outputs of 8 and more); F(2x2, 3x3) (smaller);
--- odd sizes leave partial tiles at the bottom and right
+-- each tile shape: F(4x4, 5x5) and F(4x4, 3x3) (outputs of 8 and more); F(2x2, 5x5) and
+-- F(2x2, 3x3) (smaller); odd sizes leave partial tiles at the bottom and right
 local shapes = {
+  {"F(4x4, 5x5), padding 2, 9x11 output", {2, 16, 9, 11}, {32, 16, 5, 5}, {2, 2}},
+  {"F(4x4, 5x5), no padding, 8x10 output", {1, 32, 12, 14}, {16, 32, 5, 5}, {0, 0}},
   {"F(2x2, 5x5), padding 2, odd width", {2, 16, 6, 7}, {16, 16, 5, 5}, {2, 2}},
   {"F(2x2, 5x5), no padding", {1, 32, 9, 10}, {16, 32, 5, 5}, {0, 0}},
   {"F(4x4, 3x3), padding 1, 9x8 output", {2, 16, 9, 8}, {16, 16, 3, 3}, {1, 1}},
@@ -30,7 +32,7 @@ describe("dlua conv2d by Winograd's minimal filtering", function()
   end
 
   for i, c in ipairs(shapes) do
-    if i == 1 or i == 3 or i == 5 then
+    if i == 1 or i == 3 or i == 5 or i == 7 then
       -- conv2d is linear in each input, so a central difference with a large step has no
       -- truncation error, and the step keeps the outputs' float32 rounding out of the quotient
       it("gradchecks: " .. c[1], function()

@@ -263,12 +263,14 @@ static xforms pick(const mats *t) {
 
 /* ------------------------------------------------------------ the job */
 
-/* Examples are cut into nb blocks of about BLOCK_TILES tiles (fewer for 8x8 tiles), whose V
- * and M stay in the task's cache, and the blocks into nch chunks; a task runs a whole chunk (forward: a whole
- * block) alone: transforms, products, transforms back. The weight gradient's products
- * accumulate per chunk in block order, and the chunk sums are added in chunk order, so the
- * work split depends on the shapes only. */
+/* Examples are cut into nb blocks of about BLOCK_TILES tiles of at most 6x6 (fewer of 8x8,
+ * so that a block holds the same floats), whose V and M stay in the task's L2, and the blocks
+ * into nch chunks; a task runs a whole chunk (forward: a whole block) alone: transforms,
+ * products, transforms back. The weight gradient's products accumulate per chunk in block
+ * order, and the chunk sums are added in chunk order, so the work split depends on the shapes
+ * only. */
 #define BLOCK_TILES 128
+#define BLOCK_XI (BLOCK_TILES * 36)   /* tiles x tile elements of a block */
 #define CHUNKS 16
 #define PART_FLOATS ((int64_t)8 << 20)    /* bound on the chunk sums, unless 2 chunks exceed it */
 _Static_assert((CHUNKS & (CHUNKS - 1)) == 0, "CHUNKS is a power of two");
@@ -545,8 +547,7 @@ static void setup(dl_ctx *ctx, const dl_wino_geom *g, wjob *j) {
   j->nch = CHUNKS;
   while (j->nch > 2 && (j->nch * part > PART_FLOATS || j->nch > g->N)) j->nch /= 2;
   if (j->nch > g->N) j->nch = g->N;
-  /* 8x8 tiles: fewer per block, so that V and M hold as many floats as with 6x6 ones */
-  const int64_t bt = aa > 36 ? BLOCK_TILES * 36 / aa : BLOCK_TILES;
+  const int64_t bt = aa > 36 ? BLOCK_XI / aa : BLOCK_TILES;
   int64_t per = (g->N * j->pt + bt * j->nch - 1) / (bt * j->nch);
   j->nb = j->nch * per < g->N ? j->nch * per : g->N;
   j->emax = j->nb > 0 ? (g->N + j->nb - 1) / j->nb : 0;

@@ -26,6 +26,7 @@ typedef struct {
   const void *A, *B;
   void *C;
   int64_t lda, ldb, ldc;
+  const void *bias;         /* [N] written into each row of C's block first (beta is then 1), or NULL */
   int split_rows;           /* 1: blocks of rows of C, 0: blocks of columns */
   int64_t chunk;            /* rows or columns per task */
 } gemm_job;
@@ -36,6 +37,9 @@ static void gemm_block(const gemm_job *j, int64_t m0, int64_t m, int64_t n0, int
   const char *a = (const char *)j->A + (size_t)(j->ta ? m0 : m0 * j->lda) * es;
   const char *b = (const char *)j->B + (size_t)(j->tb ? n0 * j->ldb : n0) * es;
   char *c = (char *)j->C + (size_t)(m0 * j->ldc + n0) * es;
+  if (j->bias)                 /* while this block of C is about to be read anyway */
+    for (int64_t r = 0; r < m; r++)
+      memcpy(c + (size_t)(r * j->ldc) * es, (const char *)j->bias + (size_t)n0 * es, (size_t)n * es);
   CBLAS_TRANSPOSE ta = j->ta ? CblasTrans : CblasNoTrans, tb = j->tb ? CblasTrans : CblasNoTrans;
   if (j->d == DL_F32)
     cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)j->K, (float)j->alpha, (const float *)a, (int)j->lda,
@@ -57,20 +61,20 @@ static void gemm_task(void *arg, int i) {
 /* below this many multiply-adds one thread is faster than waking the pool */
 #define GEMM_SPLIT_MIN (1 << 20)
 
-void dl_gemm(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha,
-             const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
+static void gemm_run(dl_ctx *ctx, gemm_job j) {
+  int64_t M = j.M, N = j.N, K = j.K;
   if (M == 0 || N == 0) return;
-  size_t es = dl_dtype_size(d);
-  if (K == 0) {                                  /* C = beta C */
+  size_t es = dl_dtype_size(j.d);
+  if (K == 0) {                                  /* C = beta C, or the bias */
     for (int64_t i = 0; i < M; i++) {
-      char *row = (char *)C + (size_t)(i * ldc) * es;
-      if (beta == 0) memset(row, 0, (size_t)N * es);
-      else if (d == DL_F32) for (int64_t k = 0; k < N; k++) ((float *)row)[k] *= (float)beta;
-      else for (int64_t k = 0; k < N; k++) ((double *)row)[k] *= beta;
+      char *row = (char *)j.C + (size_t)(i * j.ldc) * es;
+      if (j.bias) memcpy(row, j.bias, (size_t)N * es);
+      else if (j.beta == 0) memset(row, 0, (size_t)N * es);
+      else if (j.d == DL_F32) for (int64_t k = 0; k < N; k++) ((float *)row)[k] *= (float)j.beta;
+      else for (int64_t k = 0; k < N; k++) ((double *)row)[k] *= j.beta;
     }
     return;
   }
-  gemm_job j = {d, ta, tb, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, M >= N, 0};
   int threads = dl_pool_threads(ctx->pool);
   int64_t len = j.split_rows ? M : N;
   if (threads <= 1 || M * N * K < GEMM_SPLIT_MIN || len < 2 * threads) {
@@ -85,9 +89,19 @@ void dl_gemm(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int6
   dl_pool_run(ctx->pool, tasks, gemm_task, &j);
 }
 
+void dl_gemm(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha,
+             const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
+  gemm_run(ctx, (gemm_job){d, ta, tb, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, NULL, M >= N, 0});
+}
+
+void dl_gemm_bias(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A,
+                  int64_t lda, const void *B, int64_t ldb, const void *bias, void *C, int64_t ldc) {
+  gemm_run(ctx, (gemm_job){d, ta, tb, M, N, K, 1.0, 1.0, A, B, C, lda, ldb, ldc, bias, M >= N, 0});
+}
+
 void dl_sgemm_serial(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  gemm_job j = {DL_F32, ta, tb, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 0};
+  gemm_job j = {DL_F32, ta, tb, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, NULL, 1, 0};
   if (M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < M; i++)

@@ -235,6 +235,10 @@ dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b);
  * when ta/tb), split over ctx's thread pool for large products (gemm.c). */
 void dl_gemm(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha,
              const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc);
+/* C = op(A) op(B) + bias broadcast over C's rows (bias [N], same dtype): each task writes
+ * the bias into its own block of C just before its product adds onto it */
+void dl_gemm_bias(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A,
+                  int64_t lda, const void *B, int64_t ldb, const void *bias, void *C, int64_t ldc);
 /* the same for float32 on the calling thread only: for kernels that already run on the pool */
 void dl_sgemm_serial(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc);

@@ -192,7 +192,7 @@ int dl_bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 
 /* ------------------------------------------------------------ linear
  * y[R, out] = x[R, in] w[out, in]^T + b[out] (R = all leading dims of x):
- * the bias is written first and the product added onto it (beta = 1), and
+ * each task of the product writes the bias into its block of y and adds onto it, and
  * the backward writes gw directly as [out, in] = g^T x, so a Linear layer
  * makes no transposed copies and no separate bias pass. */
 
@@ -220,16 +220,15 @@ dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
   dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
   dl_tensor *out = wc ? dl_tensor_new_empty(ctx, x->dtype, x->ndim, sh) : NULL;
   if (!out) { dl_tensor_release(xc); dl_tensor_release(wc); return NULL; }
-  size_t es = dl_dtype_size(x->dtype);
-  char *op = out->st->data;
-  if (b) {
-    dl_tensor *bc = dl_contiguous(ctx, b);
-    if (!bc) { dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(out); return NULL; }
-    for (int64_t r = 0; r < R; r++) memcpy(op + (size_t)(r * O) * es, dl_data(bc), (size_t)O * es);
-    dl_tensor_release(bc);
-  }
-  dl_gemm(ctx, x->dtype, 0, 1, R, O, I, 1.0, dl_data(xc), I ? I : 1, dl_data(wc), I ? I : 1, b ? 1.0 : 0.0, op,
-          O ? O : 1);
+  dl_tensor *bc = b ? dl_contiguous(ctx, b) : NULL;
+  if (b && !bc) { dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(out); return NULL; }
+  if (bc)
+    dl_gemm_bias(ctx, x->dtype, 0, 1, R, O, I, dl_data(xc), I ? I : 1, dl_data(wc), I ? I : 1, dl_data(bc),
+                 out->st->data, O ? O : 1);
+  else
+    dl_gemm(ctx, x->dtype, 0, 1, R, O, I, 1.0, dl_data(xc), I ? I : 1, dl_data(wc), I ? I : 1, 0.0, out->st->data,
+            O ? O : 1);
+  dl_tensor_release(bc);
   dl_tensor_release(xc);
   dl_tensor_release(wc);
   dl_tensor *in[3] = {x, w, b};

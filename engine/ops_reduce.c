@@ -129,6 +129,28 @@ static int run_reduce(dl_ctx *ctx, red_job *j) {
   return 0;
 }
 
+/* column sums of a contiguous [nrow, cols] float32 block, each column in row order (so the
+ * split into column blocks, one per task, does not change a bit) */
+typedef struct {
+  const float *x;
+  double *s;
+  float *out;
+  int64_t nrow, cols;
+  double scale;
+  int64_t chunk;        /* columns per task */
+} col_job;
+
+static void col_task(void *arg, int t) {
+  const col_job *j = arg;
+  int64_t c0 = (int64_t)t * j->chunk, c1 = c0 + j->chunk < j->cols ? c0 + j->chunk : j->cols;
+  double *s = j->s;
+  for (int64_t i = 0; i < j->nrow; i++) {
+    const float *x = j->x + i * j->cols;
+    for (int64_t c = c0; c < c1; c++) s[c] += (double)x[c];
+  }
+  for (int64_t c = c0; c < c1; c++) j->out[c] = (float)(s[c] * j->scale);
+}
+
 static void out_shape(const dl_tensor *a, unsigned mask, int keepdim, int *nd, int64_t *sh) {
   int k = 0;
   for (int d = 0; d < a->ndim; d++) {
@@ -219,13 +241,15 @@ dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int 
     dl_tensor *acc = dl_tensor_new_zeros(ctx, DL_F64, 1, &cols);
     dl_tensor *out = acc ? dl_tensor_new_empty(ctx, DL_F32, nd, sh) : NULL;
     if (!out) { dl_tensor_release(acc); return NULL; }
-    double *s = acc->st->data;
-    const float *x = dl_data(a);
-    for (int64_t i = 0; i < nrow; i++)
-      for (int64_t j = 0; j < cols; j++) s[j] += (double)x[i * cols + j];
-    float *o = out->st->data;
-    double scale = op == DL_RMEAN ? 1.0 / (double)nrow : 1.0;
-    for (int64_t j = 0; j < cols; j++) o[j] = (float)(s[j] * scale);
+    col_job cj = {dl_data(a), acc->st->data, out->st->data, nrow, cols, op == DL_RMEAN ? 1.0 / (double)nrow : 1.0,
+                  cols};
+    int th = dl_pool_threads(ctx->pool);
+    if (th > 1 && cols >= 32 * th && nrow * cols >= 32768) {
+      cj.chunk = ((cols + th - 1) / th + 15) / 16 * 16;
+      dl_pool_run(ctx->pool, (int)((cols + cj.chunk - 1) / cj.chunk), col_task, &cj);
+    } else {
+      col_task(&cj, 0);
+    }
     dl_tensor_release(acc);
     if (!dl_needs_grad(ctx, 1, &a)) return out;
     return record_reduce(ctx, op, a, mask, nrow, correction, out, NULL);

@@ -9,8 +9,12 @@
  * A training step is tens of runs separated by microseconds of serial work.
  * Waking a sleeping thread costs tens of microseconds on a virtual machine, so
  * between runs the workers, and the caller waiting for them, first poll for a
- * short while (DLUA_POOL_SPIN_US, default 50 microseconds; 0 never polls) and
- * only then sleep on a condition variable. The poll is bounded: a worker idle
+ * while (DLUA_POOL_SPIN_US, default 1000 microseconds; 0 never polls) and only
+ * then sleep on a condition variable. The default is long because the waits
+ * that matter are long: the two halves of a product can end hundreds of
+ * microseconds apart, and one serial stretch per step (the loss, the start of
+ * the backward pass) lasts about 100 us; with a 50 us poll those waits slept,
+ * and the MLP trained 8-12% slower (OpenMP runtimes poll for a similar time). The poll is bounded: a worker idle
  * for longer sleeps and leaves its core to the input pipeline or other jobs,
  * and it shrinks while polls keep timing out (poll_until).
  * A pool with more threads than the machine has cores never polls (as OpenMP
@@ -54,6 +58,7 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+#define SPIN_DEFAULT_US 1000
 #define SPIN_FLOOR_NS 2000
 
 /* polls until done(p, v) or *budget ns have passed; returns whether done. The budget
@@ -136,8 +141,8 @@ dl_pool *dl_pool_new(int threads) {
   atomic_init(&p->active, 0);
   const char *s = getenv("DLUA_POOL_SPIN_US");
   char *end;
-  long us = s ? strtol(s, &end, 10) : 50;
-  if (s && (*s == '\0' || *end != '\0' || us < 0 || us > 1000000)) us = 50;   /* malformed: the default */
+  long us = s ? strtol(s, &end, 10) : SPIN_DEFAULT_US;
+  if (s && (*s == '\0' || *end != '\0' || us < 0 || us > 1000000)) us = SPIN_DEFAULT_US;   /* malformed */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   p->spin_ns = cores > 0 && threads > cores ? 0 : (int64_t)us * 1000;
   p->caller_budget = p->spin_ns;

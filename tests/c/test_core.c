@@ -92,7 +92,8 @@ static void pool_rounds(const char *spin_us, int threads) {
 
 static void test_pool(void) {
   /* 2 threads poll on any machine with 2 cores; more threads than cores never poll */
-  pool_rounds("50", 2);        /* the default */
+  pool_rounds("50", 2);        /* a short poll: waits often sleep */
+  pool_rounds("junk", 2);      /* malformed: the default (1000) */
   pool_rounds("0", 3);         /* never polls: every wait sleeps */
   pool_rounds("1000000", 2);   /* polls for up to a second: no wait sleeps */
   pool_rounds("junk", 3);      /* malformed: the default */

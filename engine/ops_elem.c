@@ -64,7 +64,7 @@ static inline float bin_f(int op, float a, float b) {
  * loop vectorises); 0 when the op has no specialised loop. */
 #define ELEM_LOOP(expr) do { for (int64_t i = 0; i < n; i++) o[i] = (expr); } while (0)
 
-static int unary_fast_f(int op, float *o, const float *a, int64_t n) {
+DL_SIMD_CLONES static int unary_fast_f(int op, float *o, const float *a, int64_t n) {
   switch (op) {
     case DL_NEG: ELEM_LOOP(-a[i]); return 1;
     case DL_RELU: ELEM_LOOP(a[i] > 0 ? a[i] : 0.0f); return 1;
@@ -76,7 +76,7 @@ static int unary_fast_f(int op, float *o, const float *a, int64_t n) {
 }
 
 /* b_step 0: b[i]; 1: b[0] for every i (a broadcast scalar) */
-static int binary_fast_f(int op, float *o, const float *a, const float *b, int b_scalar, int64_t n) {
+DL_SIMD_CLONES static int binary_fast_f(int op, float *o, const float *a, const float *b, int b_scalar, int64_t n) {
   if (b_scalar) {
     const float bv = b[0];
     switch (op) {

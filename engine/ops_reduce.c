@@ -140,15 +140,15 @@ typedef struct {
   int64_t chunk;        /* columns per task */
 } col_job;
 
+DL_SIMD_CLONES static void add_row(double *restrict s, const float *restrict x, int64_t n) {
+  for (int64_t c = 0; c < n; c++) s[c] += (double)x[c];
+}
+
 static void col_task(void *arg, int t) {
   const col_job *j = arg;
   int64_t c0 = (int64_t)t * j->chunk, c1 = c0 + j->chunk < j->cols ? c0 + j->chunk : j->cols;
-  double *s = j->s;
-  for (int64_t i = 0; i < j->nrow; i++) {
-    const float *x = j->x + i * j->cols;
-    for (int64_t c = c0; c < c1; c++) s[c] += (double)x[c];
-  }
-  for (int64_t c = c0; c < c1; c++) j->out[c] = (float)(s[c] * j->scale);
+  for (int64_t i = 0; i < j->nrow; i++) add_row(j->s + c0, j->x + i * j->cols + c0, c1 - c0);
+  for (int64_t c = c0; c < c1; c++) j->out[c] = (float)(j->s[c] * j->scale);
 }
 
 static void out_shape(const dl_tensor *a, unsigned mask, int keepdim, int *nd, int64_t *sh) {

@@ -341,4 +341,30 @@ describe("dlua.tensor matmul", function()
     end
     dl.threads(saved)
   end)
+
+  it("adds linear's bias in each split block, and sums bias gradients by column blocks exactly", function()
+    local saved = dl.threads()
+    -- large enough to split over 2 threads, with columns not a multiple of the 16-column blocks
+    dl.seed(7)
+    local x, w, b, g = dl.randn(300, 257), dl.randn(1030, 257), dl.randn(1030), dl.randn(300, 1030)
+    local ref = x:double():matmul(w:double():transpose()) + b:double()
+    local gt = g:double():totable()
+    local sums = {}
+    for _, th in ipairs({1, 2}) do
+      dl.threads(th)
+      local y = dl.linear(x, w, b)
+      assert((y:double() - ref):abs():max():item() < 1e-3, "linear at " .. th .. " threads")
+      sums[th] = g:sum(1)
+      -- columns in both threads' blocks and the last, partial one, against a float64 loop
+      for _, j in ipairs({1, 515, 1030}) do
+        local s = 0
+        for i = 1, 300 do s = s + gt[i][j] end
+        local v = sums[th][j]:item()
+        assert(math.abs(v - s) < 1e-4, string.format("column %d at %d threads: %g vs %g", j, th, v, s))
+      end
+    end
+    -- each column is summed in row order whatever the split: the same bits at 1 and 2 threads
+    assert.are.equal(0, (sums[1] - sums[2]):abs():max():item())
+    dl.threads(saved)
+  end)
 end)

@@ -10,13 +10,16 @@
  * Waking a sleeping thread costs tens of microseconds on a virtual machine, so
  * between runs the workers, and the caller waiting for them, first poll for a
  * while (DLUA_POOL_SPIN_US, default 1000 microseconds; 0 never polls) and only
- * then sleep on a condition variable. The default is long because the waits
- * that matter are long: the two halves of a product can end hundreds of
- * microseconds apart, and one serial stretch per step (the loss, the start of
- * the backward pass) lasts about 100 us; with a 50 us poll those waits slept,
- * and the MLP trained 8-12% slower (OpenMP runtimes poll for a similar time). The poll is bounded: a worker idle
- * for longer sleeps and leaves its core to the input pipeline or other jobs,
- * and it shrinks while polls keep timing out (poll_until).
+ * then sleep on a condition variable. The poll is long because the waits that
+ * matter are: the two halves of a product can end hundreds of microseconds
+ * apart, and each step has a serial stretch of about 100 us (the loss and the
+ * start of the backward pass). With a 50 us poll those waits slept, and the
+ * MLP trained 8-12% slower (OpenMP runtimes poll for a similar time).
+ * Between checks a polling thread yields its core (sched_yield), so another
+ * job's threads that are ready to run, or the input pipeline's, get it at
+ * once: two 2-thread trainings sharing 2 cores lost 15% to a 1 ms poll that
+ * did not yield, and none to this one. The poll is bounded: a worker idle
+ * for longer sleeps, and it shrinks while polls keep timing out (poll_until).
  * A pool with more threads than the machine has cores never polls (as OpenMP
  * runtimes throttle theirs): a polling thread would hold the core that the
  * thread it waits for needs.
@@ -24,6 +27,7 @@
 /* See LICENSE */
 #include "dl.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +81,7 @@ static int poll_until(dl_pool *p, int64_t *budget, int (*done)(dl_pool *, uint64
       cpu_relax();
     }
     if (now_ns() - t0 > *budget) break;
+    sched_yield();
   }
   int64_t floor = p->spin_ns < SPIN_FLOOR_NS ? p->spin_ns : SPIN_FLOOR_NS;
   *budget = *budget / 2 > floor ? *budget / 2 : floor;

@@ -1,6 +1,6 @@
 /* sgemm_mlp_step.c -- the sgemm calls of one MLP training step (784-1024-1024-10, batch
  * 256, as tests/bench/mlp.lua runs it), each timed three ways: OpenBLAS with 2 threads,
- * two single-threaded halves on two threads (what dl_gemm in engine/gemm.c does), and
+ * two single-threaded halves on two threads (what dl_gemm in engine/ops/gemm.c does), and
  * OpenBLAS with 1 thread. The sum of the best times is the step's GEMM floor: what
  * the step would cost if nothing but its products ran.
  * Build: cc -O2 -o build/sgemm_mlp_step tests/bench/sgemm_mlp_step.c -lopenblas -lpthread

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batchnorm.h"
+#include "ops/batchnorm.h"
 #include "dl_test.h"
 
 enum { RL = 2, NR = 20, CH = 3, HH = 2, WW = 3, K = 8 };   /* replicas per rank, examples per replica */

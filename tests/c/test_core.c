@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "dl_test.h"
-#include "ops.h"
+#include "ops/ops.h"
 
 static void test_alloc(void) {
   dl_ctx *ctx = dl_ctx_new();

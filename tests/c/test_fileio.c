@@ -14,10 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "dl_test.h"
-#include "fileio.h"
-#include "pipeline.h"
+#include "io/fileio.h"
+#include "data/pipeline.h"
+#include "data/cache.h"
 
 static char dir[64];
 

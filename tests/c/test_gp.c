@@ -1,11 +1,11 @@
-/* test_gp.c -- the Gaussian-process surrogate (engine/gp.c) against independent math:
+/* test_gp.c -- the Gaussian-process surrogate (engine/search/gp.c) against independent math:
  * the posterior against a naive Gauss-Jordan solve of the same kernel system,
  * the marginal-likelihood gradient against central finite differences, the
  * rank-one belief against a refactorisation, the fitted noise against the
  * noise the data was drawn with, and the error paths. */
 /* See LICENSE */
 #include "dl_test.h"
-#include "gp.h"
+#include "search/gp.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * values, gradients (through dl_backward on a weighted sum), error messages,
  * cat of many inputs (the tree of cat nodes), and no leaked memory. */
 /* See LICENSE */
-#include "ops.h"
+#include "ops/ops.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,11 +4,12 @@
  * stale, corrupt, missing), the CSV and streaming IDX readers, and the trace
  * writer; every allocation is returned at the end. */
 /* See LICENSE */
-#include "csv.h"
+#include "io/csv.h"
 #include "dl_test.h"
-#include "idx.h"
-#include "pipeline.h"
-#include "trace.h"
+#include "io/idx.h"
+#include "data/pipeline.h"
+#include "data/cache.h"
+#include "io/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* test_proc.c -- engine/proc.c from C: the first SIGINT/SIGTERM only sets the
+/* test_proc.c -- engine/sys/proc.c from C: the first SIGINT/SIGTERM only sets the
  * flag and the second ends the process by that signal (checked in forked
  * children), sleeps and event waits that wake on signals and child exits
  * (timed against what they would take otherwise), spawned children (exit
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "dl_test.h"
-#include "proc.h"
+#include "sys/proc.h"
 
 static char dir[64];
 

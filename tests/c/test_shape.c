@@ -4,10 +4,11 @@
  * overflow int64), and the IDX reader's refusal of trailing bytes and of
  * several gzip members. Messages are asserted exactly where users see them. */
 /* See LICENSE */
-#include "conv.h"
+#include "ops/conv.h"
 #include "dl_test.h"
-#include "idx.h"
-#include "pipeline.h"
+#include "io/idx.h"
+#include "data/pipeline.h"
+#include "data/cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* fuzz_cache.c -- libFuzzer harness for the pipeline cache reader
- * (dl_cache_read_new, engine/pipeline.h; format in docs/formats.md).
+ * (dl_cache_read_new, engine/data/pipeline.h; format in docs/formats.md).
  *
  * Each input is read twice under the fingerprint "fuzz-fp" (the seeds are
  * written with it): as it is, and with its last 4 bytes replaced by the
@@ -13,7 +13,8 @@
 /* See LICENSE */
 #include "fuzz_common.h"
 
-#include "pipeline.h"
+#include "data/pipeline.h"
+#include "data/cache.h"
 
 #define CHECK(cond, what)                                      \
   do {                                                         \

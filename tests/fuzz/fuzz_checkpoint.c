@@ -1,5 +1,5 @@
 /* fuzz_checkpoint.c -- libFuzzer harness for the checkpoint reader
- * (dl_checkpoint_read_new, engine/checkpoint.h).
+ * (dl_checkpoint_read_new, engine/io/checkpoint.h).
  *
  * Each input is a whole file, read in the three modes (header only, verify,
  * data). Besides the sanitizers, the harness checks the reader's documented
@@ -14,7 +14,7 @@
 /* See LICENSE */
 #include "fuzz_common.h"
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 #define CHECK(cond, what)                                        \
   do {                                                           \

@@ -1,5 +1,5 @@
 /* fuzz_csv.c -- libFuzzer harness for the CSV reader (dl_csv_read,
- * engine/csv.h).
+ * engine/io/csv.h).
  *
  * The first input byte picks the options, the rest is the file:
  *   bit 0 header, bit 1 has_missing, bits 2-3 the delimiter (, ; tab space),
@@ -14,7 +14,7 @@
 
 #include <math.h>
 
-#include "csv.h"
+#include "io/csv.h"
 
 #define CHECK(cond, what)                                    \
   do {                                                       \

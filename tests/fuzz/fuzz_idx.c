@@ -1,4 +1,4 @@
-/* fuzz_idx.c -- libFuzzer harness for the IDX reader (engine/idx.h), built
+/* fuzz_idx.c -- libFuzzer harness for the IDX reader (engine/io/idx.h), built
  * twice: fuzz_idx feeds the input as the file (plain IDX; inputs that start
  * with the gzip magic exercise corrupt gzip streams), fuzz_idx_gz
  * (FUZZ_IDX_GZIP) gzip-compresses the input first, so the fuzzer mutates
@@ -16,7 +16,7 @@
 /* See LICENSE */
 #include "fuzz_common.h"
 
-#include "idx.h"
+#include "io/idx.h"
 
 #define FUZZ_IDX_MAX_BYTES ((uint64_t)1 << 24)
 #define CHECK(cond, what)                                    \

@@ -18,8 +18,9 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "checkpoint.h"
-#include "pipeline.h"
+#include "io/checkpoint.h"
+#include "data/pipeline.h"
+#include "data/cache.h"
 
 static const char *root;
 

@@ -1,4 +1,4 @@
--- Winograd convolutions (engine/conv_winograd.c): stride-1 3x3 and 5x5 layers whose channel
+-- Winograd convolutions (engine/ops/conv_winograd.c): stride-1 3x3 and 5x5 layers whose channel
 -- counts are multiples of 16 take them on AVX-512 machines. Checked against direct loops,
 -- finite differences, the im2col path (DLUA_CONV_WINOGRAD=0, in a subprocess) and
 -- themselves at 1 and 2 threads.

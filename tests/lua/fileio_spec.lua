@@ -1,4 +1,4 @@
--- dl.fs over the file I/O module (engine/fileio.c): atomic replacement and
+-- dl.fs over the file I/O module (engine/io/fileio.c): atomic replacement and
 -- appends that raise naming the file, the write-failure hook, paths read from
 -- files kept inside their directory (fs.inside), and the checkpoint ledger and
 -- study journal refusing entries that point elsewhere or are corrupt.

@@ -1,4 +1,4 @@
--- The core's op table (engine/ops.h DL_OP_TABLE, listed by core._ops()) against
+-- The core's op table (engine/ops/ops.h DL_OP_TABLE, listed by core._ops()) against
 -- finite differences: every differentiable op must have a gradcheck case here,
 -- and the case must record a node of that op, so an op added to the table
 -- without a case, or a case that stops reaching its op, fails this spec.

@@ -1,5 +1,5 @@
 -- Issue 16/17 reproducers, one per class: shapes whose size product overflowed
--- (checked in one place now, engine/shape.c), crafted file headers, and inputs
+-- (checked in one place now, engine/core/shape.c), crafted file headers, and inputs
 -- that used to give silently wrong results (int tensors requiring grad, CSV
 -- integers saturated to int32, IDX files with extra bytes or members, 2-D label
 -- files). Each must fail with a message naming the op, the shape or the file.

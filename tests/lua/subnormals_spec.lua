@@ -1,4 +1,4 @@
---- Subnormal floats (engine/fpenv.c): every thread that computes flushes subnormal results to
+--- Subnormal floats (engine/core/fpenv.c): every thread that computes flushes subnormal results to
 --- zero and reads subnormal inputs as zero, on x86; DLUA_FLUSH_SUBNORMALS=0 (in a subprocess)
 --- keeps IEEE gradual underflow. Results are read as raw bits, since reading a subnormal through
 --- a thread that treats it as zero would hide it.

@@ -1,6 +1,6 @@
 --- dl.nn.BatchNorm: batch normalisation with ghost batches, replicas and
 -- moving averages that are synchronised before they are used or saved.
--- The numerical work is one C op (dl.batch_norm, engine/batchnorm.c); this
+-- The numerical work is one C op (dl.batch_norm, engine/ops/batchnorm.c); this
 -- file holds the module: its options, parameters and buffers, and the
 -- synchronisation of the moving averages across replicas (and, through the
 -- hook BatchNorm.set_rank_mean installs, across ranks). See docs/batchnorm.md.

@@ -8,7 +8,7 @@ local M = {}
 
 local is_tensor = util.is_tensor
 
--- the kinds and their defaults live in C (engine/optim.c), once
+-- the kinds and their defaults live in C (engine/ops/optim.c), once
 local specs = {}
 for _, kind in ipairs(core.optim_kinds()) do specs[kind] = core.optim_defaults(kind) end
 local nstate = {SGD = 1, Adam = 2, NAdam = 2, AdamW = 2, Adagrad = 1, RMSProp = 2}

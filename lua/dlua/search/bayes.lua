@@ -1,6 +1,6 @@
 --- dlua.search.bayes: the adaptive algorithm, bayes_suggest: the next points
 -- by noise-aware expected improvement under the Gaussian process of
--- dlua.search.gp (engine/gp.c), with a trust region around the incumbent mixed
+-- dlua.search.gp (engine/search/gp.c), with a trust region around the incumbent mixed
 -- with global candidates, a feasibility model, kriging-believer batches and
 -- the subset rule above max_points (docs/studies.md).
 local util = require "dlua.util"

@@ -1,5 +1,5 @@
 --- dlua.gp: the Gaussian-process surrogate behind dl.search's `bayes`
--- algorithm, a thin layer over the C implementation (engine/gp.c, LAPACK).
+-- algorithm, a thin layer over the C implementation (engine/search/gp.c, LAPACK).
 --
 --   local model = gp.fit(X, y [, {theta =, classify =}])  -- X: list of feature vectors, y: numbers
 --   local mean, var = model:predict(x)                      -- latent function at x, y's units

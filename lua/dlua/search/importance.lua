@@ -1,6 +1,6 @@
 --- dlua.search.importance: how much each hyperparameter of a space matters
 -- to the observed values of a history, by two estimates:
---   gp:     from a GP fitted to the history (engine/gp.c, the surrogate of
+--   gp:     from a GP fitted to the history (engine/search/gp.c, the surrogate of
 --           bayes): the relevance 1 / l of each parameter's ARD length scale
 --           (a one-hot choice block: sqrt of the sum of 1 / l^2 over its
 --           features), normalised to sum to 1 over the parameters. Cheap

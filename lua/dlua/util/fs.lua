@@ -1,5 +1,5 @@
 --- dlua.fs: the few file-system operations the training loop and studies need,
--- on LuaFileSystem and the engine's file I/O module (engine/fileio.c). Every
+-- on LuaFileSystem and the engine's file I/O module (engine/io/fileio.c). Every
 -- write goes through that module, with one policy each:
 --   write_atomic  a temporary file (O_EXCL) in the same directory, written,
 --                 fsynced, renamed over the target, then the directory fsynced:

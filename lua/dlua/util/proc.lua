@@ -1,5 +1,5 @@
 --- dlua.util.proc: signals, sleeps that wake on them, the terminal's width and
--- child processes (engine/proc.c): the one way dlua interrupts cleanly and
+-- child processes (engine/sys/proc.c): the one way dlua interrupts cleanly and
 -- starts, watches and stops trial processes. Nothing here runs a shell.
 --
 --   local proc = require "dlua.util.proc"

@@ -1,7 +1,7 @@
 -- api fuzzer finding: core._ds_new (under dl.data.tensors) pops the names and tensors it
 -- read off the Lua stack before using them: a names table whose __index collects garbage
 -- and answers a fresh string each time lets the collector free a name still in use
--- (ASan heap-use-after-free in engine/lua_pipeline.c).
+-- (ASan heap-use-after-free in engine/lua/lua_pipeline.c).
 -- Run: build-san/dlua tests/fuzz/crashes/api/ds_new_gc_proxy.lua  (fixed: prints "refused" or "built")
 local core = require "dlua.core"
 local dl = require "dlua"

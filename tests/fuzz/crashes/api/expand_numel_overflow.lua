@@ -1,5 +1,5 @@
 -- api fuzzer finding: expand to sizes whose product overflows int64 is accepted; numel()
--- then overflows (UBSan: signed integer overflow in dl_numel, engine/tensor.c) and printing
+-- then overflows (UBSan: signed integer overflow in dl_numel, engine/core/tensor.c) and printing
 -- the tensor never returns in the release build.
 -- Run: build-san/dlua tests/fuzz/crashes/api/expand_numel_overflow.lua  (fixed: prints "refused")
 local dl = require "dlua"

@@ -1,7 +1,7 @@
 -- api fuzzer finding: dl.optim_update reads the parameter table twice (validate, then update):
 -- a table that answers a tensor the first time and nil (or another tensor) the second makes
 -- the update use what it never validated (UBSan: member access within null pointer,
--- engine/lua_optim.c:80; a bigger tensor with a gradient the second time overflows the
+-- engine/lua/lua_optim.c:80; a bigger tensor with a gradient the second time overflows the
 -- state buffers instead).
 -- Run: build-san/dlua tests/fuzz/crashes/api/optim_update_table_read_twice.lua  (fixed: prints "refused" or "updated")
 local dl = require "dlua"

@@ -1,0 +1,93 @@
+/* dataset.h -- a dataset: named fields of equal length held as tensors, with
+ * the row ids that key each example's randomness, subsets and splits; one
+ * example as it is being transformed (its fields, with scratch buffers reused
+ * across examples).
+ * The transforms (transforms.h), the batch producer (pipeline.h) and the
+ * offline cache (cache.h) build on it.
+ */
+/* See LICENSE */
+#ifndef DL_DATASET_H
+#define DL_DATASET_H
+
+#include <stdatomic.h>
+#include "core/dl.h"
+
+#define DL_MAXFIELDS 16              /* fields per example (a batch adds "weight") */
+#define DL_NAMELEN 32                /* field names, with the terminating 0 */
+
+/* ------------------------------------------------------------ datasets */
+
+/* A dataset: named fields of equal length, each a contiguous tensor whose
+ * dimension 0 is the row, optionally viewed through an index (a subset).
+ * Immutable once made; reference counted (pipelines hold one). */
+typedef struct dl_dataset {
+  atomic_int refs;
+  int nfields;
+  char names[DL_MAXFIELDS][DL_NAMELEN];
+  dl_tensor *fields[DL_MAXFIELDS];   /* [rows, ...], contiguous, owned */
+  dl_tensor *ids;                    /* int64 [rows]: id of each row; NULL = the row number */
+  int64_t rows;
+  int64_t len;                       /* examples */
+  int64_t *index;                    /* example i is row index[i]; NULL = row i; owned */
+} dl_dataset;
+
+/* A dataset over n fields (tensors retained, or copied when not contiguous).
+ * ids, if given, is int64 [rows] (retained). Fails on: no fields or more
+ * than DL_MAXFIELDS, empty, long or duplicate names, a 0-d tensor, first
+ * dimensions that differ (the message names both fields and sizes), memory. */
+dl_dataset *dl_dataset_new(dl_ctx *ctx, int n, const char *const *names, dl_tensor *const *fields, dl_tensor *ids);
+/* The examples index[0..n) (0-based, of ds) as a new dataset sharing ds's
+ * storage. Fails on an index out of range (naming it) or memory. */
+dl_dataset *dl_dataset_new_subset(dl_ctx *ctx, dl_dataset *ds, int64_t n, const int64_t *index);
+/* Splits ds into k disjoint consecutive parts of counts[i] examples, after a
+ * permutation keyed by seed when shuffled. out[0..k) receive new datasets.
+ * Fails (nothing allocated) when the counts add up to more than the length. */
+int dl_dataset_split(dl_ctx *ctx, dl_dataset *ds, int k, const int64_t *counts, int shuffled, uint64_t seed,
+                     dl_dataset **out);
+dl_dataset *dl_dataset_retain(dl_dataset *ds);
+void dl_dataset_release(dl_dataset *ds);             /* NULL is a no-op */
+int64_t dl_dataset_row(const dl_dataset *ds, int64_t i);
+int64_t dl_dataset_id(const dl_dataset *ds, int64_t i);
+int dl_dataset_field(const dl_dataset *ds, const char *name);   /* index, or -1 */
+/* CRC-32 over the fields' names, dtypes, shapes and values and the ids, in
+ * example order: what the offline cache compares to see a stale source. */
+uint32_t dl_dataset_checksum(const dl_dataset *ds);
+
+/* ------------------------------------------------------------ examples */
+
+/* One field of an example being transformed: shape without the batch
+ * dimension; data points into the dataset (read-only) or into buf. */
+typedef struct {
+  char name[DL_NAMELEN];
+  dl_dtype dtype;
+  int ndim;
+  int64_t shape[DL_MAXDIM];
+  const void *data;
+  void *buf, *spare;                 /* owned scratch (malloc), reused across examples */
+  size_t cap, spare_cap;
+  dl_dtype next_dtype;               /* set by dl_example_begin */
+  int next_ndim;
+  int64_t next_shape[DL_MAXDIM];
+} dl_exfield;
+
+typedef struct {
+  int n;
+  dl_exfield f[DL_MAXFIELDS];
+  int64_t index;                     /* 0-based example of the source dataset */
+  int64_t id;                        /* id for randomness */
+} dl_example;
+
+int dl_example_find(const dl_example *ex, const char *name);    /* index, or -1 */
+/* Adds an empty field (no data yet); returns its index, or -1 when full. */
+int dl_example_add(dl_example *ex, const char *name);
+void dl_example_remove(dl_example *ex, int i);
+/* Starts rewriting field i as dtype d and shape: returns a buffer for its new
+ * values, or NULL when out of memory or when shape fails dl_shape_check (a
+ * negative size, more than DL_MAX_NUMEL elements). The old values stay readable through
+ * f[i].data until dl_example_commit(ex, i) makes the new ones current. */
+void *dl_example_begin(dl_example *ex, int i, dl_dtype d, int ndim, const int64_t *shape);
+void dl_example_commit(dl_example *ex, int i);
+int64_t dl_exfield_numel(const dl_exfield *f);
+void dl_example_free(dl_example *ex);                 /* frees the scratch buffers */
+
+#endif

@@ -1,0 +1,386 @@
+/* lua_dataset.c -- binds datasets (engine/data/dataset.c), the IDX and CSV readers,
+ * the offline cache and raw tensor bytes, as private functions of "dlua.core"
+ * (dl.data in lua/dlua/data.lua is the public face; read_idx is public).
+ *
+ * Examples are 1-based here and 0-based in the core. Errors from the core are
+ * raised without a position (lt_raise_plain) so that data.lua can blame the
+ * caller's line; argument errors name the argument.
+ */
+/* See LICENSE */
+#include "lua/lua_aux.h"
+#include "io/csv.h"
+#include "io/idx.h"
+#include "io/fileio.h"
+#include "data/cache.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ datasets */
+
+/* _ds_new(names, tensors [, ids]): both lists are read once into snapshots,
+ * which keep every name and tensor alive until the dataset holds them */
+static int dataset_ds_new(lua_State *L) {
+  dl_tensor *ids = lua_isnoneornil(L, 3) ? NULL : lt_check(L, 3);
+  lt_checkargs(L, 3);
+  int n = lt_snapshot(L, 1, 1, DL_MAXFIELDS);
+  int sn = lua_gettop(L);
+  int nt = lt_snapshot(L, 2, 2, DL_MAXFIELDS);
+  int st = lua_gettop(L);
+  if (n < 1) return luaL_error(L, "dataset: %d fields, 1 to %d supported", n, DL_MAXFIELDS);
+  if (nt != n) return lt_argerror(L, 2, "%d tensors for %d names", nt, n);
+  const char *names[DL_MAXFIELDS];
+  dl_tensor *fields[DL_MAXFIELDS];
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, sn, i + 1);
+    if (lua_type(L, -1) != LUA_TSTRING) lt_argerror(L, 1, "element %d is a %s, expected a string", i + 1, lt_typename(L, -1));
+    names[i] = lua_tostring(L, -1);          /* the snapshot anchors it */
+    lua_rawgeti(L, st, i + 1);
+    tensor_box *b = luaL_testudata(L, -1, "dlua.Tensor");
+    if (!b) lt_argerror(L, 2, "element %d is a %s, expected a tensor", i + 1, lt_typename(L, -1));
+    if (!b->t) lt_argerror(L, 2, "element %d is a released tensor", i + 1);
+    fields[i] = b->t;
+    lua_pop(L, 2);
+  }
+  dataset_box *box = lt_new_dataset_box(L);
+  box->ds = dl_dataset_new(lt_ctx(L), n, names, fields, ids);
+  if (!box->ds) return lt_raise_plain(L);
+  return 1;
+}
+
+static int dataset_ds_len(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
+  lt_checkargs(L, 1);
+  lua_pushinteger(L, ds->len);
+  return 1;
+}
+
+/* a row of field f as a Lua value: a number when 0-d, else a tensor view */
+static void push_row(lua_State *L, const dl_dataset *ds, int f, int64_t row) {
+  dl_tensor *t = ds->fields[f];
+  if (t->ndim == 1) {
+    double v = dl_load(dl_data(t), t->dtype, row);
+    if (dl_dtype_is_float(t->dtype)) lua_pushnumber(L, v);
+    else lua_pushinteger(L, (lua_Integer)v);
+    return;
+  }
+  lt_newbox(L);
+  lt_finish(L, dl_view_new(lt_ctx(L), t, t->ndim - 1, t->shape + 1, t->stride + 1, t->offset + row * t->stride[0]));
+}
+
+/* _ds_get(ds, i) -> {field = value}, i 1-based (negative from the end) */
+static int dataset_ds_get(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
+  int64_t given = lt_checkinteger(L, 2, "index");
+  lt_checkargs(L, 2);
+  int64_t i = given < 0 ? given + ds->len + 1 : given;
+  if (i < 1 || i > ds->len)
+    return luaL_error(L, "get: index %I is out of range for a dataset of %I examples", (lua_Integer)given,
+                      (lua_Integer)ds->len);
+  int64_t row = dl_dataset_row(ds, i - 1);
+  lua_createtable(L, 0, ds->nfields);
+  for (int f = 0; f < ds->nfields; f++) {
+    push_row(L, ds, f, row);
+    lua_setfield(L, -2, ds->names[f]);
+  }
+  return 1;
+}
+
+/* _ds_fields(ds) -> {{name =, dtype =, shape = {...}}, ...} (shape of one example) */
+static int dataset_ds_fields(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
+  lt_checkargs(L, 1);
+  lua_createtable(L, ds->nfields, 0);
+  for (int f = 0; f < ds->nfields; f++) {
+    dl_tensor *t = ds->fields[f];
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, ds->names[f]);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, dl_dtype_name(t->dtype));
+    lua_setfield(L, -2, "dtype");
+    lua_createtable(L, t->ndim - 1, 0);
+    for (int k = 1; k < t->ndim; k++) {
+      lua_pushinteger(L, t->shape[k]);
+      lua_rawseti(L, -2, k);
+    }
+    lua_setfield(L, -2, "shape");
+    lua_rawseti(L, -2, f + 1);
+  }
+  return 1;
+}
+
+/* _ds_subset(ds, index) with index an integer tensor of 1-based positions */
+static int dataset_ds_subset(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
+  dl_tensor *ix = lt_check(L, 2);
+  lt_checkargs(L, 2);
+  if (ix->dtype != DL_I64 && ix->dtype != DL_I32) return lt_argerror(L, 2, "the index must be an integer tensor");
+  int64_t n = dl_numel(ix);
+  int64_t *idx = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *idx, 0);   /* the GC frees it */
+  for (int64_t i = 0; i < n; i++) {
+    double v = dl_get_flat(ix, i);                 /* exact for int32; int64 beyond 2^53 is out of range anyway */
+    if (!(v >= 1 && v <= (double)ds->len))
+      return lt_argerror(L, 2, "position %f at index %I is outside [1, %I]", (lua_Number)v, (lua_Integer)(i + 1), (lua_Integer)ds->len);
+    idx[i] = (int64_t)v - 1;
+  }
+  dataset_box *b = lt_new_dataset_box(L);
+  b->ds = dl_dataset_new_subset(lt_ctx(L), ds, n, idx);
+  if (!b->ds) return lt_raise_plain(L);
+  return 1;
+}
+
+/* _ds_split(ds, counts [, seed]) -> list of datasets */
+static int dataset_ds_split(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
+  int shuffled = !lua_isnoneornil(L, 3);
+  uint64_t seed = shuffled ? (uint64_t)lt_checkinteger(L, 3, "seed") : 0;
+  lt_checkargs(L, 3);
+  int k = lt_snapshot(L, 2, 2, 64);
+  if (k < 1) return lt_argerror(L, 2, "1 to 64 parts, got %d", k);
+  int64_t counts[64];
+  for (int i = 0; i < k; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    if (!lua_isinteger(L, -1)) lt_argerror(L, 2, "count %d is a %s, expected an integer", i + 1, lt_typename(L, -1));
+    counts[i] = (int64_t)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  dl_dataset *out[64];
+  lua_createtable(L, k, 0);
+  for (int i = 0; i < k; i++) {          /* boxes first: nothing to strand if a later step raises */
+    lt_new_dataset_box(L);
+    lua_rawseti(L, -2, i + 1);
+  }
+  if (dl_dataset_split(lt_ctx(L), ds, k, counts, shuffled, seed, out) < 0) return lt_raise_plain(L);
+  for (int i = 0; i < k; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    ((dataset_box *)lua_touserdata(L, -1))->ds = out[i];
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+/* _ds_ids(ds) -> int64 tensor of the examples' ids (0-based, as the keys use them) */
+static int dataset_ds_ids(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
+  lt_checkargs(L, 1);
+  lt_newbox(L);
+  int64_t n = ds->len;
+  dl_tensor *t = dl_tensor_new_empty(lt_ctx(L), DL_I64, 1, &n);
+  if (t)
+    for (int64_t i = 0; i < n; i++) ((int64_t *)t->st->data)[i] = dl_dataset_id(ds, i);
+  return lt_finish(L, t);
+}
+
+/* _ds_column(ds, name) -> tensor [len, ...] of the field in example order */
+static int dataset_ds_column(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  lt_checkargs(L, 2);
+  int f = dl_dataset_field(ds, name);
+  if (f < 0) return luaL_error(L, "dataset has no field '%s'", name);
+  dl_tensor *t = ds->fields[f];
+  if (!ds->index) return lt_push(L, dl_tensor_retain(t));
+  int64_t shape[DL_MAXDIM];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[0] = ds->len;
+  lt_newbox(L);
+  dl_tensor *o = dl_tensor_new_empty(lt_ctx(L), t->dtype, t->ndim, shape);
+  if (o) {
+    size_t row = (size_t)(t->shape[0] ? dl_numel(t) / t->shape[0] : 0) * dl_dtype_size(t->dtype);
+    for (int64_t i = 0; i < ds->len; i++)
+      memcpy((char *)o->st->data + (size_t)i * row, (const char *)dl_data(t) + (size_t)ds->index[i] * row, row);
+  }
+  return lt_finish(L, o);
+}
+
+static int dataset_ds_checksum(lua_State *L) {
+  dl_dataset *ds = lt_check_dataset(L, 1);
+  lt_checkargs(L, 1);
+  lua_pushinteger(L, (lua_Integer)dl_dataset_checksum(ds));
+  return 1;
+}
+
+/* ------------------------------------------------------------ readers */
+
+/* the first limit records (all when limit < 0) of the IDX file at path, boxed on the stack */
+static int read_idx(lua_State *L, const char *path, int64_t limit, int plain) {
+  dl_ctx *ctx = lt_ctx(L);
+  lt_newbox(L);
+  dl_idx_reader *r = dl_idx_open(ctx, path);
+  if (!r) return plain ? lt_raise_plain(L) : lt_raise(L);
+  int64_t shape[DL_MAXDIM];
+  memcpy(shape, dl_idx_shape(r), sizeof shape);
+  if (limit >= 0 && limit < shape[0]) shape[0] = limit;
+  dl_tensor *t = dl_tensor_new_empty(ctx, DL_U8, dl_idx_ndim(r), shape);
+  if (t && dl_idx_read(ctx, r, t->st->data, shape[0]) < 0) {
+    dl_tensor_release(t);
+    t = NULL;
+  }
+  dl_idx_close(r);
+  if (!t) return plain ? lt_raise_plain(L) : lt_raise(L);
+  return lt_finish(L, t);
+}
+
+/* read_idx(path) -> uint8 tensor of the whole file */
+static int dataset_read_idx(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lt_checkargs(L, 1);
+  return read_idx(L, path, -1, 0);
+}
+
+/* _read_idx(path [, limit]) -> uint8 tensor of the first limit records (all by default) */
+static int dataset__read_idx(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int64_t limit = lt_optinteger(L, 2, "limit", -1);
+  lt_checkargs(L, 2);
+  return read_idx(L, path, limit, 1);
+}
+
+static const char *const csv_keys[] = {"delimiter", "header", "missing", NULL};
+
+/* _read_csv(path [, {delimiter =, header =, missing =}]) -> names, integral, values, problems
+ * with problems[column][dtype] why an integer dtype cannot hold the column
+ * (present only where it cannot: out of range, not an integer) */
+static int dataset_read_csv(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lt_opts opts;
+  lt_options(L, 2, csv_keys, &opts);
+  lt_checkargs(L, 2);
+  dl_csv_opts o = dl_csv_defaults();
+  const char *delim = lt_opt_string(L, &opts, "delimiter", NULL);
+  if (delim) {
+    if (strlen(delim) != 1) lt_opt_error(L, &opts, "delimiter", "one character expected, got '%s'", delim);
+    o.delimiter = delim[0];
+  }
+  o.header = lt_opt_boolean(L, &opts, "header", o.header);
+  if (lt_opt_push(L, &opts, "missing") != LUA_TNIL) {
+    o.has_missing = 1;
+    o.missing = lt_opt_number(L, &opts, "missing", 0);
+  }
+  lua_pop(L, 1);
+  lt_newbox(L);                                  /* owns the values once filled */
+  dl_csv c;
+  if (dl_csv_read(lt_ctx(L), path, &o, &c) < 0) return lt_raise_plain(L);
+  ((tensor_box *)lua_touserdata(L, -1))->t = c.values;
+  c.values = NULL;
+  int vals = lua_gettop(L);
+  lua_createtable(L, c.ncols, 0);
+  lua_createtable(L, c.ncols, 0);
+  for (int i = 0; i < c.ncols; i++) {
+    lua_pushstring(L, c.names[i]);
+    lua_rawseti(L, -3, i + 1);
+    lua_pushboolean(L, c.integral[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_pushvalue(L, vals);
+  static const dl_dtype ints[] = {DL_I32, DL_I64, DL_U8};
+  lua_createtable(L, 0, 0);
+  for (int i = 0; i < c.ncols; i++)
+    for (int k = 0; k < 3; k++) {
+      char m[600];
+      if (!dl_csv_dtype_problem(&c, path, i, ints[k], m, sizeof m)) continue;
+      if (lua_rawgeti(L, -1, i + 1) == LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 3);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, -3, i + 1);
+      }
+      lua_pushstring(L, m);
+      lua_setfield(L, -2, dl_dtype_name(ints[k]));
+      lua_pop(L, 1);
+    }
+  dl_csv_free(&c);
+  return 4;
+}
+
+/* ------------------------------------------------------------ cache, bytes */
+
+/* _cache_save(path, ds, fingerprint) */
+static int dataset_cache_save(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  dl_dataset *ds = lt_check_dataset(L, 2);
+  const char *fp = luaL_checkstring(L, 3);
+  lt_checkargs(L, 3);
+  if (dl_cache_write(lt_ctx(L), path, ds, fp) < 0) return lt_raise_plain(L);
+  return 0;
+}
+
+/* _cache_load(path, fingerprint) -> ds | nil, "missing" | "stale" | "corrupt", message */
+static int dataset_cache_load(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  const char *fp = luaL_checkstring(L, 2);
+  lt_checkargs(L, 2);
+  dataset_box *b = lt_new_dataset_box(L);
+  dl_cache_status st;
+  b->ds = dl_cache_read_new(lt_ctx(L), path, fp, &st);
+  if (b->ds) return 1;
+  static const char *const names[] = {"ok", "missing", "stale", "corrupt"};
+  lua_pushnil(L);
+  lua_pushstring(L, names[st]);
+  lua_pushstring(L, lt_ctx(L)->err);
+  return 3;
+}
+
+/* _crc32(s [, crc]) -> the CRC-32 of s, continuing from crc */
+static int dataset_crc32(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  int64_t crc = lt_optinteger(L, 2, "crc", 0);
+  lt_checkargs(L, 2);
+  if (crc < 0 || crc > 0xffffffffLL) return lt_argerror(L, 2, "crc %I is not a 32-bit value", (lua_Integer)crc);
+  lua_pushinteger(L, (lua_Integer)dl_crc32((uint32_t)crc, s, n));
+  return 1;
+}
+
+/* _tensor_bytes(t) -> the raw contiguous bytes */
+static int dataset_tensor_bytes(lua_State *L) {
+  dl_tensor *t = lt_check(L, 1);
+  lt_checkargs(L, 1);
+  dl_tensor *c = dl_is_contiguous(t) ? dl_tensor_retain(t) : dl_tensor_new_contiguous(lt_ctx(L), t, t->dtype);
+  if (!c) return lt_raise_plain(L);
+  lt_push(L, c);                                 /* boxed: a raise below strands nothing */
+  lua_pushlstring(L, dl_data(c), (size_t)dl_numel(c) * dl_dtype_size(c->dtype));
+  return 1;
+}
+
+/* _tensor_from_bytes(s, dtype, shape) */
+static int dataset_tensor_from_bytes(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  dl_dtype d = lt_checkdtype(L, 2);
+  if (lua_type(L, 3) != LUA_TTABLE) luaL_typeerror(L, 3, "table");
+  int64_t shape[DL_MAXDIM];
+  int next;
+  int nd = lt_checkshape(L, 3, shape, &next, 0);
+  lt_checkargs(L, 3);
+  lt_newbox(L);
+  dl_tensor *t = dl_tensor_new_empty(lt_ctx(L), d, nd, shape);
+  lt_finish(L, t);
+  if (t->st->nbytes != n)
+    return luaL_error(L, "tensor_from_bytes: %I bytes for a tensor of %I", (lua_Integer)n, (lua_Integer)t->st->nbytes);
+  memcpy(t->st->data, s, n);
+  return 1;
+}
+
+static const luaL_Reg dataset_funcs[] = {
+  {"_cache_load", dataset_cache_load},
+  {"_cache_save", dataset_cache_save},
+  {"_crc32", dataset_crc32},
+  {"_ds_checksum", dataset_ds_checksum},
+  {"_ds_column", dataset_ds_column},
+  {"_ds_fields", dataset_ds_fields},
+  {"_ds_get", dataset_ds_get},
+  {"_ds_ids", dataset_ds_ids},
+  {"_ds_len", dataset_ds_len},
+  {"_ds_new", dataset_ds_new},
+  {"_ds_split", dataset_ds_split},
+  {"_ds_subset", dataset_ds_subset},
+  {"_read_csv", dataset_read_csv},
+  {"_read_idx", dataset__read_idx},
+  {"_tensor_bytes", dataset_tensor_bytes},
+  {"_tensor_from_bytes", dataset_tensor_from_bytes},
+  {"read_idx", dataset_read_idx},
+  {NULL, NULL}
+};
+
+void lt_register_dataset(lua_State *L, int mod, int cidx) { lt_setfuncs(L, mod, cidx, dataset_funcs); }

@@ -1,0 +1,284 @@
+/* autograd.c -- the define-by-run tape: nodes, recording, and the backward walk.
+ *
+ * An op whose inputs require grad records a node holding its inputs (and any
+ * saved tensors) as grad_fn of its output. backward() orders the nodes
+ * reachable from the root depth-first, then visits them in reverse, calling
+ * each node's C backward with recording off and routing the input gradients
+ * to the producing node or, for leaves, into .grad. Afterwards the graph's
+ * inputs are dropped (unless kept), so a second backward is a clear error.
+ * Nodes never reference their own output, so the tape has no cycles.
+ */
+/* See LICENSE */
+#include "ops/ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int dl_needs_grad(dl_ctx *ctx, int n, dl_tensor **in) {
+  if (!ctx->grad_enabled) return 0;
+  for (int i = 0; i < n; i++)
+    if (in[i] && in[i]->requires_grad) return 1;
+  return 0;
+}
+
+/* ------------------------------------------------------------ the op table */
+
+#define DL_OP_INFO_(id, name, fw, bw, lua) {name, #fw, #bw, lua, bw},
+static const dl_op_info op_table[DL_NOPS] = {DL_OP_TABLE(DL_OP_INFO_)};
+#undef DL_OP_INFO_
+
+const dl_op_info *dl_op_get(dl_op op) { return &op_table[op]; }
+
+/* the backward of DL_OP_FUNCTION: the one its creator (a binding) put in the node */
+int dl_bw_function(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+  if (!n->user_backward) {
+    dl_fail(ctx, "backward of %s: the function has no backward", n->name);
+    return -1;
+  }
+  return n->user_backward(ctx, n, g, gin);
+}
+
+/* ------------------------------------------------------------ recording */
+
+static void node_destroy(dl_node *n);
+
+dl_node *dl_tape_record(dl_ctx *ctx, dl_op op, dl_tensor **out, int nin, dl_tensor **in) {
+  if (!*out || !dl_needs_grad(ctx, nin, in)) return NULL;
+  dl_node *n = dl_alloc(ctx, sizeof *n);
+  if (!n) {
+    dl_tensor_release(*out);
+    *out = NULL;
+    return NULL;
+  }
+  memset(n, 0, sizeof *n);
+  atomic_init(&n->ref.refs, 1);
+  n->ref.destroy = node_destroy;
+  n->ctx = ctx;
+  n->op = op;
+  n->name = op_table[op].name;
+  n->backward = op_table[op].fn;
+  n->nin = nin;
+  for (int i = 0; i < nin; i++) n->in[i] = dl_tensor_retain(in[i]);
+  dl_tensor *t = *out;
+  t->requires_grad = 1;
+  dl_node_release(t->grad_fn);
+  t->grad_fn = n;
+  return n;
+}
+
+static void node_drop_inputs(dl_node *n) {
+  for (int i = 0; i < n->nin; i++) {
+    dl_tensor_release(n->in[i]);
+    n->in[i] = NULL;
+  }
+  for (int i = 0; i < 3; i++) {
+    dl_tensor_release(n->saved[i]);
+    n->saved[i] = NULL;
+  }
+  if (n->user_free && n->user) n->user_free(n->user);
+  n->user = NULL;
+  n->freed = 1;
+}
+
+/* Called by the core's dl_node_release when the last reference goes. */
+static void node_destroy(dl_node *n) {
+  dl_tensor_release(n->gacc);
+  node_drop_inputs(n);
+  dl_free(n->ctx, n, sizeof *n);
+}
+
+int dl_set_requires_grad(dl_ctx *ctx, dl_tensor *t, int flag) {
+  if (flag && !dl_dtype_is_float(t->dtype)) {
+    dl_fail(ctx, "requires_grad: only float tensors can require grad, got %s", dl_dtype_name(t->dtype));
+    return -1;
+  }
+  if (!flag && t->grad_fn) {
+    dl_fail(ctx, "requires_grad: cannot clear the flag of a non-leaf tensor (use detach)");
+    return -1;
+  }
+  t->requires_grad = flag != 0;
+  return 0;
+}
+
+dl_tensor *dl_detach(dl_ctx *ctx, dl_tensor *a) {
+  return dl_view_new(ctx, a, a->ndim, a->shape, a->stride, a->offset);
+}
+
+/* g is the caller's only reference to a fresh, private, contiguous buffer of t's
+ * dtype and shape: the first gradient of a leaf can take it without a copy */
+static int private_like(const dl_tensor *g, const dl_tensor *t) {
+  return atomic_load(&g->refs) == 1 && atomic_load(&g->st->refs) == 1 && !g->grad_fn && !g->requires_grad &&
+         g->dtype == t->dtype && g->offset == 0 && g->ndim == t->ndim &&
+         !memcmp(g->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) && dl_is_contiguous(g);
+}
+
+int dl_accumulate_grad(dl_ctx *ctx, dl_tensor *t, dl_tensor *g) {
+  if (!t->grad && private_like(g, t)) {
+    t->grad = dl_tensor_retain(g);   /* the caller releases its reference: t->grad is then the only one */
+    return 0;
+  }
+  if (!t->grad) {
+    dl_tensor *c = dl_tensor_new_contiguous(ctx, g, t->dtype);
+    if (!c) return -1;
+    if (c->ndim != t->ndim || memcmp(c->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim)) {
+      dl_tensor *r = dl_sum_to(ctx, c, t->ndim, t->shape);
+      dl_tensor_release(c);
+      if (!r) return -1;
+      c = dl_tensor_new_contiguous(ctx, r, t->dtype);
+      dl_tensor_release(r);
+      if (!c) return -1;
+    }
+    t->grad = c;
+    return 0;
+  }
+  return dl_axpy_inplace(ctx, t->grad, 1, g);
+}
+
+static int add_into_node(dl_ctx *ctx, dl_node *n, dl_tensor *g) {
+  if (!n->gacc) {
+    n->gacc = dl_tensor_retain(g);
+    return 0;
+  }
+  /* gacc may be shared with someone else's tensor: make a private sum */
+  dl_tensor *s = dl_binary(ctx, DL_ADD, n->gacc, g);
+  if (!s) return -1;
+  dl_tensor_release(n->gacc);
+  n->gacc = s;
+  return 0;
+}
+
+typedef struct {
+  dl_node **v;
+  int n, cap;
+} node_vec;
+
+static int push(node_vec *s, dl_node *n) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    dl_node **v = realloc(s->v, sizeof *v * (size_t)cap);
+    if (!v) return -1;
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n++] = n;
+  return 0;
+}
+
+/* post-order DFS without recursion; mark: 1 = on stack, 2 = done */
+static int topo(dl_node *root, node_vec *order) {
+  node_vec stack = {0};
+  int rc = 0;
+  if (push(&stack, root) < 0) return -1;
+  root->mark = 1;
+  while (stack.n > 0 && rc == 0) {
+    dl_node *n = stack.v[stack.n - 1];
+    int pushed = 0;
+    for (int i = 0; i < n->nin; i++) {
+      dl_node *c = n->in[i] ? n->in[i]->grad_fn : NULL;
+      if (c && c->mark == 0) {
+        c->mark = 1;
+        if (push(&stack, c) < 0) rc = -1;
+        pushed = 1;
+        break;
+      }
+    }
+    if (!pushed) {
+      stack.n--;
+      n->mark = 2;
+      if (push(order, n) < 0) rc = -1;
+    }
+  }
+  free(stack.v);
+  return rc;
+}
+
+int dl_backward(dl_ctx *ctx, dl_tensor *t, dl_tensor *g, int keep) {
+  dl_tensor *g1 = NULL;
+  if (!t->requires_grad) {
+    dl_fail(ctx, "backward: tensor does not require grad (no recorded graph)");
+    return -1;
+  }
+  if (!g) {
+    if (dl_numel(t) != 1) {
+      char s[128];
+      dl_shape_str(t->shape, t->ndim, s, sizeof s);
+      dl_fail(ctx, "backward: gradient can be implied only for one-element outputs, got shape %s", s);
+      return -1;
+    }
+    g1 = dl_tensor_new_full(ctx, t->dtype, t->ndim, t->shape, 1);
+    if (!g1) return -1;
+    g = g1;
+  } else if (dl_numel(g) != dl_numel(t)) {
+    char a[128], b[128];
+    dl_shape_str(t->shape, t->ndim, a, sizeof a);
+    dl_shape_str(g->shape, g->ndim, b, sizeof b);
+    dl_fail(ctx, "backward: gradient shape %s does not match output shape %s", b, a);
+    return -1;
+  }
+  if (!t->grad_fn) {              /* a leaf */
+    int rc = dl_accumulate_grad(ctx, t, g);
+    dl_tensor_release(g1);
+    return rc;
+  }
+  if (t->grad_fn->freed) {
+    dl_tensor_release(g1);
+    dl_fail(ctx, "backward: the graph has already been freed by an earlier backward "
+                 "(pass keep_graph = true to the first one)");
+    return -1;
+  }
+  node_vec order = {0};
+  if (topo(t->grad_fn, &order) < 0) {
+    for (int i = 0; i < order.n; i++) order.v[i]->mark = 0;
+    free(order.v);
+    dl_tensor_release(g1);
+    dl_fail(ctx, "backward: out of memory ordering the graph");
+    return -1;
+  }
+  int saved_mode = ctx->grad_enabled;
+  ctx->grad_enabled = 0;
+  int rc = 0;
+  dl_tensor *groot = g;
+  if (g->ndim != t->ndim || memcmp(g->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim))
+    groot = dl_view_new_reshape(ctx, g, t->ndim, t->shape);
+  else
+    dl_tensor_retain(groot);
+  if (!groot) rc = -1;
+  else {
+    t->grad_fn->gacc = groot;
+  }
+  for (int k = order.n - 1; k >= 0 && rc == 0; k--) {
+    dl_node *n = order.v[k];
+    if (!n->gacc) continue;              /* no gradient flowed here */
+    if (n->freed) {
+      dl_fail(ctx, "backward: part of the graph (%s) was freed by an earlier backward", n->name);
+      rc = -1;
+      break;
+    }
+    dl_tensor *gin[4] = {NULL, NULL, NULL, NULL};
+    if (n->backward(ctx, n, n->gacc, gin) < 0) {
+      rc = -1;
+    }
+    for (int i = 0; i < n->nin; i++) {
+      if (!gin[i]) continue;
+      dl_tensor *x = n->in[i];
+      if (rc == 0 && x->requires_grad) {
+        if (x->grad_fn) rc = add_into_node(ctx, x->grad_fn, gin[i]);
+        else rc = dl_accumulate_grad(ctx, x, gin[i]);
+      }
+      dl_tensor_release(gin[i]);
+    }
+    dl_tensor_release(n->gacc);
+    n->gacc = NULL;
+  }
+  for (int k = 0; k < order.n; k++) {
+    dl_node *n = order.v[k];
+    n->mark = 0;
+    dl_tensor_release(n->gacc);
+    n->gacc = NULL;
+    if (!keep && rc == 0) node_drop_inputs(n);
+  }
+  ctx->grad_enabled = saved_mode;
+  free(order.v);
+  dl_tensor_release(g1);
+  return rc;
+}

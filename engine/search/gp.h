@@ -1,0 +1,97 @@
+/* gp.h -- Gaussian-process regression, the surrogate of dl.search's bayes algorithm.
+ *
+ * A GP with an ARD Matern-5/2 kernel, a fitted amplitude and a fitted noise
+ * variance, on targets standardised to mean 0 and variance 1 (classification
+ * of +-1 feasibility labels: centred only). Hyperparameters maximise the log
+ * marginal likelihood plus weak log-normal priors by a bound-constrained
+ * L-BFGS on the analytic gradient, from a warm start and/or fixed defaults.
+ * The factorisation is LAPACK's (OpenBLAS): dpotrf, dpotri, dtrsm.
+ *
+ *   dl_gp_opts o = dl_gp_defaults();
+ *   o.theta = previous_theta;                      // warm start (dim + 2 values) or NULL
+ *   dl_gp *g = dl_gp_fit_new(ctx, X, y, n, dim, &o);  // X is [n, dim] row-major, in [0, 1]
+ *   dl_gp_predict(g, Xs, m, mean, var);            // latent f at m points, y's units
+ *   dl_gp_theta(g, theta_out);                     // keep for the next fit
+ *   dl_gp_release(g);
+ *
+ * theta = {log l_1 .. log l_dim, log sf2, log sn2}: length scales in feature
+ * units, amplitude and noise variance in standardised units. Nothing here
+ * knows about search spaces; features are numbers, nominally in [0, 1].
+ * Above opts.max_points points the fit uses a subset (the best quarter by y
+ * plus a greedy maximin space-filling choice of the rest); every point is
+ * still predicted and reported on.
+ */
+/* See LICENSE */
+#ifndef DL_GP_H
+#define DL_GP_H
+
+#include "core/dl.h"
+
+typedef struct dl_gp dl_gp;
+
+typedef struct {
+  const double *theta;  /* warm start (dim + 2 values) or NULL */
+  int fit;              /* 1: optimise theta; 0: use theta (or the default) as is */
+  int iters;            /* L-BFGS iterations per start */
+  int starts;           /* starts optimised (best initial values first); 0 = 1 warm, 3 cold */
+  int max_points;       /* fit on a subset above this many points (0 = never) */
+  int classify;         /* 1: +-1 labels: centred, not scaled; bounds for a smooth surface */
+} dl_gp_opts;
+
+/* Defaults: fit = 1, iters = 60, starts = 0, max_points = 800, classify = 0. */
+dl_gp_opts dl_gp_defaults(void);
+
+/* Fits a GP to n points X [n, dim] (row-major) with targets y [n]. n may be 0
+ * (then the prior, with opts->theta or the default). Returns a new GP, or NULL
+ * with ctx->err set. Fails on: dim < 1, n < 0, a non-finite X or y, a theta
+ * with a non-finite value, out of memory. X and y are copied. */
+dl_gp *dl_gp_fit_new(dl_ctx *ctx, const double *X, const double *y, int n, int dim, const dl_gp_opts *opts);
+
+/* A copy of g (its own memory), or NULL with ctx->err set (out of memory). */
+dl_gp *dl_gp_clone_new(dl_ctx *ctx, const dl_gp *g);
+
+void dl_gp_release(dl_gp *g);   /* NULL is a no-op */
+
+int dl_gp_dim(const dl_gp *g);
+int dl_gp_points(const dl_gp *g);            /* training points, believed ones included */
+void dl_gp_theta(const dl_gp *g, double *theta);   /* dim + 2 values */
+double dl_gp_lml(const dl_gp *g);            /* objective at theta (lml + log prior) */
+double dl_gp_noise(const dl_gp *g);          /* fitted noise variance in y's units squared */
+double dl_gp_mean(const dl_gp *g);           /* the standardisation: y = mean + sd * z */
+double dl_gp_sd(const dl_gp *g);
+
+/* Posterior mean and variance of the latent function (noise excluded) at m
+ * points Xs [m, dim], in y's units. var may be NULL. Fails only on out of
+ * memory (returns -1, ctx->err set); otherwise 0. */
+int dl_gp_predict(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double *mean, double *var);
+
+/* Posterior mean of the latent function at each training point [points]. */
+void dl_gp_train_mean(const dl_gp *g, double *mean);
+
+/* Expected improvement below `best` (minimisation), in y's units, of the
+ * latent function at m points Xs [m, dim]. With noise > 0 (a noise variance in
+ * y's units squared) it is the augmented EI of Huang et al. (2006): EI times
+ * 1 - sqrt(noise / (var + noise)), which discounts points whose posterior
+ * variance is already below the noise (another sample there teaches little).
+ * -1 on out of memory. */
+int dl_gp_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, double noise, double *ei);
+
+/* Adds the observation (x [dim], y) with noise variance `noise` (y's units
+ * squared; the fitted noise for a real observation, 0 for a belief) at the
+ * same hyperparameters: a rank-one extension of the factor, O(points^2).
+ * Fails on a non-finite x or y or a negative noise, out of memory (-1). */
+int dl_gp_add(dl_ctx *ctx, dl_gp *g, const double *x, double y, double noise);
+
+/* The objective the fit maximises, log marginal likelihood + log prior, of
+ * (X [n, dim], y [n]) taken as they are (no standardisation) at theta, and its
+ * gradient in theta [dim + 2] (grad may be NULL). -INFINITY when the kernel
+ * matrix is not positive definite; NAN with ctx->err set on out of memory. */
+double dl_gp_objective(dl_ctx *ctx, const double *X, const double *y, int n, int dim, const double *theta,
+                       int classify, double *grad);
+
+/* The subset rule used above max_points: writes m indices of X [n, dim] into
+ * idx: the m / 4 lowest y, then greedily the point farthest from the chosen
+ * ones. -1 on out of memory. */
+int dl_gp_subset(dl_ctx *ctx, const double *X, const double *y, int n, int dim, int m, int *idx);
+
+#endif

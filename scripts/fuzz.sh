@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs dlua's fuzzers (tests/fuzz; what and why: docs/reliability.md): the libFuzzer
-# harnesses of the file readers (checkpoint, idx, idx_gz, csv, cache; clang,
+# harnesses of the file readers (checkpoint, idx, idx_gz, csv, cache, tar; clang,
 # -fsanitize=fuzzer,address,undefined) and the Lua API fuzzer (tests/fuzz/api_fuzz.lua under
 # the ASan+UBSan build of dlua).
 #
@@ -11,7 +11,7 @@
 #                                    number of runs with -seed=1 from the committed seeds only,
 #                                    the API fuzzer 20000 calls with seed 1 (a call running
 #                                    Lua for 2 CPU seconds is a hang; 5 otherwise)
-#   options: --only LIST     harnesses to run, comma-separated (checkpoint,idx,idx_gz,csv,cache,api)
+#   options: --only LIST     harnesses to run, comma-separated (checkpoint,idx,idx_gz,csv,cache,tar,api)
 #            --api N         API fuzzer calls (0 skips it)
 #            --seed N        libFuzzer and API fuzzer seed (default 1)
 #            --jobs N        harnesses at once (default: the number of cores)
@@ -28,7 +28,7 @@ set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
 
-budget="time=60" api=100000 call_limit=5 seed=1 only="checkpoint,csv,idx,idx_gz,cache,api" ci=0 keep=0
+budget="time=60" api=100000 call_limit=5 seed=1 only="checkpoint,csv,idx,idx_gz,cache,tar,api" ci=0 keep=0
 jobs=$(nproc 2>/dev/null || echo 2)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -72,6 +72,7 @@ ci_runs() {
     idx_gz) echo 120000 ;;
     csv) echo 150000 ;;
     cache) echo 500000 ;;
+    tar) echo 500000 ;;
   esac
 }
 max_len() { [ "$1" = checkpoint ] && echo 16384 || echo 4096; }
@@ -123,7 +124,7 @@ run_harness() {
 harnesses="" run_api=0
 for h in $(echo "$only" | tr , ' '); do
   case "$h" in
-    checkpoint|idx|idx_gz|csv|cache) harnesses="$harnesses $h" ;;
+    checkpoint|idx|idx_gz|csv|cache|tar) harnesses="$harnesses $h" ;;
     api) run_api=1 ;;
     *) echo "fuzz.sh: no harness $h" >&2; exit 2 ;;
   esac

@@ -1,6 +1,6 @@
 /* gen_seeds.c -- writes the seed corpora of the libFuzzer harnesses.
  *
- *   gen_seeds <dir>    writes <dir>/{checkpoint,idx,idx_gz,csv,cache}/<name>
+ *   gen_seeds <dir>    writes <dir>/{checkpoint,idx,idx_gz,csv,cache,tar}/<name>
  *
  * Small valid files made with the engine's own writers (dl_checkpoint_save,
  * dl_cache_write) or byte by byte from the format specs (IDX, CSV, a plain
@@ -21,6 +21,7 @@
 #include "io/checkpoint.h"
 #include "data/pipeline.h"
 #include "data/cache.h"
+#include "io/tar.h"
 
 static const char *root;
 
@@ -250,12 +251,64 @@ static void gen_cache(dl_ctx *ctx) {
   for (int i = 0; i < 4; i++) dl_tensor_release(ts[i]);
 }
 
+/* a ustar header by hand (the writer makes only plain ustar): type, name, size */
+static void tar_header(unsigned char *h, const char *name, char type, size_t size, const char *magic) {
+  memset(h, 0, 512);
+  snprintf((char *)h, 100, "%s", name);
+  snprintf((char *)h + 100, 8, "%07o", 0644);
+  snprintf((char *)h + 124, 12, "%011zo", size);
+  h[156] = (unsigned char)type;
+  memcpy(h + 257, magic, 8);
+  unsigned sum = 0;
+  memset(h + 148, ' ', 8);
+  for (int i = 0; i < 512; i++) sum += h[i];
+  snprintf((char *)h + 148, 8, "%06o", sum);
+}
+
+static void gen_tar(dl_ctx *ctx) {
+  char path[1024];
+  path_of(path, sizeof path, "tar", "shard");
+  dl_tar_writer w;
+  if (dl_tar_writer_open(ctx, &w, path) || dl_tar_writer_add(ctx, &w, "000001.png", "\x89PNG\r\n\x1a\n", 8) ||
+      dl_tar_writer_add(ctx, &w, "000001.cls", "3", 1) || dl_tar_writer_add(ctx, &w, "000002.cls", "", 0) ||
+      dl_tar_writer_add(ctx, &w,
+                        "a-directory-name-long-enough-to-need-the-ustar-prefix-field/"
+                        "and-a-member-name-that-is-itself-longer-than-fifty-bytes.000003.json",
+                        "{\"label\": 1}", 12) ||
+      dl_tar_writer_close(ctx, &w))
+    die(ctx->err);
+  size_t n;
+  unsigned char *b = slurp(path, &n);
+  spit("tar", "truncated", b, n - 700);
+  spit("tar", "one_zero_block", b, n - 512);
+  b[148] ^= 1;
+  spit("tar", "bad_checksum", b, n);
+  free(b);
+  /* pax path and size records, a GNU long name, a directory, then the end */
+  static unsigned char t[512 * 12];
+  const char *pax = "29 path=dir/000004.input.npy\n";
+  tar_header(t, "PaxHeaders/x", 'x', strlen(pax), "ustar\00000");
+  memcpy(t + 512, pax, strlen(pax));
+  tar_header(t + 1024, "ignored", '0', 5, "ustar\00000");
+  memcpy(t + 1536, "hello", 5);
+  const char *longname = "gnu/long/name/000005.txt";
+  tar_header(t + 2048, "././@LongLink", 'L', strlen(longname) + 1, "ustar  \0");
+  memcpy(t + 2560, longname, strlen(longname));
+  tar_header(t + 3072, "short", '0', 2, "ustar  \0");
+  memcpy(t + 3584, "hi", 2);
+  tar_header(t + 4096, "somedir/", '5', 0, "ustar\00000");
+  spit("tar", "pax_gnu", t, 512 * 11);
+  tar_header(t + 4608, "link", '2', 0, "ustar\00000");
+  spit("tar", "symlink", t, 512 * 12);
+  spit("tar", "empty", "", 0);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) die("usage: gen_seeds <dir>");
   root = argv[1];
-  static const char *subs[5] = {"checkpoint", "idx", "idx_gz", "csv", "cache"};
+  static const char *subs[6] = {"checkpoint", "idx", "idx_gz", "csv", "cache", "tar"};
   mkdir(root, 0777);
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 6; i++) {
     char d[1024];
     snprintf(d, sizeof d, "%s/%s", root, subs[i]);
     if (mkdir(d, 0777) != 0 && errno != EEXIST) die(d);
@@ -265,6 +318,7 @@ int main(int argc, char **argv) {
   gen_idx();
   gen_csv();
   gen_cache(ctx);
+  gen_tar(ctx);
   dl_ctx_free(ctx);
   return 0;
 }

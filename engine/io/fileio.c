@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -131,6 +132,15 @@ static void free_names(dl_fileio_atomic *f) {
 
 /* ------------------------------------------------------------ atomic replace */
 
+/* 0 when path names something other than a regular file (a link to one
+ * counts as one); 1 otherwise, also when it cannot be looked at (the open that
+ * follows reports why) */
+static int regular_or_missing(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return 1;
+  return S_ISREG(st.st_mode);
+}
+
 int dl_fileio_open_atomic(dl_ctx *ctx, dl_fileio_atomic *f, const char *path) {
   memset(f, 0, sizeof *f);
   f->ctx = ctx;
@@ -146,6 +156,14 @@ int dl_fileio_open_atomic(dl_ctx *ctx, dl_fileio_atomic *f, const char *path) {
     return -1;
   }
   memcpy(f->path, path, n + 1);
+  /* only a regular file is replaced: a device node, FIFO or directory at path
+   * (`--trace /dev/null` run as root) is left alone and the write refused */
+  if (!regular_or_missing(path)) {
+    dl_fail(ctx, "cannot write '%s': not a regular file (a device, FIFO, socket or directory is never replaced)", path);
+    free_names(f);
+    f->failed = 1;
+    return -1;
+  }
   for (unsigned attempt = 0; attempt < 64; attempt++) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -216,10 +234,26 @@ int dl_fileio_replace(dl_ctx *ctx, const char *path, const void *p, size_t n) {
 /* ------------------------------------------------------------ append, fsync */
 
 int dl_fileio_append(dl_ctx *ctx, const char *path, const void *p, size_t n, int sync) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (!regular_or_missing(path)) {
+    dl_fail(ctx, "cannot append to '%s': not a regular file (a device, FIFO, socket or directory)", path);
+    return -1;
+  }
+  /* O_NONBLOCK: a FIFO put in its place after the check fails the open (ENXIO)
+   * instead of blocking it until a reader comes */
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0666);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    dl_fail(ctx, "cannot append to '%s': not a regular file (a device, FIFO, socket or directory)", path);
+    return -1;
+  }
   if (fd < 0) {
     dl_fail(ctx, "cannot append to '%s': %s", path, strerror(errno));
     return -1;
+  }
+  {
+    int fl = fcntl(fd, F_GETFL);      /* a regular file: back to blocking writes */
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   }
   int rc = 0;
   if (n > 0) {

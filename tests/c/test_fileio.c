@@ -71,11 +71,12 @@ static void test_replace(void) {
   snprintf(want, sizeof want, "cannot write '%s': No such file or directory (creating a temporary file next to it)", q);
   DL_CHECK(strcmp(ctx->err, want) == 0);
 
-  /* renaming over a directory fails after the data was written: the temp file goes */
+  /* a directory (or FIFO, device) is never replaced: refused before anything is written */
   path_in(q, sizeof q, "adir");
   DL_CHECK(mkdir(q, 0777) == 0);
   DL_CHECK(dl_fileio_replace(ctx, q, "x", 1) == -1);
-  snprintf(want, sizeof want, "cannot write '%s': Is a directory (renaming the temporary file over it)", q);
+  snprintf(want, sizeof want,
+           "cannot write '%s': not a regular file (a device, FIFO, socket or directory is never replaced)", q);
   DL_CHECK(strcmp(ctx->err, want) == 0);
   DL_CHECK(!has_temp());
   rmdir(q);
@@ -139,11 +140,12 @@ static void test_append(void) {
   DL_CHECK(dl_fileio_append(ctx, p, "", 0, 0) == 0);
   DL_CHECK(slurp(p, buf, sizeof buf) == 5 && strcmp(buf, "a\nbb\n") == 0);
 
+  /* only regular files: a device and a directory are refused (a full disk: the hook below) */
   DL_CHECK(dl_fileio_append(ctx, "/dev/full", "x\n", 2, 0) == -1);
-  DL_CHECK(strcmp(ctx->err, "cannot append to '/dev/full': No space left on device") == 0);
+  DL_CHECK(strcmp(ctx->err, "cannot append to '/dev/full': not a regular file (a device, FIFO, socket or directory)") == 0);
 
   DL_CHECK(dl_fileio_append(ctx, dir, "x\n", 2, 0) == -1);
-  snprintf(want, sizeof want, "cannot append to '%s': Is a directory", dir);
+  snprintf(want, sizeof want, "cannot append to '%s': not a regular file (a device, FIFO, socket or directory)", dir);
   DL_CHECK(strcmp(ctx->err, want) == 0);
 
   dl_fileio_fail_from(1);

@@ -21,10 +21,35 @@ describe("dl.fs writes", function()
     fs.rm_rf(d)
   end)
 
-  it("raises on a full device, naming it (append_line to /dev/full)", function()
-    local ok, msg = pcall(fs.append_line, "/dev/full", "x")
+  it("raises on a full disk, naming the file (the write-failure hook)", function()
+    fs._fail_writes_from(1)
+    local ok, msg = pcall(fs.append_line, d .. "/m.jsonl", "x")
     assert.is_false(ok)
-    assert.are.equal("cannot append to '/dev/full': No space left on device", msg)
+    assert.are.equal("cannot append to '" .. d .. "/m.jsonl': No space left on device", msg)
+  end)
+
+  -- only regular files are written or read as data: `--trace /dev/null` as root used to
+  -- replace the device node with a regular file, and a FIFO blocked the open forever
+  it("never replaces, appends to or reads a device, FIFO or directory, naming it", function()
+    local fifo, dev = d .. "/fifo", d .. "/null"
+    assert.is_true(os.execute("mkfifo " .. H.shquote(fifo)))
+    local root = os.execute("mknod " .. H.shquote(dev) .. " c 1 3 2>/dev/null")
+    for _, p in ipairs(root and {fifo, dev, d} or {fifo, d}) do
+      local ok, msg = pcall(fs.write_atomic, p, "x")
+      assert.is_false(ok)
+      assert.are.equal("cannot write '" .. p .. "': not a regular file (a device, FIFO, socket or directory is " ..
+        "never replaced)", msg)
+      ok, msg = pcall(fs.append_line, p, "x")
+      assert.is_false(ok)
+      assert.are.equal("cannot append to '" .. p .. "': not a regular file (a device, FIFO, socket or directory)", msg)
+      ok, msg = pcall(fs.read, p)
+      assert.is_false(ok)
+      assert.matches("cannot read '" .. p .. "': not a regular file", msg, 1, true)
+    end
+    assert.are.equal("named pipe", require("lfs").attributes(fifo, "mode"))
+    if root then assert.are.equal("char device", require("lfs").attributes(dev, "mode")) end
+    -- CI runs as root: there the device case must have run
+    if os.getenv("DLUA_REQUIRE_INSTALL") == "1" then assert.is_truthy(root, "mknod failed: not root?") end
   end)
 
   it("appends one line per call and replaces files atomically", function()

@@ -50,6 +50,7 @@ end
 -- the lock cannot be had for 120 s.
 function Journal:locked(fn)
   fs.mkdir_p(self.dir)
+  fs.check_regular(self.lock_path, "lock")
   local lf = assert(io.open(self.lock_path, "a"))
   local t0 = core.clock()
   while true do

@@ -86,6 +86,30 @@ function Experiment:resolve(overrides)
   return hp
 end
 
+-- names the runner may leave out of hp (rank and world are set only under mpirun)
+local RUNNER_KEYS = {seed = true, init_seed = true, data_seed = true, rank = true, world = true}
+
+-- hp as build(hp) sees it: reading a name that is neither a hyperparameter of the
+-- experiment nor one the runner adds is an error at build's line (a typo such as
+-- hp.weightdecay would otherwise read nil and train without weight decay, silently).
+-- Writes go through to hp; pairs and # see hp.
+local function strict_hp(hp, name)
+  return setmetatable({}, {
+    __index = function(_, k)
+      local v = hp[k]
+      if v ~= nil or RUNNER_KEYS[k] then return v end
+      local names = util.sorted_keys(hp)
+      local near = type(k) == "string" and util.nearest(k, names)
+      error(string.format("experiment %s: hp.%s is not a hyperparameter of this experiment%s " ..
+        "(its hyperparameters: %s; declare it in dl.experiment{hparams = ...} to give it a default)", name,
+        tostring(k), near and (" (did you mean " .. near .. "?)") or "", table.concat(names, ", ")), 2)
+    end,
+    __newindex = function(_, k, v) hp[k] = v end,
+    __pairs = function() return next, hp, nil end,
+    __len = function() return #hp end,
+  })
+end
+
 --- The dl.train config for hp (resolved), built right after seeding the init stream.
 function Experiment:config(hp)
   if dist.world() > 1 and hp.rank == nil then
@@ -93,7 +117,7 @@ function Experiment:config(hp)
     hp.data_seed = hp.data_seed + hp.rank
   end
   core.seed(hp.init_seed)
-  local cfg = self.build(hp)
+  local cfg = self.build(strict_hp(hp, self.name))
   -- a mistake in the config is the build function's: its file and line lead the message
   local info = debug.getinfo(self.build, "S")
   local where = info.what ~= "C" and (info.short_src .. ":" .. info.linedefined .. ": ") or ""

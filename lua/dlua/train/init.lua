@@ -53,6 +53,39 @@ local CONFIG = {
   description = true, command = true, config_path = true, forward = true, threads = true, trace = true,
 }
 
+-- The optimizer against the model: parameters it updates that the model does not
+-- have, or none at all, are errors (training would change nothing, or something
+-- else); returns the message, and the model's trainable parameters the optimizer
+-- leaves alone (names), for a warning. Models without named_parameters (a plain
+-- function) and optimizers without a params list are not checked.
+local function optimizer_problem(model, opt)
+  if type(opt) ~= "table" or type(opt.params) ~= "table" then return nil, {} end
+  local kind = tostring(opt.kind or "optimizer")
+  if #opt.params == 0 then
+    return string.format("dl.train: the optimizer (%s) has no parameters, so training would change nothing: " ..
+      "give it params = model:parameters() (or call opt:attach(model:parameters()))", kind), {}
+  end
+  local ok, named = pcall(function() return model:named_parameters() end)
+  if not ok or type(named) ~= "table" then return nil, {} end
+  local in_model, in_opt = {}, {}
+  for _, np in ipairs(named) do in_model[np[2]] = np[1] end
+  for i, p in ipairs(opt.params) do
+    in_opt[p] = true
+    if not in_model[p] then
+      local shape = util.is_tensor(p) and ("[" .. table.concat(p:shape(), ", ") .. "]") or type(p)
+      return string.format("dl.train: the optimizer (%s) updates a tensor %s (its parameter %d) that is not a " ..
+        "parameter of the model (the model has %d: %s...): build the optimizer from this model's parameters()",
+        kind, shape, i, #named, named[1] and named[1][1] or "none"), {}
+    end
+  end
+  local missed = {}
+  for _, np in ipairs(named) do
+    if not in_opt[np[2]] and np[2]:requires_grad() then missed[#missed + 1] = np[1] end
+  end
+  return nil, missed
+end
+M.optimizer_problem = optimizer_problem
+
 --- config_problem(config) -> nil when config is a valid dl.train config, else the
 -- message (unknown keys at any depth, missing required keys, bad values); dl.train
 -- raises it, dl.experiment raises it at the experiment's build function.
@@ -63,6 +96,8 @@ function M.config_problem(c)
   for _, k in ipairs({"model", "loss", "optimizer", "data", "steps"}) do
     if c[k] == nil then return "dl.train: config." .. k .. " is required" end
   end
+  local oprob = optimizer_problem(c.model, c.optimizer)
+  if oprob then return oprob end
   if math.type(c.steps) ~= "integer" or c.steps < 1 then
     return "dl.train: steps must be a positive integer, got " .. tostring(c.steps)
   end
@@ -234,6 +269,12 @@ local function open_run(config)
   local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every, eval_every = ev.every}
   run.prog = prog
   local function warn(msg) prog:message("warning: " .. msg) end
+  local _, missed = optimizer_problem(model, opt)
+  if #missed > 0 and lead then
+    warn(string.format("the optimizer does not update %d trainable parameter%s of the model (%s%s); freeze them " ..
+      "(p:requires_grad(false) or module:freeze()) if that is meant", #missed, #missed == 1 and "" or "s",
+      table.concat(missed, ", ", 1, math.min(#missed, 5)), #missed > 5 and ", ..." or ""))
+  end
 
   -- resume, or start fresh (never silently over an existing run)
   local metrics_path = dir .. "/metrics.jsonl"

@@ -38,8 +38,20 @@ end
 function M.exists(path) return lfs.attributes(path, "mode") ~= nil end
 function M.is_dir(path) return lfs.attributes(path, "mode") == "directory" end
 
---- Whole file as a string, or nil, message.
+--- Raises "cannot <what> '<path>': not a regular file (<kind>)" when path names a
+-- FIFO, device, socket or directory: opening a FIFO would block until a writer came,
+-- and dlua reads and writes only regular files as data. Missing is fine.
+function M.check_regular(path, what)
+  local mode = lfs.attributes(path, "mode")
+  if mode and mode ~= "file" then
+    error(string.format("cannot %s '%s': not a regular file (%s)", what or "read", path, mode), 2)
+  end
+end
+
+--- Whole file as a string, or nil, message when it cannot be opened (missing);
+-- raises for a path that is not a regular file (M.check_regular).
 function M.read(path)
+  M.check_regular(path, "read")
   local f, err = io.open(path, "rb")
   if not f then return nil, err end
   local s = f:read("a")

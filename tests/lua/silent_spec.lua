@@ -1,0 +1,138 @@
+-- Nothing silent (issue 33): what a user got wrong in an experiment stops the run
+-- with a message that says where and what, instead of training something else.
+--   * hp in build(hp) refuses a name the experiment does not declare (a typo such as
+--     hp.weightdecay used to read nil and train without weight decay)
+--   * dl.train refuses an optimizer with no parameters or with tensors that are not
+--     the model's, and warns about trainable parameters the optimizer leaves alone
+local dl = require "dlua"
+local H = dofile("tests/lua/helpers.lua")
+local nn, optim, data = dl.nn, dl.optim, dl.data
+
+local EXE = os.getenv("DLUA_EXE") or "build/dlua"
+if EXE:sub(1, 1) ~= "/" then EXE = (os.getenv("PWD") or ".") .. "/" .. EXE end
+
+-- runs dlua with args in dir (under `timeout limit` when given): output, exit status
+local function run(dir, args, limit)
+  local t = limit and ("timeout " .. limit .. " ") or ""
+  local p = assert(io.popen("cd " .. H.shquote(dir) .. " && " .. t .. H.shquote(EXE) .. " " .. args ..
+    " 2>&1; echo \"rc=$?\""))
+  local out = p:read("a")
+  p:close()
+  return out, tonumber(out:match("rc=(%d+)%s*$"))
+end
+
+local function toy()
+  dl.seed(1)
+  local x = dl.randn(64, 4)
+  local y = x:matmul(dl.randn(4, 3)):argmax(2)
+  return data.tensors{image = x, label = y}
+end
+
+describe("hp in build(hp)", function()
+  it("refuses a name the experiment does not declare, at build's line, with did-you-mean", function()
+    local dir = H.tmpdir("hp")
+    H.spit(dir .. "/exp.lua", [[
+local dl = require "dlua"
+return dl.experiment{name = "typo", hparams = {lr = 0.1, weight_decay = 1e-4, steps = 5},
+  build = function(hp)
+    local m = dl.nn.Linear(4, 3)
+    return {model = m, loss = dl.nn.CrossEntropy(),
+      optimizer = dl.optim.SGD{params = m:parameters(), lr = hp.lr,
+                               weight_decay = hp.weightdecay},
+      data = function() end, steps = hp.steps}
+  end}
+]])
+    local out, rc = run(dir, "exp.lua --steps 2")
+    assert.are_not.equal(0, rc, out)
+    assert.matches("exp.lua:7: experiment typo: hp.weightdecay is not a hyperparameter of this experiment " ..
+      "(did you mean weight_decay?) (its hyperparameters: data_seed, init_seed, lr, seed, steps, weight_decay;",
+      out, 1, true)
+    assert.is_nil(out:find("runs/typo", 1, true), "no run directory is announced: " .. out)
+  end)
+
+  it("reads declared names, the runner's seeds, and rank/world as nil on one process; writes go through", function()
+    local exp = dl.experiment{name = "ok", hparams = {lr = 0.1, extra = 1}, build = function(hp)
+      assert(hp.rank == nil and hp.world == nil)
+      hp.extra = hp.extra + 1
+      local keys = {}
+      for k in pairs(hp) do keys[#keys + 1] = k end
+      table.sort(keys)
+      assert(table.concat(keys, ",") == "data_seed,extra,init_seed,lr,seed", table.concat(keys, ","))
+      local m = nn.Linear(4, 3)
+      return {model = m, loss = nn.CrossEntropy(), optimizer = optim.SGD{params = m:parameters(), lr = hp.lr},
+        data = toy():batch(8), steps = 1}
+    end}
+    local hp = exp:resolve({seed = 3})
+    local cfg = exp:config(hp)
+    assert.are.equal(2, cfg.hparams.extra)          -- the record is the table build changed
+    assert.are.equal(1003, cfg.hparams.data_seed)
+  end)
+end)
+
+describe("dl.train and its optimizer", function()
+  local function cfg(model, opt)
+    return {model = model, loss = nn.CrossEntropy(), optimizer = opt, data = toy():batch(8), steps = 3,
+      quiet = true, tracking = false, dir = H.tmpdir("opt") .. "/run"}
+  end
+
+  it("refuses an optimizer without parameters, saying how to give them", function()
+    local m = nn.Sequential{nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)}
+    assert.error_matches(function() dl.train(cfg(m, optim.SGD{lr = 0.1})) end,
+      "dl.train: the optimizer (SGD) has no parameters, so training would change nothing: give it " ..
+      "params = model:parameters() (or call opt:attach(model:parameters()))", 1, true)
+  end)
+
+  it("refuses an optimizer over another model's tensors, naming the tensor and the model's", function()
+    local m = nn.Sequential{nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)}
+    local other = nn.Linear(4, 5)
+    assert.error_matches(function() dl.train(cfg(m, optim.Adam{params = other:parameters(), lr = 0.1})) end,
+      "dl.train: the optimizer (Adam) updates a tensor [5, 4] (its parameter 1) that is not a parameter of the " ..
+      "model (the model has 4: 1.weight...)", 1, true)
+  end)
+
+  it("warns about trainable parameters it leaves alone, and not about frozen ones", function()
+    local dir = H.tmpdir("optwarn")
+    local body = [[
+local dl = require "dlua"
+local nn = dl.nn
+return dl.experiment{name = "partial", hparams = {freeze = 0},
+  build = function(hp)
+    dl.seed(1)
+    local x = dl.randn(64, 4)
+    local ds = dl.data.tensors{image = x, label = x:matmul(dl.randn(4, 3)):argmax(2)}
+    local first, last = nn.Linear(4, 8), nn.Linear(8, 3)
+    if hp.freeze == 1 then first:freeze() end
+    local m = nn.Sequential{first, nn.ReLU(), last}
+    return {model = m, loss = nn.CrossEntropy(), optimizer = dl.optim.SGD{params = last:parameters(), lr = 0.1},
+      data = ds:batch(8), steps = 3, tracking = false}
+  end}
+]]
+    H.spit(dir .. "/exp.lua", body)
+    local out, rc = run(dir, "exp.lua")
+    assert.are.equal(0, rc, out)
+    assert.matches("warning: the optimizer does not update 2 trainable parameters of the model (1.weight, 1.bias); " ..
+      "freeze them", out, 1, true)
+    out, rc = run(dir, "exp.lua --set freeze=1")
+    assert.are.equal(0, rc, out)
+    assert.is_nil(out:find("does not update", 1, true), out)
+  end)
+end)
+
+describe("special files in a run directory", function()
+  it("a FIFO where metrics.jsonl should be stops --resume and dlua report with its name, never a hang", function()
+    local dir = H.tmpdir("fifo")
+    H.spit(dir .. "/exp.lua", H.fixture("toy_experiment.lua"))
+    local out, rc = run(dir, "exp.lua --steps 10")
+    assert.are.equal(0, rc, out)
+    local metrics = dir .. "/runs/toy/metrics.jsonl"
+    assert.is_true(os.remove(metrics))
+    assert.is_true(os.execute("mkfifo " .. H.shquote(metrics)))
+    -- timeout: a blocked open would hang here (exit 124)
+    out, rc = run(dir, "exp.lua --steps 20 --resume", 30)
+    assert.is_true(rc ~= 0 and rc ~= 124, out)
+    assert.matches("runs/toy/metrics.jsonl': not a regular file", out, 1, true)
+    out, rc = run(dir, "report runs/toy", 30)
+    assert.is_true(rc ~= 0 and rc ~= 124, out)
+    assert.matches("runs/toy/metrics.jsonl': not a regular file", out, 1, true)
+  end)
+end)

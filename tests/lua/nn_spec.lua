@@ -209,7 +209,9 @@ describe("dlua.nn losses", function()
     assert.are.equal("nn_spec.lua:" .. (debug.getinfo(1, "l").currentline - 2) ..
       ": CrossEntropy: label 11 at position 3 of the batch is outside [1, 10]", err:match("[^/]*$"))
     assert.error_matches(function() nn.CrossEntropy()(dl.zeros(4, 10), dl.tensor({1, 0, 3, 4})) end,
-      "CrossEntropy: label 0 at position 2 of the batch is outside %[1, 10%]$")
+      "CrossEntropy: label 0 at position 2 of the batch is outside %[1, 10%] %(class labels are 1%-based; labels " ..
+      "stored 0%-based, as in most CSV and NumPy files, are read with zero_based, e%.g%. data%.csv{%.%.%., " ..
+      "zero_based = {\"label\"}}, or shifted with labels %+ 1%)$")
     assert.error_matches(function() nn.CrossEntropy()(dl.zeros(2, 3), dl.tensor({3, -1}, {dtype = "int64"})) end,
       "CrossEntropy: label %-1 at position 2 of the batch is outside %[1, 3%]$")
     -- the edges 1 and C are labels

@@ -136,3 +136,30 @@ describe("special files in a run directory", function()
     assert.matches("runs/toy/metrics.jsonl': not a regular file", out, 1, true)
   end)
 end)
+
+describe("errors inside a model", function()
+  it("name the module by its path and class, at the user's line", function()
+    local dir = H.tmpdir("modpath")
+    H.spit(dir .. "/exp.lua", [[
+local dl = require "dlua"
+local nn = dl.nn
+return dl.experiment{name = "shapes", hparams = {},
+  build = function(hp)
+    local x = dl.randn(32, 4)
+    local ds = dl.data.tensors{image = x, label = x:matmul(dl.randn(4, 3)):argmax(2)}
+    local m = nn.Sequential{nn.Linear(4, 2), nn.ReLU(), nn.Sequential{nn.Linear(3, 3)}}
+    return {model = m, loss = nn.CrossEntropy(),
+      optimizer = dl.optim.SGD{params = m:parameters(), lr = 0.1}, data = ds:batch(8), steps = 2, tracking = false}
+  end}
+]])
+    local out, rc = run(dir, "exp.lua")
+    assert.are.equal(1, rc, out)
+    assert.matches("step 1: model.3.1 (Linear): input of shape [8, 2] does not end in 3 features", out, 1, true)
+    -- a module called directly: the path relative to it, at the caller's line
+    local m = nn.Sequential{nn.Linear(4, 2), nn.Sequential{nn.Tanh(), nn.Linear(3, 3)}}
+    local ok, err = pcall(function() local y = m(dl.randn(2, 4)); return y end)
+    assert.is_false(ok)
+    assert.matches("silent_spec.lua:" .. (debug.getinfo(1, "l").currentline - 2) ..
+      ": 2.2 %(Linear%): input of shape %[2, 2%] does not end in 3 features$", err)
+  end)
+end)

@@ -19,6 +19,8 @@ local csv_path = dir .. "/two.csv"
 H.spit(csv_path, "a,b\n1,2\n")
 local ckpt_path = dir .. "/w.ckpt"
 local cache_path = dir .. "/ds.cache"
+local tar_path = dir .. "/r.tar"
+core._tar_write(tar_path, {{"0.cls", "1"}})
 
 -- One valid call per function: args() returns its arguments. run = false: the
 -- valid call is not made (it would block in a world of one), only the junk call.
@@ -154,6 +156,8 @@ local valid = {
   _fileio_fsync = {args = function() return dir end},
   _fileio_replace = {args = function() return dir .. "/replace.txt", "x" end},
   _fileio_write_count = {args = function() end},
+  _tar_read = {args = function() return tar_path end},
+  _tar_write = {args = function() return dir .. "/w.tar", {{"a.cls", "1"}} end},
   _ops = {args = function() end},
   _gp_fit = {args = function() return {{0.1}, {0.5}, {0.9}}, {1, 2, 3} end},
   _gp_objective = {args = function() return {{0.1}, {0.5}, {0.9}}, {1, 2, 3}, {0, 0, -2} end},

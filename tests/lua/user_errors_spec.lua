@@ -54,7 +54,7 @@ describe("errors in the user's terms (dlua executable)", function()
     local code, out, err = dlua("label.lua --out run-label --quiet")
     assert.are.equal(1, code, err)
     assert.are.equal("", out)
-    assert.are.equal("dlua: label.lua: training failed: step 2: CrossEntropy: label 11 at position 3 of the batch " ..
+    assert.are.equal("dlua: label.lua: training failed: step 2: loss (CrossEntropy): label 11 at position 3 of the batch " ..
       "is outside [1, 10]\n", err)
   end)
 
@@ -165,7 +165,9 @@ describe("dl.train failures in the user's terms (in process)", function()
     local r = dl.train(c); local line = debug.getinfo(1, "l").currentline
     assert.are.equal("failed", r.status)
     assert.are.equal(1, r.steps)
-    assert.are.equal(string.format("%s:%d: step 2: CrossEntropy: label 0 at position 4 of the batch is outside [1, 10]",
+    assert.are.equal(string.format("%s:%d: step 2: loss (CrossEntropy): label 0 at position 4 of the batch is " ..
+      "outside [1, 10] (class labels are 1-based; labels stored 0-based, as in most CSV and NumPy files, are read " ..
+      "with zero_based, e.g. data.csv{..., zero_based = {\"label\"}}, or shifted with labels + 1)",
       debug.getinfo(1, "S").short_src, line), r.message)
     assert.truthy(r.traceback:find("stack traceback:", 1, true))
   end)
@@ -190,7 +192,7 @@ describe("dl.train failures in the user's terms (in process)", function()
     local r = dl.train(config{eval = {every = 2, sets = {valid = va}}})
     assert.are.equal(2, r.steps)
     assert.are.equal("failed", r.status)
-    assert.truthy(r.message:find(": step 2 %(evaluating valid%): CrossEntropy: label 12 at position 5 of the batch " ..
+    assert.truthy(r.message:find(": step 2 %(evaluating valid%): loss %(CrossEntropy%): label 12 at position 5 of the batch " ..
       "is outside %[1, 10%]$"), r.message)
   end)
 

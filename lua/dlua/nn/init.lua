@@ -284,8 +284,13 @@ local function check_labels(name, labels, n, c, level)
   if lo >= 1 and hi <= c then return end
   for i, v in ipairs(labels:totable()) do
     if not (v >= 1 and v <= c) then
-      error(string.format("%s: label %s at position %d of the batch is outside [1, %d]", name,
-        math.tointeger(v) or tostring(v), i, c), level + 1)
+      local hint = ""
+      if v == 0 then
+        hint = " (class labels are 1-based; labels stored 0-based, as in most CSV and NumPy files, are read " ..
+          "with zero_based, e.g. data.csv{..., zero_based = {\"label\"}}, or shifted with labels + 1)"
+      end
+      error(string.format("%s: label %s at position %d of the batch is outside [1, %d]%s", name,
+        math.tointeger(v) or tostring(v), i, c, hint), level + 1)
     end
   end
 end

@@ -6,6 +6,7 @@
 -- requires neither.
 local core = require "dlua.core"
 local util = require "dlua.util"
+local blame = require "dlua.util.blame"
 
 local M = {}
 
@@ -110,6 +111,10 @@ Module.__newindex = function(self, k, v)
   elseif type(v) == "table" and getmetatable(v) and v._modules then
     if not self._modules[k] then self._order[#self._order + 1] = k end
     self._modules[k] = v
+    if rawget(v, "_key") == nil then          -- its name in errors: the first parent's
+      rawset(v, "_key", k)
+      rawset(v, "_parent", self)
+    end
   elseif self._params and self._params[k] and is_tensor(v) then
     self._params[k] = v
   elseif self._buffers and self._buffers[k] and is_tensor(v) then
@@ -130,7 +135,56 @@ Module.__index = function(self, k)
   return cls[k]
 end
 
-Module.__call = function(self, ...) return self:forward(...) end
+-- Errors name the module they come from, as its path from the root with its class:
+-- "model.3 (Linear): input of shape [32, 2] does not end in 3 features". The root is
+-- named by what holds it (dl.train names its model "model" and its loss "loss",
+-- through Module._name_root); a root with no name gives paths relative to it and is
+-- not named itself. Only the innermost module adds its path. A message without a
+-- position gets the line the module was called from. DLUA_DEBUG=1 calls forward
+-- directly, so tracebacks keep every frame.
+local function path_of(m)
+  local parts, depth = {}, 0
+  while depth < 100 do
+    local key = rawget(m, "_key")
+    if key == nil then break end
+    table.insert(parts, 1, tostring(key))
+    m = rawget(m, "_parent")
+    depth = depth + 1
+  end
+  local root = rawget(m, "_root_name")
+  if root then table.insert(parts, 1, root) end
+  return table.concat(parts, ".")
+end
+
+local last_annotated
+local function pass(self, ok, ...)
+  if ok then return ... end
+  local err = ...
+  if type(err) ~= "string" or err == last_annotated then error(err, 0) end
+  local pos, rest = err:match("^([^\n:]+:%d+: )(.*)$")
+  if not pos then                  -- the innermost user frame from the module's caller on
+    local where = blame.user_location(2)   -- (level 2: pass is a tail call of __call)
+    pos, rest = where and (where .. ": ") or "", err
+  end
+  local path, cls = path_of(self), tostring(getmetatable(self).__name)
+  if path ~= "" then
+    if rest:sub(1, #cls + 2) == cls .. ": " then rest = rest:sub(#cls + 3) end   -- the class said once
+    rest = path .. " (" .. cls .. "): " .. rest
+  end
+  last_annotated = pos .. rest
+  error(last_annotated, 0)
+end
+
+if os.getenv("DLUA_DEBUG") == "1" then
+  Module.__call = function(self, ...) return self:forward(...) end
+else
+  Module.__call = function(self, ...) return pass(self, pcall(self.forward, self, ...)) end
+end
+
+--- Names a module that is the root of a tree in error messages ("model", "loss").
+function Module._name_root(m, name)
+  if type(m) == "table" and rawget(m, "_modules") and rawget(m, "_key") == nil then rawset(m, "_root_name", name) end
+end
 
 function Module:forward()
   error(getmetatable(self).__name .. ": forward is not defined", 2)

@@ -222,6 +222,8 @@ local function open_run(config)
   local dp = dist.world() > 1 and data_parallel.data_parallel(config) or nil
   local lead = not dp or dp.lead
   local model, opt = config.model, config.optimizer
+  nn.Module._name_root(model, "model")          -- errors name "model.3 (Linear)"
+  nn.Module._name_root(config.loss, "loss")
   local steps = config.steps
   local fields = {input = "image", target = "label", weight = "weight"}
   for k, v in pairs(config.fields or {}) do fields[k] = v end

@@ -163,3 +163,31 @@ return dl.experiment{name = "shapes", hparams = {},
       ": 2.2 %(Linear%): input of shape %[2, 2%] does not end in 3 features$", err)
   end)
 end)
+
+describe("the checkpoint a run reports", function()
+  it("is called best only when a metric ranks the kept checkpoints, and last otherwise", function()
+    local dir = H.tmpdir("bestlast")
+    H.spit(dir .. "/exp.lua", H.fixture("toy_experiment.lua"))
+    local out, rc = run(dir, "exp.lua --steps 20")
+    assert.are.equal(0, rc, out)
+    assert.matches("last checkpoint (none ranked: set checkpoint.metric to keep the best): step 20 (", out, 1, true)
+    assert.is_nil(out:find("best checkpoint", 1, true), out)
+    local ds = toy()
+    local m = nn.Linear(4, 3)
+    local r = dl.train{model = m, loss = nn.CrossEntropy(), data = ds:batch(8), steps = 8,
+      optimizer = optim.SGD{params = m:parameters(), lr = 0.1}, quiet = true, tracking = false, dir = dir .. "/r",
+      eval = {every = 2, sets = {valid = ds}}, checkpoint = {keep_best = 1, metric = "valid/loss", mode = "min"}}
+    assert.are.equal("best", r.best.selected)
+    -- the best kept by valid/loss: its value is the least of the evals'
+    local least = math.huge
+    for line in H.slurp(dir .. "/r/metrics.jsonl"):gmatch("[^\n]+") do
+      local e = dl.json.decode(line)
+      if e["valid/loss"] then least = math.min(least, e["valid/loss"]) end
+    end
+    assert.are.equal(least, r.best.metrics["valid/loss"])
+    r = dl.train{model = m, loss = nn.CrossEntropy(), data = ds:batch(8), steps = 4,
+      optimizer = optim.SGD{params = m:parameters(), lr = 0.1}, quiet = true, tracking = false, dir = dir .. "/s"}
+    assert.are.equal("last", r.best.selected)
+    assert.are.equal(4, r.best.step)
+  end)
+end)

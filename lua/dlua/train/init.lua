@@ -541,12 +541,14 @@ local function finish(run, status, message)
     clipped = run.clipped, metrics = run.last_metrics, cost = cost, ledger = run.ckpt_dir .. "/index.json",
     traceback = status == "failed" and run.traceback or nil, signal = run.signal,
   }
+  -- selected: "best" when ranked by checkpoint.metric among the kept checkpoints;
+  -- "last" when nothing ranks them (no metric), and then the summary line says so
   if led.best then
     result.best = {step = led.best.step, metrics = led.best.metrics, value = led.best.value,
-                   checkpoint = run.ckpt_dir .. "/" .. led.best.path}
+                   checkpoint = run.ckpt_dir .. "/" .. led.best.path, selected = "best"}
   elseif led.latest then
     result.best = {step = led.latest.step, metrics = run.metrics_at[led.latest.step] or {},
-                   checkpoint = run.ckpt_dir .. "/" .. led.latest.path}
+                   checkpoint = run.ckpt_dir .. "/" .. led.latest.path, selected = "last"}
   end
   if led.latest then result.latest = run.ckpt_dir .. "/" .. led.latest.path end
   local summary = {status = status, message = message, steps = run.step, cost = cost,
@@ -570,8 +572,13 @@ local function finish(run, status, message)
         if type(v) == "number" then parts[#parts + 1] = string.format("%s %.4f", k, v) end
       end
       table.sort(parts)
-      prog:message(string.format("best checkpoint: step %d (%s) %s", result.best.step, table.concat(parts, ", "),
-        result.best.checkpoint))
+      if result.best.selected == "best" then
+        prog:message(string.format("best checkpoint by %s: step %d (%s) %s", tostring(run.ck.metric), result.best.step,
+          table.concat(parts, ", "), result.best.checkpoint))
+      else
+        prog:message(string.format("last checkpoint (none ranked: set checkpoint.metric to keep the best): " ..
+          "step %d (%s) %s", result.best.step, table.concat(parts, ", "), result.best.checkpoint))
+      end
     end
     prog:message("run directory: " .. dir)
   end

@@ -144,6 +144,16 @@ local cases = {
 }
 
 describe("dlua.optim update rules", function()
+  it("has a formula and a case for every optimizer of the table (core.optim_table)", function()
+    local covered = {}
+    for _, c in ipairs(cases) do covered[c[1]] = true end
+    local src = io.open("tests/lua/optim_spec.lua"):read("a")
+    for _, row in ipairs(require("dlua.core").optim_table()) do
+      assert.is_true(covered[row.name] == true, row.name .. " has no case in optim_spec.lua")
+      assert.truthy(src:find('kind == "' .. row.name .. '"', 1, true), row.name .. " has no formula in ref_run")
+    end
+  end)
+
   for _, c in ipairs(cases) do
     local kind, o = c[1], c[2]
     local label = {}

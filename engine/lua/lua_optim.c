@@ -149,14 +149,17 @@ static dl_tensor *entry(lua_State *L, int arg, int snap, int i) {
 static int optim_optim_update(lua_State *L) {
   optim_rule *r = luaL_checkudata(L, 1, "dlua.OptimRule");
   const char *kind = r->def->name;
-  double lr = luaL_checknumber(L, 4);
-  if (!(lr >= 0)) return lt_argerror(L, 4, "lr must be a non-negative number, got %f", lr);
+  double h[DL_OPTIM_MAXH];
+  memcpy(h, r->h, sizeof h);
+  h[r->lr] = luaL_checknumber(L, 4);
+  if (dl_optim_check(r->def, h) == r->lr) {
+    char range[64];
+    return lt_argerror(L, 4, "lr must be %s, got %f", dl_optim_range_text(&r->def->hparams[r->lr], range, sizeof range),
+                       h[r->lr]);
+  }
   int64_t t = lt_checkinteger(L, 5, "step");
   if (t < 1) return lt_argerror(L, 5, "step must be >= 1, got %I", (lua_Integer)t);
   lt_checkargs(L, 5);
-  double h[DL_OPTIM_MAXH];
-  memcpy(h, r->h, sizeof h);
-  h[r->lr] = lr;
   int ns = dl_optim_nslots(r->def);
   int n = lt_snapshot(L, 2, 2, MAX_PARAMS);
   int sp = lua_gettop(L);

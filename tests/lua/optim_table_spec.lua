@@ -78,7 +78,9 @@ describe("dlua optimizer table", function()
       it("is a constructor of dl.optim whose defaults are the row's", function()
         assert.is_function(optim[kind])
         local opt = optim[kind]{}
-        assert.are.equal(#row.hparams, (function() local n = 0; for _ in pairs(opt.opts) do n = n + 1 end; return n end)())
+        local n = 0
+        for _ in pairs(opt.opts) do n = n + 1 end
+        assert.are.equal(#row.hparams, n)
         for _, h in ipairs(row.hparams) do
           assert.are.equal(h.type, type(h.default), h.name)
           assert.are.equal(h.default, opt.opts[h.name], h.name)
@@ -164,7 +166,27 @@ describe("dlua optimizer table", function()
     local names = {}
     for i, row in ipairs(rows) do names[i] = row.name end
     assert.error_matches(function() core.optim_new("Lion") end,
-      "bad argument #1 to '[%w._]*optim_new' %(unknown optimizer 'Lion' %(valid: " .. table.concat(names, ", ") .. "%)%)")
+      "bad argument #1 to '[%w._]*optim_new' %(unknown optimizer 'Lion' %(valid: " .. table.concat(names, ", ")
+      .. "%)%)")
+  end)
+
+  it("checks lr against its row's range in set_lr and in the binding, and wants every slot's list", function()
+    local p = dl.zeros(2):requires_grad(true)
+    local opt = optim.Adam{params = {p}}
+    assert.has_error(function() opt:set_lr(-1) end, "Adam: lr must be a non-negative number, got -1")
+    assert.has_error(function() opt:set_lr(0 / 0) end, "Adam: lr must be a non-negative number, got " .. tostring(0 / 0))
+    local rule = core.optim_new("Adam")
+    assert.error_matches(function() core.optim_update(rule, {}, {{}, {}}, -1, 1) end,
+      "bad argument #4 to '[%w._]*optim_update' %(lr must be non%-negative, got %-1%.0%)")
+    p.grad = dl.ones(2)
+    assert.error_matches(function() core.optim_update(rule, {p}, {{dl.zeros(2)}}, 0.1, 1) end,
+      "Adam: state slot 2 of 2 is missing")
+    assert.error_matches(function() core.optim_update(rule, {p}, {{dl.zeros(2)}, {dl.zeros(3)}}, 0.1, 1) end,
+      "Adam: state 2 of parameter 1 is missing or mis%-shaped")
+    assert.are.same({0, 0}, p:totable())
+    core.optim_update(rule, {p}, {{dl.zeros(2)}, {dl.zeros(2)}}, 0.1, 1)
+    -- one Adam step moves each element by lr (to float32 rounding): sign(g) lr
+    assert.is_true(math.abs(p:totable()[1] + 0.1) < 1e-6)
   end)
 
   it("has a line for every row in docs/optimizers.md's table of update rules", function()
@@ -197,7 +219,7 @@ describe("docs/architecture.md, Adding an optimizer", function()
     local header = H.slurp("engine/ops/optim.h")
     local n = 0
     for sym in section:gmatch("`([%a_][%w_]*)[%(%[`]") do
-      if sym:match("^dl_") or sym:match("^DL_") or sym:match("_f32$") or sym:match("_f64$") or sym:match("^[A-Z]+_") then
+      if sym:match("^[dD][lL]_") or sym:match("_f32$") or sym:match("_f64$") or sym:match("^[A-Z]+_") then
         n = n + 1
         assert.truthy(header:find(sym, 1, true) or SRC:find(sym, 1, true), sym .. " is in neither optim.h nor optim.c")
       end

@@ -175,8 +175,9 @@ end
 -- when it was added (so a schedule scaling the default scales every group);
 -- set_lr(lr, g) sets group g's rate alone (until the next set_lr(lr)).
 function Optimizer:set_lr(lr, group)
-  if type(lr) ~= "number" or not in_range(rows[self.kind].by_name.lr, lr) then
-    error(string.format("%s: lr must be a %s number, got %s", self.kind, rows[self.kind].by_name.lr.range, tostring(lr)), 2)
+  local h = rows[self.kind].by_name.lr
+  if type(lr) ~= "number" or not in_range(h, lr) then
+    error(string.format("%s: lr must be a %s number, got %s", self.kind, h.range, tostring(lr)), 2)
   end
   if group ~= nil then
     local g = self.groups[group]

@@ -144,6 +144,16 @@ local cases = {
 }
 
 describe("dlua.optim update rules", function()
+  it("has a formula and a case for every optimizer of the table (core.optim_table)", function()
+    local covered = {}
+    for _, c in ipairs(cases) do covered[c[1]] = true end
+    local src = io.open("tests/lua/optim_spec.lua"):read("a")
+    for _, row in ipairs(require("dlua.core").optim_table()) do
+      assert.is_true(covered[row.name] == true, row.name .. " has no case in optim_spec.lua")
+      assert.truthy(src:find('kind == "' .. row.name .. '"', 1, true), row.name .. " has no formula in ref_run")
+    end
+  end)
+
   for _, c in ipairs(cases) do
     local kind, o = c[1], c[2]
     local label = {}
@@ -173,7 +183,7 @@ describe("dlua.optim update rules", function()
     local opt2 = optim.Adam{params = {p2}}
     opt2:load_state_dict(sd)
     assert.are.equal(5, opt2.t)
-    assert.are.same(sd["1.v"]:totable(), opt2.s2[1]:totable())
+    assert.are.same(sd["1.v"]:totable(), opt2:state_dict()["1.v"]:totable())
   end)
 
   it("updates large parameters in chunks over threads with exactly the serial result", function()

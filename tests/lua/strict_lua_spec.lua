@@ -322,12 +322,7 @@ local VALID = {
   ["dl.nn.Tanh()"] = a(none),
   ["dl.nn.Tanh.forward"] = a(function() return dl.nn.Tanh(), T() end),
   -- optim
-  ["dl.optim.Adagrad"] = a(function() return {params = LIN():parameters(), lr = 0.1} end),
-  ["dl.optim.Adam"] = a(function() return {params = LIN():parameters(), lr = 0.1} end),
-  ["dl.optim.AdamW"] = a(function() return {params = LIN():parameters(), lr = 0.1} end),
-  ["dl.optim.NAdam"] = a(function() return {params = LIN():parameters(), lr = 0.1} end),
-  ["dl.optim.RMSProp"] = a(function() return {params = LIN():parameters(), lr = 0.1} end),
-  ["dl.optim.SGD"] = a(function() return {params = LIN():parameters(), lr = 0.1} end),
+  -- (the constructors dl.optim.SGD, Adam, ...: one per row of core.optim_table(), below)
   ["dl.optim.clip_grad_norm"] = a(function() return LIN():parameters(), 1 end),
   ["dl.optim.param_groups"] = a(function() return LIN(), {} end),
   ["dl.optim.schedule.constant"] = a(function() return {} end),
@@ -399,6 +394,10 @@ local VALID = {
   ["dl.util.strict_table"] = a(function() return "t.", {}, false end),
   ["dl.util.unwrap"] = a(function() return print end),
 }
+-- every optimizer of the C table (engine/ops/optim.c), so a new row is checked without an edit here
+for _, row in ipairs(core.optim_table()) do
+  VALID["dl.optim." .. row.name] = a(function() return {params = LIN():parameters(), lr = 0.1} end)
+end
 
 -- junk where an argument ends: the arity error of a strict wrapper, or the
 -- option check's when the junk lands where an options table may go

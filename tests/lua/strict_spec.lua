@@ -142,10 +142,9 @@ local valid = {
   seed = {args = function() end},
   threads = {args = function() end},
   -- optimizers, batch norm
-  optim_defaults = {args = function() return "Adam" end},
-  optim_kinds = {args = function() end},
   optim_new = {args = function() return "SGD" end},
-  optim_update = {args = function() return core.optim_new("SGD"), {}, {}, {}, 0.1, 1 end},
+  optim_table = {args = function() end},
+  optim_update = {args = function() return core.optim_new("SGD"), {}, {{}}, 0.1, 1 end},
   batch_norm = {args = function() return core.ones(4, 3), nil, nil end},
   -- datasets, readers, cache
   _cache_load = {args = function() return cache_path, "fp" end},
@@ -425,7 +424,7 @@ describe("dlua.core reads each list once and keeps what it read alive", function
     local params, preads = proxy(1, function(_, r) return r == 1 and small or big end)
     local states, sreads = proxy(1, function(_, r) return r == 1 and core.zeros(2) or core.zeros(1) end)
     local rule = core.optim_new("SGD", {momentum = 0.9})
-    core.optim_update(rule, params, states, {}, 0.5, 1)
+    core.optim_update(rule, params, {states}, 0.5, 1)
     assert.are.equal(1, preads())
     assert.are.equal(1, sreads())
     -- v = 0.9 * 0 + g = 1; p -= 0.5 * v
@@ -437,7 +436,7 @@ describe("dlua.core reads each list once and keeps what it read alive", function
     local a, b = core.zeros(2), core.zeros(3)
     a.grad, b.grad = core.ones(2), core.ones(3)
     local rule = core.optim_new("SGD", {momentum = 0.9})
-    assert.error_matches(function() core.optim_update(rule, {a, b}, {core.zeros(2), core.zeros(2)}, {}, 0.5, 1) end,
+    assert.error_matches(function() core.optim_update(rule, {a, b}, {{core.zeros(2), core.zeros(2)}}, 0.5, 1) end,
       "SGD: state 1 of parameter 2 is missing or mis%-shaped")
     assert.are.same({0, 0}, a:totable())
   end)

@@ -8,12 +8,15 @@ local M = {}
 
 local is_tensor = util.is_tensor
 
--- the kinds and their defaults live in C (engine/ops/optim.c), once
-local specs = {}
-for _, kind in ipairs(core.optim_kinds()) do specs[kind] = core.optim_defaults(kind) end
-local nstate = {SGD = 1, Adam = 2, NAdam = 2, AdamW = 2, Adagrad = 1, RMSProp = 2}
-local state_names = {SGD = {"momentum"}, Adam = {"m", "v"}, NAdam = {"m", "v"}, AdamW = {"m", "v"},
-                     Adagrad = {"sum_sq"}, RMSProp = {"v", "m"}}
+-- The optimizers are the rows of the C table (engine/ops/optim.c), read once:
+-- names, hyperparameters (type, default, valid range) and state slots (name,
+-- initial value). Nothing below names an optimizer.
+local rows = {}
+for _, row in ipairs(core.optim_table()) do
+  local by_name = {}
+  for _, h in ipairs(row.hparams) do by_name[h.name] = h end
+  rows[row.name] = {hparams = row.hparams, by_name = by_name, state = row.state}
+end
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
@@ -21,72 +24,93 @@ Optimizer.__index = Optimizer
 -- a group table is a plain table with a params field; a tensor list is not
 local function is_group(x) return type(x) == "table" and not is_tensor(x) and x.params ~= nil end
 
--- the option values of kind in o (a group's or the constructor's), type-checked against defaults
-local function check_types(kind, o, defaults, where, level)
-  for k, v in pairs(defaults) do
-    if o[k] ~= nil and type(o[k]) ~= type(v) then
-      error(string.format("%s: option '%s'%s (%s expected, got %s)", kind, k, where, type(v), type(o[k])), level + 1)
+-- the option values of kind in o (a group's or the constructor's), type-checked against the row
+local function check_types(kind, o, where, level)
+  for _, h in ipairs(rows[kind].hparams) do
+    local v = o[h.name]
+    if v ~= nil and type(v) ~= h.type then
+      error(string.format("%s: option '%s'%s (%s expected, got %s)", kind, h.name, where, h.type, type(v)), level + 1)
     end
   end
 end
 
+local function in_range(h, v)
+  return h.type ~= "number" or (v >= h.min and (v < h.max or (v == h.max and not h.max_open)))
+end
+
+-- every value of o (all keys set) within its range, else "Adam: beta1 in params.2 must be in [0, 1), got 1"
+local function check_ranges(kind, o, where, level)
+  for _, h in ipairs(rows[kind].hparams) do
+    if not in_range(h, o[h.name]) then
+      error(string.format("%s: %s%s must be %s, got %s", kind, h.name, where, h.range, tostring(o[h.name])), level + 1)
+    end
+  end
+end
+
+-- the option spec of kind for util.check_options: its hyperparameters and params
+local function option_spec(kind)
+  local spec = {params = "table"}
+  for _, h in ipairs(rows[kind].hparams) do spec[h.name] = true end
+  return spec
+end
+
 local function make(kind)
-  local defaults = specs[kind]
-  local valid = {params = "table"}
-  local group_spec = {params = "table"}
-  for k in pairs(defaults) do valid[k] = true; group_spec[k] = true end
+  local valid = option_spec(kind)
   return function(opts)
     local spec = valid
     if type(opts) == "table" and type(opts.params) == "table" and is_group(opts.params[1]) then
       spec = util.copy(valid)                      -- groups: each entry of params checked as a nested table
       spec.params = {}
-      for i = 1, #opts.params do spec.params[i] = group_spec end
+      for i = 1, #opts.params do spec.params[i] = option_spec(kind) end
     end
     opts = util.check_options(kind, opts, spec, 2)
     local o = {}
     for k, v in pairs(opts) do
       if k ~= "params" then o[k] = v end
     end
-    check_types(kind, o, defaults, "", 2)
-    for k, v in pairs(defaults) do
-      if o[k] == nil then o[k] = v end
+    check_types(kind, o, "", 2)
+    for _, h in ipairs(rows[kind].hparams) do
+      if o[h.name] == nil then o[h.name] = h.default end
     end
-    if o.lr < 0 then error(kind .. ": lr must be non-negative, got " .. o.lr, 2) end
-    local self = setmetatable({kind = kind, opts = o, base_lr = o.lr, t = 0, params = {}, s1 = {}, s2 = {},
-                               groups = {}}, Optimizer)
+    check_ranges(kind, o, "", 2)
+    local self = setmetatable({kind = kind, opts = o, base_lr = o.lr, t = 0, params = {}, state = {}, groups = {}},
+                              Optimizer)
+    for s = 1, #rows[kind].state do self.state[s] = {} end
     if opts.params then self:attach(opts.params, 3) end
     return self
   end
 end
 
-for kind in pairs(specs) do M[kind] = make(kind) end
+for kind in pairs(rows) do M[kind] = make(kind) end
 
 -- adds one group: its options (the optimizer's defaults overridden by g's keys),
--- its C rule and its parameters' zeroed state, appended to the flat lists
+-- its C rule and its parameters' state (each slot at its initial value), appended
+-- to the flat lists
 function Optimizer:_add_group(list, gopts, where, level)
   local o = util.copy(self.opts)
   for k, v in pairs(gopts) do o[k] = v end
-  if o.lr < 0 then error(string.format("%s: lr%s must be non-negative, got %s", self.kind, where, o.lr), level + 1) end
+  check_ranges(self.kind, o, where, level + 1)
   local default = self.opts.lr                          -- the default rate now (set_lr may have changed it)
   if o.lr ~= default and default == 0 then
     error(string.format("%s: lr%s is %s while the default lr is 0 (set_lr keeps each group's ratio to the default)",
       self.kind, where, o.lr), level + 1)
   end
-  local ok, rule = pcall(core.optim_new, self.kind, o)
-  if not ok then error((tostring(rule):gsub("^[^:]*:%d+: ", "")), level + 1) end
-  local g = {opts = o, ratio = default > 0 and o.lr / default or 1, rule = rule,
-             params = {}, s1 = {}, s2 = {}, index = {}}
+  local slots = rows[self.kind].state
+  local g = {opts = o, ratio = default > 0 and o.lr / default or 1, rule = core.optim_new(self.kind, o),
+             params = {}, state = {}, index = {}}
+  for s = 1, #slots do g.state[s] = {} end
   for i, p in ipairs(list) do
     if not is_tensor(p) then
       error(string.format("%s: parameter %d%s is not a tensor", self.kind, i, where), level + 1)
     end
     local k = #self.params + 1
     self.params[k] = p
-    local init1 = self.kind == "RMSProp" and 1 or 0     -- RMSProp's v starts at 1 (playbook 111)
     local like = {dtype = p:dtype()}                    -- state in the parameter's dtype
-    self.s1[k] = core.full(init1, p:shape(), like)
-    self.s2[k] = nstate[self.kind] > 1 and core.zeros(p:shape(), like) or false
-    g.params[i], g.s1[i], g.s2[i], g.index[i] = p, self.s1[k], self.s2[k], k
+    for s, slot in ipairs(slots) do
+      self.state[s][k] = core.full(slot.init, p:shape(), like)
+      g.state[s][i] = self.state[s][k]
+    end
+    g.params[i], g.index[i] = p, k
   end
   self.groups[#self.groups + 1] = g
   return g
@@ -105,8 +129,7 @@ function Optimizer:attach(params, level)
     self:_add_group(params, {}, "", level)
     return self
   end
-  local gspec, nested = {params = "table"}, {}
-  for k in pairs(specs[self.kind]) do gspec[k] = true end
+  local gspec, nested = option_spec(self.kind), {}
   for i, g in ipairs(params) do
     if not is_group(g) then
       error(string.format("%s: params.%d is not a group {params = {...}, ...} like params.1", self.kind, i), level)
@@ -118,7 +141,7 @@ function Optimizer:attach(params, level)
     local where = string.format(" in params.%d", i)
     local gopts = {}
     for k, v in pairs(g) do if k ~= "params" then gopts[k] = v end end
-    check_types(self.kind, gopts, specs[self.kind], where, level)
+    check_types(self.kind, gopts, where, level)
     self:_add_group(g.params, gopts, where, level)
   end
   return self
@@ -135,13 +158,15 @@ end
 function Optimizer:step()
   self.t = self.t + 1
   for _, g in ipairs(self.groups) do
-    local ps, a, b = {}, {}, {}
+    local ps, states = {}, {}
+    for s = 1, #g.state do states[s] = {} end
     for i, p in ipairs(g.params) do
       if p:requires_grad() then
-        ps[#ps + 1], a[#a + 1], b[#b + 1] = p, g.s1[i], g.s2[i]
+        ps[#ps + 1] = p
+        for s = 1, #g.state do states[s][#ps] = g.state[s][i] end
       end
     end
-    if #ps > 0 then core.optim_update(g.rule, ps, a, b, g.opts.lr, self.t) end
+    if #ps > 0 then core.optim_update(g.rule, ps, states, g.opts.lr, self.t) end
   end
 end
 
@@ -150,7 +175,10 @@ end
 -- when it was added (so a schedule scaling the default scales every group);
 -- set_lr(lr, g) sets group g's rate alone (until the next set_lr(lr)).
 function Optimizer:set_lr(lr, group)
-  if type(lr) ~= "number" or lr < 0 then error(self.kind .. ": lr must be a non-negative number", 2) end
+  local h = rows[self.kind].by_name.lr
+  if type(lr) ~= "number" or not in_range(h, lr) then
+    error(string.format("%s: lr must be a %s number, got %s", self.kind, h.range, tostring(lr)), 2)
+  end
   if group ~= nil then
     local g = self.groups[group]
     if not g then error(string.format("%s: set_lr: no group %s (%d groups)", self.kind, tostring(group), #self.groups), 2) end
@@ -173,10 +201,8 @@ end
 -- ["group.1.lr"] = ...} (tensors are copies; parameters numbered across groups).
 function Optimizer:state_dict()
   local sd = {step = self.t, kind = self.kind, lr = self.opts.lr, groups = #self.groups}
-  local names = state_names[self.kind]
-  for i = 1, #self.params do
-    sd[i .. "." .. names[1]] = self.s1[i]:clone()
-    if self.s2[i] then sd[i .. "." .. names[2]] = self.s2[i]:clone() end
+  for s, slot in ipairs(rows[self.kind].state) do
+    for i = 1, #self.params do sd[i .. "." .. slot.name] = self.state[s][i]:clone() end
   end
   for gi, g in ipairs(self.groups) do sd["group." .. gi .. ".lr"] = g.opts.lr end
   return sd
@@ -190,13 +216,11 @@ function Optimizer:load_state_dict(sd)
     error(string.format("%s: state was saved with %d parameter groups, this optimizer has %d", self.kind,
       sd.groups, #self.groups), 2)
   end
-  local names = state_names[self.kind]
   for i = 1, #self.params do
-    for s, name in ipairs(names) do
-      local dst = s == 1 and self.s1[i] or self.s2[i]
-      local src = sd[i .. "." .. name]
-      if dst and not is_tensor(src) then error(string.format("%s: state %s missing", self.kind, i .. "." .. name), 2) end
-      if dst then dst:copy_(src) end
+    for s, slot in ipairs(rows[self.kind].state) do
+      local src = sd[i .. "." .. slot.name]
+      if not is_tensor(src) then error(string.format("%s: state %s missing", self.kind, i .. "." .. slot.name), 2) end
+      self.state[s][i]:copy_(src)
     end
   end
   if type(sd.lr) == "number" then self.opts.lr = sd.lr end

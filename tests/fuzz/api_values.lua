@@ -341,14 +341,20 @@ local SIG = {
     end
     return {"x", "y"}, '{"x", "y"}'
   end,
-  kind = function(_, r) local k = r:pick({"SGD", "Adam", "NAdam", "AdamW", "Adagrad", "RMSProp"}); return k, string.format("%q", k) end,
-  state = function(dl, r) if r:chance(0.5) then return shifty_list(dl, r) end return {}, "{}" end,
-  opts = function(_, r) return {lr = 0.1, momentum = r:chance(0.5) and 0.9 or nil}, "{lr = 0.1, ...}" end,
+  rule = function(dl, r)
+    local k = r:pick({"SGD", "Adam", "NAdam", "AdamW", "Adagrad", "RMSProp"})
+    return dl.optim_new(k), string.format("optim_new(%q)", k)
+  end,
+  states = function(dl, r)
+    if r:chance(0.5) then local l, d = shifty_list(dl, r); return {l}, "{" .. d .. "}" end
+    return {{}, {}}, "{{}, {}}"
+  end,
+  lr = function(_, r) local v = r:pick({0.1, 0, -1, 1 / 0}); return v, tostring(v) end,
   step = function(_, r) local v = r:int(3); return v, tostring(v) end,
   dim = function(_, r) local v = r:int(3) - 1; return v, tostring(v) end,
 }
 local SIGNATURES = {
-  ["dl.optim_update"] = {"kind", "list", "state", "state", "opts", "step"},
+  ["dl.optim_update"] = {"rule", "list", "states", "lr", "step"},
   ["core._ds_new"] = {"names", "list"},
   ["dl.cat"] = {"list", "dim"},
   ["dl.stack"] = {"list", "dim"},

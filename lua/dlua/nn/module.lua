@@ -51,8 +51,18 @@ M.Module = Module
 
 --- Creates a subclass: `local Scale = nn.Module:extend("Scale")`, then define
 -- `Scale:init(...)` and `Scale:forward(x)`; `Scale(...)` constructs one.
-function Module:extend(name)
-  local cls = {}
+-- sig (optional) declares argument types, check_args style: sig.init for the
+-- constructor, sig[method] for a method defined on the class afterwards, e.g.
+-- Module:extend("Softmax", {init = {"integer?"}}). tests/lua/strict_lua_spec.lua
+-- walks every declared position with a value of the wrong type.
+function Module:extend(name, sig)
+  if name ~= nil and type(name) ~= "string" then
+    error("bad argument #1 to 'Module:extend' (string expected, got " .. type(name) .. ")", 2)
+  end
+  if sig ~= nil and type(sig) ~= "table" then
+    error("bad argument #2 to 'Module:extend' (table of argument types expected, got " .. type(sig) .. ")", 2)
+  end
+  local cls = {_sig = sig or {}}
   for k, v in pairs(self) do
     if k:sub(1, 2) == "__" then cls[k] = v end
   end
@@ -68,13 +78,16 @@ function Module:extend(name)
         error(string.format("bad argument #%d to '%s' (no more than %d arguments expected, got %d)", max + 1,
           c.__name, max, select("#", ...)), 2)
       end
+      local types = rawget(c, "_sig") and rawget(c, "_sig").init
+      if types then util.check_args(c.__name, types, 1, ...) end
       local obj = setmetatable({_params = {}, _modules = {}, _order = {}, _buffers = {}, training = true}, c)
       obj:init(...)
       return obj
     end,
     __newindex = function(c, k, v)
       if type(k) == "string" and type(v) == "function" and k:sub(1, 2) ~= "__" then
-        v = util.strict_method(c.__name .. ":" .. k, v)
+        local sig = rawget(c, "_sig")
+        v = util.strict_method(c.__name .. ":" .. k, v, nil, k ~= "init" and sig and sig[k] or nil)
       end
       rawset(c, k, v)
     end,
@@ -429,10 +442,15 @@ Module.__tostring = function(self)
 end
 -- Module's own methods refuse extra arguments too (forward is left alone: it only
 -- raises "forward is not defined", whatever it is given)
+-- and check the types their arguments are declared with here
+local MODULE_ARGS = {
+  parameter = {"tensor"}, buffer = {"tensor"}, train = {"boolean?"}, load_state_dict = {"table", "table?"},
+  apply = {"function"}, to = {"string"}, _name_root = {"string"},
+}
 for _, k in ipairs(util.sorted_keys(Module)) do
   local v = rawget(Module, k)
   if type(v) == "function" and k:sub(1, 2) ~= "__" and k ~= "forward" then
-    Module[k] = util.strict_method("Module:" .. k, v)
+    Module[k] = util.strict_method("Module:" .. k, v, nil, MODULE_ARGS[k])
   end
 end
 

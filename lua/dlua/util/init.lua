@@ -100,11 +100,13 @@ end
 -------------------------------------------------------------- option tables
 
 local TYPES = {number = true, integer = true, string = true, boolean = true, table = true, ["function"] = true,
-               tensor = true, callable = true}
+               tensor = true, callable = true, module = true, any = true}
 
 local function type_ok(ty, v)
   if ty == "integer" then return math.type(v) == "integer" end
   if ty == "tensor" then return M.is_tensor(v) end
+  if ty == "any" then return v ~= nil end
+  if ty == "module" then return type(v) == "table" and rawget(v, "_modules") ~= nil end
   if ty == "callable" then
     if type(v) == "function" then return true end
     local mt = getmetatable(v)
@@ -193,6 +195,25 @@ function M.spec(spec)
   return out
 end
 
+--- check_args(name, types, level, ...) -> nothing, or raises at level (1: the caller
+-- of check_args' caller) "bad argument #i to 'name' (T expected, got U)" for the
+-- first argument whose type is not its declared one. types[i] is a type of
+-- check_options' specs ("integer", "number|table", "tensor", "module", "callable",
+-- "any"), with a trailing "?" when nil (absent) is allowed too. The one positional
+-- type check of the Lua library: nn's constructors and methods declare theirs.
+-- @usage util.check_args("nn.Softmax", {"integer?"}, 1, dim)
+function M.check_args(name, types, level, ...)
+  for i, spec_ty in ipairs(types) do
+    local v = select(i, ...)
+    local opt = spec_ty:sub(-1) == "?"
+    local ty = opt and spec_ty:sub(1, -2) or spec_ty
+    if not ((v == nil and opt) or (v ~= nil and types_ok(ty, v))) then
+      error(string.format("bad argument #%d to '%s' (%s%s expected, got %s)", i, name, (ty:gsub("|", " or ")),
+        opt and " or nil" or "", v == nil and "no value" or describe(v)), level + 2)
+    end
+  end
+end
+
 ------------------------------------------------------------------ arity
 
 -- wrapper -> the function it wraps, so nothing is wrapped twice
@@ -229,16 +250,18 @@ end
 --- strict_method(name, f [, max]) -> like strict for a method called as obj:m(...):
 -- self is not counted, so the numbers are those the caller wrote (max defaults to
 -- f's fixed parameter count less one).
-function M.strict_method(name, f, max)
+-- With types (a check_args list), the arguments' types are checked too.
+function M.strict_method(name, f, max, types)
   if wrapped[f] then return f end
   if max == nil then
     local info = debug.getinfo(f, "u")
-    if info.isvararg then return f end
-    max = info.nparams - 1
+    if info.isvararg and not types then return f end
+    max = info.isvararg and math.huge or info.nparams - 1
   end
   local function w(self, ...)
     local got = select("#", ...)
     if got > max then arity_error(name, max, got) end
+    if types then M.check_args(name, types, 1, ...) end
     return f(self, ...)
   end
   wrapped[w] = f

@@ -191,3 +191,75 @@ describe("the checkpoint a run reports", function()
     assert.are.equal(4, r.best.step)
   end)
 end)
+
+describe("nn's constructors and methods with wrong types", function()
+  -- a value of each kind; for a declared type, one that does not fit it
+  local KINDS = {
+    {"a string", "abc", "string"}, {"a number", 2.5, "number"}, {"a table", {}, "table"},
+    {"a boolean", true, "boolean"}, {"a function", function() end, "function"},
+  }
+  local function fits(ty, v)
+    for t in ty:gsub("%?$", ""):gmatch("[^|]+") do
+      if t == "any" then return true end
+      if t == "number" and type(v) == "number" then return true end
+      if t == "integer" and math.type(v) == "integer" then return true end
+      if t == "callable" and (type(v) == "function" or (type(v) == "table" and getmetatable(v) and getmetatable(v).__call)) then
+        return true
+      end
+      if t == type(v) then return true end
+    end
+    return false
+  end
+
+  it("every constructor that takes arguments declares their types, and refuses each wrong one by position", function()
+    local classes, checked = {}, 0
+    for name, cls in pairs(nn) do
+      if type(cls) == "table" and rawget(cls, "__name") and cls ~= nn.Module then classes[#classes + 1] = name end
+    end
+    table.sort(classes)
+    assert.is_true(#classes >= 15, table.concat(classes, ", "))
+    for _, name in ipairs(classes) do
+      local cls = nn[name]
+      local info = debug.getinfo(require("dlua.util").unwrap(cls.init), "u")
+      local sig = rawget(cls, "_sig") or {}
+      if info.nparams > 1 then
+        assert.is_table(sig.init, "nn." .. name .. " takes arguments but declares no types (Module:extend's sig.init)")
+      end
+      for i, ty in ipairs(sig.init or {}) do
+        for _, k in ipairs(KINDS) do
+          if not fits(ty, k[2]) then
+            local args = {}
+            for j = 1, i - 1 do                      -- earlier positions: a value that fits
+              local tj = sig.init[j]
+              args[j] = fits(tj, 1) and 1 or fits(tj, {}) and {} or nn.ReLU()
+            end
+            args[i] = k[2]
+            local ok, err = pcall(cls, table.unpack(args, 1, i))
+            assert.is_false(ok, string.format("nn.%s accepted %s as argument #%d", name, k[1], i))
+            assert.matches(string.format("bad argument #%d to '%s' (", i, name), err, 1, true)
+            assert.matches(", got " .. (k[3] == "number" and "number" or k[3]) .. ")", err, 1, true)
+            checked = checked + 1
+          end
+        end
+      end
+    end
+    assert.is_true(checked >= 40, "only " .. checked .. " wrong calls made")
+  end)
+
+  it("refuses the cases seen from outside, naming the function, the argument and the type", function()
+    local m = nn.Linear(2, 3)
+    assert.error_matches(function() m:train("no") end,
+      "bad argument #1 to 'Module:train' (boolean or nil expected, got string)", 1, true)
+    assert.error_matches(function() nn.AvgPool2d("abc") end,
+      "bad argument #1 to 'AvgPool2d' (number or table expected, got string)", 1, true)
+    assert.error_matches(function() nn.Softmax("x") end,
+      "bad argument #1 to 'Softmax' (integer or nil expected, got string)", 1, true)
+    assert.error_matches(function() nn.Residual(nn.ReLU(), "junk") end,
+      "bad argument #2 to 'Residual' (callable or nil expected, got string)", 1, true)
+    assert.error_matches(function() nn.CrossEntropy{label_smoothing = "x"} end,
+      "CrossEntropy: option 'label_smoothing'", 1, true)
+    assert.error_matches(function() nn.Conv2d(1, 2, 3, {stride = "2"}) end, "Conv2d: option 'stride'", 1, true)
+    assert.error_matches(function() nn.Sequential{nn.ReLU()}:add("x") end,
+      "bad argument #1 to 'Sequential:add' (module expected, got string)", 1, true)
+  end)
+end)

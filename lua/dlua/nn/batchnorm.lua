@@ -7,7 +7,7 @@
 local core = require "dlua.core"
 local module = require "dlua.nn.module"
 
-local BatchNorm = module.Module:extend("BatchNorm")
+local BatchNorm = module.Module:extend("BatchNorm", {init = {"number", "table?"}})
 
 local function shape_str(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
 
@@ -33,7 +33,7 @@ end
 function BatchNorm:init(C, opts)
   C = positive_int("num_features", C)
   opts = module.options("BatchNorm", opts, {virtual_batch = false, sync = false, momentum = 0.1, eps = 1e-5,
-                                         affine = true, replicas = 1})
+                                         affine = true, replicas = 1}, {virtual_batch = "number|boolean", sync = "boolean"})
   local vb = opts.virtual_batch
   if vb ~= false then vb = positive_int("virtual_batch", vb) end
   local R = positive_int("replicas", opts.replicas)

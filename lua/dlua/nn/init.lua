@@ -21,7 +21,7 @@ M._options = options
 
 -------------------------------------------------------------------- containers
 
-local Sequential = Module:extend("Sequential")
+local Sequential = Module:extend("Sequential", {init = {"table"}, add = {"module"}})
 M.Sequential = Sequential
 
 --- nn.Sequential{m1, m2, ...}: applies the modules in order; children are named 1, 2, ...
@@ -68,7 +68,7 @@ function Sequential:add(m)
   return self
 end
 
-local Residual = Module:extend("Residual")
+local Residual = Module:extend("Residual", {init = {"callable", "callable?"}})
 M.Residual = Residual
 
 --- nn.Residual(f [, shortcut]): x -> f(x) + shortcut(x) (identity by default).
@@ -84,7 +84,7 @@ end
 
 -------------------------------------------------------------------- layers
 
-local Linear = Module:extend("Linear")
+local Linear = Module:extend("Linear", {init = {"number", "number", "table?"}})
 M.Linear = Linear
 
 --- nn.Linear(in, out [, {bias = true}]): y = x W^T + b, W is [out, in].
@@ -109,7 +109,7 @@ end
 
 function Linear:extra_repr() return string.format("%d -> %d", self.in_features, self.out_features) end
 
-local Conv2d = Module:extend("Conv2d")
+local Conv2d = Module:extend("Conv2d", {init = {"number", "number", "number|table", "table?"}})
 M.Conv2d = Conv2d
 
 local function pair(v) return type(v) == "table" and v or {v, v} end
@@ -119,7 +119,8 @@ local function pair(v) return type(v) == "table" and v or {v, v} end
 -- Default init (as PyTorch): W, b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * kh * kw.
 function Conv2d:init(n_in, n_out, kernel, opts)
   n_in, n_out = check_size("Conv2d", "in_channels", n_in), check_size("Conv2d", "out_channels", n_out)
-  opts = options("Conv2d", opts, {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true})
+  opts = options("Conv2d", opts, {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true},
+                 {stride = "number|table", padding = "number|table", dilation = "number|table", groups = "integer"})
   local k = pair(kernel)
   check_size("Conv2d", "kernel", k[1]); check_size("Conv2d", "kernel", k[2])
   if n_in % opts.groups ~= 0 or n_out % opts.groups ~= 0 then
@@ -141,10 +142,10 @@ end
 function Conv2d:extra_repr() return self.desc end
 
 local function pool_class(name, fn)
-  local cls = Module:extend(name)
+  local cls = Module:extend(name, {init = {"number|table", "table?"}})
   --- nn.MaxPool2d(kernel [, {stride = kernel, padding = 0}]) and nn.AvgPool2d alike
   function cls:init(kernel, opts)
-    opts = options(name, opts, {stride = false, padding = 0})
+    opts = options(name, opts, {stride = false, padding = 0}, {stride = "number|table", padding = "number|table"})
     rawset(self, "kernel", kernel)
     rawset(self, "opts", {stride = opts.stride or nil, padding = opts.padding})
   end
@@ -155,7 +156,7 @@ end
 pool_class("MaxPool2d", "max_pool2d")
 pool_class("AvgPool2d", "avg_pool2d")
 
-local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
+local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d", {init = {"number|table?"}})
 M.AdaptiveAvgPool2d = AdaptiveAvgPool2d
 --- nn.AdaptiveAvgPool2d(1): global average pooling [N, C, H, W] -> [N, C, 1, 1]
 -- (output sizes other than 1 divide H and W evenly: an AvgPool2d with kernel = stride = H/out).
@@ -181,7 +182,7 @@ activation("GELU", "gelu")
 activation("Tanh", "tanh")
 activation("Sigmoid", "sigmoid")
 
-local Softmax = Module:extend("Softmax")
+local Softmax = Module:extend("Softmax", {init = {"integer?"}})
 M.Softmax = Softmax
 function Softmax:init(dim) rawset(self, "dim", dim or -1) end
 function Softmax:forward(x) return x:softmax(self.dim) end
@@ -194,7 +195,7 @@ function Flatten:forward(x)
   return x:flatten(2)
 end
 
-local Dropout = Module:extend("Dropout")
+local Dropout = Module:extend("Dropout", {init = {"number?"}})
 M.Dropout = Dropout
 --- nn.Dropout(p): zeroes elements with probability p in training and scales the
 -- rest by 1/(1-p) (inverted dropout); the identity in eval mode. Masks come from
@@ -211,7 +212,7 @@ function Dropout:forward(x)
 end
 function Dropout:extra_repr() return "p=" .. self.p end
 
-local Embedding = Module:extend("Embedding")
+local Embedding = Module:extend("Embedding", {init = {"number", "number"}})
 M.Embedding = Embedding
 --- nn.Embedding(n, dim): looks up rows of a [n, dim] table by 1-based ids; weight ~ N(0, 1).
 function Embedding:init(n, dim)
@@ -226,7 +227,7 @@ function Embedding:forward(ids)
   return out:reshape(s)
 end
 
-local LayerNorm = Module:extend("LayerNorm")
+local LayerNorm = Module:extend("LayerNorm", {init = {"number", "table?"}})
 M.LayerNorm = LayerNorm
 --- nn.LayerNorm(n [, {eps = 1e-5, affine = true}]): normalises the last dim.
 function LayerNorm:init(n, opts)
@@ -253,7 +254,7 @@ end
 
 -------------------------------------------------------------------- losses
 
-local CrossEntropy = Module:extend("CrossEntropy")
+local CrossEntropy = Module:extend("CrossEntropy", {init = {"table?"}})
 M.CrossEntropy = CrossEntropy
 
 --- nn.CrossEntropy([{label_smoothing = 0}]): loss(logits [N, C], labels [N] 1-based [, weights [N]]).

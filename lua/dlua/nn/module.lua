@@ -12,13 +12,17 @@ local M = {}
 
 local is_tensor = util.is_tensor
 
---- options(name, opts, defaults) -> a new table: opts with defaults filled in. An
--- unknown key is an error naming name (util.check_options) at the caller of the
--- constructor that called this.
-function M.options(name, opts, defaults)
-  local keys = {}
-  for k in pairs(defaults) do keys[#keys + 1] = k end
-  util.check_options(name, opts, keys, 3)
+--- options(name, opts, defaults [, types]) -> a new table: opts with defaults filled
+-- in. An unknown key, or a value whose type is not the key's, is an error naming name
+-- (util.check_options) at the caller of the constructor that called this. A key's
+-- type is types[key] when given, else its default's (number or boolean), else any.
+function M.options(name, opts, defaults, types)
+  local spec = {}
+  for k, d in pairs(defaults) do
+    spec[k] = types and types[k] or (type(d) == "number" and "number") or (type(d) == "boolean" and d and "boolean")
+      or true
+  end
+  util.check_options(name, opts, spec, 3)
   local out = {}
   for k, v in pairs(opts or {}) do out[k] = v end
   for k, v in pairs(defaults) do
@@ -445,7 +449,7 @@ end
 -- and check the types their arguments are declared with here
 local MODULE_ARGS = {
   parameter = {"tensor"}, buffer = {"tensor"}, train = {"boolean?"}, load_state_dict = {"table", "table?"},
-  apply = {"function"}, to = {"string"}, _name_root = {"string"},
+  _name_root = {"string"},
 }
 for _, k in ipairs(util.sorted_keys(Module)) do
   local v = rawget(Module, k)

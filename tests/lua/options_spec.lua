@@ -174,8 +174,8 @@ local CASES = {
   {"probe.variant", function() probe.variant(exp_path, {divergence = {fator = 3}}) end,
    "probe.variant: unknown option 'fator' in divergence (valid: factor); did you mean 'factor'?"},
   {"dl.batch_size_sweep", function() dl.batch_size_sweep{experiment = exp_path, strat = 8} end,
-   "dl.batch_size_sweep: unknown option 'strat' (valid: dir, experiment, flag_ratio, max, memory, min_gain, " ..
-   "on_row, overrides, quiet, skip, start, steps); did you mean 'start'?"},
+   "dl.batch_size_sweep: unknown option 'strat' (valid: confidence, dir, experiment, flag_ratio, max, memory, min_gain, " ..
+   "on_row, overrides, quiet, rounds, skip, start, steps); did you mean 'start'?"},
 }
 
 describe("option tables", function()

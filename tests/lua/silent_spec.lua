@@ -263,3 +263,35 @@ describe("nn's constructors and methods with wrong types", function()
       "bad argument #1 to 'Sequential:add' (module expected, got string)", 1, true)
   end)
 end)
+
+describe("the batch-size sweep's decision", function()
+  local probe = require "dlua.study.probe"
+  -- per-step times: base seconds with a deterministic jitter of +-spread
+  local function times(base, spread, n, seed)
+    local out, x = {}, seed
+    for i = 1, n do
+      x = (x * 1103515245 + 12345) % 2147483648
+      out[i] = base * (1 + spread * (2 * (x / 2147483648) - 1))
+    end
+    return out
+  end
+
+  it("says grew, stopped or straddles from the interval, and the same for the same times", function()
+    -- size b at 10 ms a step, 2b at 10 ms: throughput x2.0
+    local v, r, lo, hi = probe._verdict(times(0.010, 0.05, 15, 1), times(0.010, 0.05, 15, 2), 1.1, 0.9, 8)
+    assert.are.equal("grew", v)
+    assert.is_true(math.abs(r - 2) < 0.15 and lo >= 1.1 and hi > lo, string.format("%g %g %g", r, lo, hi))
+    -- 2b takes 1.95x as long: x1.03, clearly under 1.1
+    v, r, lo, hi = probe._verdict(times(0.010, 0.02, 15, 3), times(0.0195, 0.02, 15, 4), 1.1, 0.9, 8)
+    assert.are.equal("stopped", v)
+    assert.is_true(hi < 1.1, string.format("%g %g %g", r, lo, hi))
+    -- x1.09 with 20% noise: the interval holds 1.1, no answer either way
+    v, r, lo, hi = probe._verdict(times(0.010, 0.2, 15, 5), times(0.01835, 0.2, 15, 6), 1.1, 0.9, 8)
+    assert.are.equal("straddles", v)
+    assert.is_true(lo < 1.1 and hi >= 1.1, string.format("%g %g %g", r, lo, hi))
+    for _ = 1, 3 do
+      local v2, r2, lo2, hi2 = probe._verdict(times(0.010, 0.2, 15, 5), times(0.01835, 0.2, 15, 6), 1.1, 0.9, 8)
+      assert.are.same({v, r, lo, hi}, {v2, r2, lo2, hi2})
+    end
+  end)
+end)

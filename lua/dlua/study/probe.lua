@@ -27,6 +27,7 @@ local fs = require "dlua.util.fs"
 local memory = require "dlua.util.memory"
 local experiment = require "dlua.train.experiment"
 local flags = require "dlua.train.flags"
+local rng = require "dlua.search.rng"
 local optim = require "dlua.optim"
 local util = require "dlua.util"
 local blame = require "dlua.util.blame"
@@ -214,18 +215,54 @@ local function median(v)
 end
 
 local SWEEP_KEYS = {experiment = true, start = true, max = true, steps = true, skip = true, memory = true,
-                    overrides = true, min_gain = true, flag_ratio = true, dir = true, quiet = true, on_row = true}
+                    overrides = true, min_gain = true, flag_ratio = true, dir = true, quiet = true, on_row = true,
+                    rounds = "integer", confidence = "number"}
+
+-- The throughput ratio of size 2b over size b from per-step times (seconds) of
+-- each: 2 * median(t_b) / median(t_2b), with a percentile-bootstrap interval at
+-- the given confidence (2,000 resamples from a fixed stream: the same samples
+-- always give the same interval).
+local function ratio_interval(t_half, t_full, confidence, key)
+  local r = rng.rng("batch-size-ratio", key)
+  local function resampled_median(v)
+    local s = {}
+    for i = 1, #v do s[i] = v[r:int(#v) + 1] end
+    return median(s)
+  end
+  local B, ratios = 2000, {}
+  for i = 1, B do ratios[i] = 2 * resampled_median(t_half) / resampled_median(t_full) end
+  table.sort(ratios)
+  local tail = (1 - confidence) / 2
+  return 2 * median(t_half) / median(t_full), ratios[math.max(1, math.floor(tail * B) + 1)],
+    ratios[math.min(B, math.ceil((1 - tail) * B))]
+end
+
+--- The sweep's decision for one doubling from the per-step times of both sizes:
+-- "grew" (the whole interval at or above min_gain), "stopped" (all of it below) or
+-- "straddles"; with the ratio and its interval. Pure: the same times, the same answer.
+function M._verdict(t_half, t_full, min_gain, confidence, key)
+  local r, lo, hi = ratio_interval(t_half, t_full, confidence, key)
+  return lo >= min_gain and "grew" or hi < min_gain and "stopped" or "straddles", r, lo, hi
+end
 
 --- dl.batch_size_sweep{experiment =, start = 16, max = 65536, steps = 20, skip = 5,
 -- memory = bytes (dl.memory.limit during the sweep; nil: the current limit),
--- overrides = {hp...}, min_gain = 1.1, flag_ratio = 1.8, dir =, on_row = fn(row)}
+-- overrides = {hp...}, min_gain = 1.1, flag_ratio = 1.8, rounds = 3, confidence = 0.9,
+-- dir =, on_row = fn(row)}
 -- --> {rows = {{batch_size, status = "ok" | "oom" | "failed", time_per_step,
--- examples_per_s, peak, ratio, efficiency, message}}, recommended, stop, limit}
+-- examples_per_s, peak, ratio, ratio_lo, ratio_hi, rounds, efficiency, message}},
+-- recommended, inconclusive, stop, limit}
 -- Doubling stops at the first out-of-memory (a clean row, not a crash), when
--- throughput grows by less than min_gain over half the batch size, or past
--- max. recommended = the largest batch size whose throughput rose by at least
--- min_gain over half its size (the playbook's max useful batch size); ratios
--- under flag_ratio are flagged as short of near-perfect scaling.
+-- throughput grows by less than min_gain over half the batch size, or past max.
+-- A decision is made on the measured noise: each size's per-step times after the
+-- warm-up give the ratio over half the size with a bootstrap interval; while the
+-- interval straddles min_gain, both sizes are measured again (alternately, so a
+-- drift of the machine's speed falls on both), up to `rounds` measurements each.
+-- Still straddling, the sweep stops and says it is inconclusive, with the interval;
+-- recommended is then the smaller size (it is not shown to be slower). Otherwise
+-- recommended = the largest batch size whose throughput rose by at least min_gain
+-- over half its size (the playbook's max useful batch size); ratios under
+-- flag_ratio are flagged as short of near-perfect scaling.
 -- @usage local r = dl.batch_size_sweep{experiment = "examples/fashion_mnist.lua", memory = 2^30}
 function M.batch_size_sweep(spec)
   if type(spec) ~= "table" then error("dl.batch_size_sweep: expected a table, got " .. type(spec), 2) end
@@ -233,9 +270,14 @@ function M.batch_size_sweep(spec)
   if not spec.experiment then error("dl.batch_size_sweep: experiment is required", 2) end
   local start, max = spec.start or 16, spec.max or 65536
   local steps, skip = spec.steps or 20, spec.skip or 5
+  local rounds, confidence = spec.rounds or 3, spec.confidence or 0.9
   if math.type(start) ~= "integer" or start < 1 then error("dl.batch_size_sweep: start must be a positive integer", 2) end
   if math.type(steps) ~= "integer" or steps <= skip then
     error(string.format("dl.batch_size_sweep: steps (%s) must be an integer above skip (%d)", tostring(steps), skip), 2)
+  end
+  if rounds < 1 then error("dl.batch_size_sweep: rounds must be >= 1, got " .. rounds, 2) end
+  if not (confidence > 0 and confidence < 1) then
+    error("dl.batch_size_sweep: confidence must be in (0, 1), got " .. tostring(confidence), 2)
   end
   local min_gain, flag_ratio = spec.min_gain or 1.1, spec.flag_ratio or 1.8
   local exp = M.variant(spec.experiment, {no_eval = true, log_every = 1, checkpoint_every = steps})
@@ -246,58 +288,89 @@ function M.batch_size_sweep(spec)
   local prev_limit = memory.limit(nil)
   local limit = spec.memory or prev_limit
   local out = {rows = {}, limit = limit, steps = steps, skip = skip, experiment = exp.path, min_gain = min_gain,
-               flag_ratio = flag_ratio}
+               flag_ratio = flag_ratio, rounds = rounds, confidence = confidence}
+
+  -- one measurement of size bs: ok, per-step times (seconds, after the warm-up), peak, message
+  local function measure(bs)
+    collectgarbage("collect"); collectgarbage("collect")
+    memory.trim()
+    memory.limit(limit)
+    memory.reset_peak()
+    local over = copy(spec.overrides)
+    over.batch_size = bs
+    local dir = string.format("%s/batch-%d", base, bs)
+    fs.rm_rf(dir)
+    local okr, res = pcall(exp.run, exp, over, {dir = dir, quiet = true, steps = steps, tracking = false})
+    local peak = memory.stats().peak
+    memory.limit(nil)
+    if not okr then res = {status = "failed", message = tostring(res)} end
+    if res.status ~= "done" then fs.rm_rf(dir); return false, nil, peak, res.message end
+    local times = {}
+    for line in (fs.read(dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
+      local e = json.decode(line)
+      if type(e) == "table" and e.split == "train" and e.step > skip and e.examples_per_s and e.examples_per_s > 0 then
+        times[#times + 1] = bs / e.examples_per_s
+      end
+    end
+    fs.rm_rf(dir)
+    return true, times, peak
+  end
+  local function settle(row)
+    local tps = median(row.times)
+    row.time_per_step = tps
+    row.examples_per_s = tps and row.batch_size / tps or nil
+  end
+
   local ok, err = pcall(function()
     local bs = start
     local first_thr
     while bs <= max do
-      collectgarbage("collect"); collectgarbage("collect")
-      memory.trim()
-      memory.limit(limit)
-      memory.reset_peak()
-      local over = copy(spec.overrides)
-      over.batch_size = bs
-      local dir = string.format("%s/batch-%d", base, bs)
-      fs.rm_rf(dir)
-      local okr, res = pcall(exp.run, exp, over, {dir = dir, quiet = true, steps = steps, tracking = false})
-      local peak = memory.stats().peak
-      memory.limit(nil)
-      if not okr then res = {status = "failed", message = tostring(res)} end
-      local row = {batch_size = bs, peak = peak, dir = dir}
-      if res.status ~= "done" then
-        row.status = memory.is_oom(res.message) and "oom" or "failed"
-        row.message = tostring(res.message):gsub("^.-(out of memory:)", "%1")
+      local okm, times, peak, msg = measure(bs)
+      local row = {batch_size = bs, peak = peak, rounds = 1}
+      if not okm then
+        row.status = memory.is_oom(msg) and "oom" or "failed"
+        row.message = tostring(msg):gsub("^.-(out of memory:)", "%1")
         out.rows[#out.rows + 1] = row
         if spec.on_row then spec.on_row(row, out) end
         out.stop = row.status == "oom" and string.format("out of memory at batch size %d", bs)
           or string.format("batch size %d failed: %s", bs, row.message)
         break
       end
-      -- time per step from the per-step train log, after the warm-up steps
-      local times = {}
-      for line in (fs.read(dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
-        local e = json.decode(line)
-        if type(e) == "table" and e.split == "train" and e.step > skip and e.examples_per_s and e.examples_per_s > 0 then
-          times[#times + 1] = bs / e.examples_per_s
-        end
-      end
-      local tps = median(times)
-      row.status, row.time_per_step = "ok", tps
-      row.examples_per_s = tps and bs / tps or nil
-      row.measured_steps = #times
+      row.status, row.times = "ok", times
       local prev = out.rows[#out.rows]
-      if prev and prev.status == "ok" and prev.examples_per_s and row.examples_per_s then
-        row.ratio = row.examples_per_s / prev.examples_per_s
+      local verdict
+      if prev and prev.status == "ok" and #prev.times > 0 and #row.times > 0 then
+        while true do
+          verdict, row.ratio, row.ratio_lo, row.ratio_hi = M._verdict(prev.times, row.times, min_gain, confidence, bs)
+          if verdict ~= "straddles" then break end
+          if row.rounds >= rounds then verdict = "inconclusive"; break end
+          -- straddles: both sizes again, the smaller first
+          local ok1, t1 = measure(prev.batch_size)
+          local ok2, t2 = measure(bs)
+          if not (ok1 and ok2) then verdict = "inconclusive"; break end
+          for _, t in ipairs(t1) do prev.times[#prev.times + 1] = t end
+          for _, t in ipairs(t2) do row.times[#row.times + 1] = t end
+          prev.rounds, row.rounds = prev.rounds + 1, row.rounds + 1
+          settle(prev)
+        end
         row.flagged = row.ratio < flag_ratio
       end
+      settle(row)
+      row.measured_steps = #row.times
       first_thr = first_thr or row.examples_per_s
       row.efficiency = first_thr and row.examples_per_s and row.examples_per_s / (first_thr * bs / start) or nil
       out.rows[#out.rows + 1] = row
       if spec.on_row then spec.on_row(row, out) end
-      fs.rm_rf(dir)
-      if row.ratio and row.ratio < min_gain then
-        out.stop = string.format("throughput stopped growing at batch size %d (x%.2f over %d, less than x%.2f)", bs,
-          row.ratio, bs // 2, min_gain)
+      if verdict == "stopped" then
+        out.stop = string.format("throughput stopped growing at batch size %d (x%.2f over %d, %d%% interval " ..
+          "x%.2f-x%.2f, below x%.2f)", bs, row.ratio, bs // 2, math.floor(100 * confidence + 0.5), row.ratio_lo,
+          row.ratio_hi, min_gain)
+        break
+      elseif verdict == "inconclusive" then
+        out.inconclusive = true
+        out.stop = string.format("inconclusive at batch size %d: x%.2f over %d, %d%% interval x%.2f-x%.2f contains " ..
+          "x%.2f after %d measurements of each (the machine's noise is larger than the difference)", bs, row.ratio,
+          bs // 2, math.floor(100 * confidence + 0.5), row.ratio_lo, row.ratio_hi, min_gain, row.rounds)
         break
       end
       bs = bs * 2
@@ -308,9 +381,13 @@ function M.batch_size_sweep(spec)
   collectgarbage("collect")
   if spec.dir == nil then fs.rm_rf(base) end
   if not ok then error(err, 0) end
-  -- the largest batch size whose throughput still rose meaningfully over half of it
-  for _, r in ipairs(out.rows) do
-    if r.status == "ok" and (r.ratio == nil or r.ratio >= min_gain) then out.recommended = r.batch_size end
+  -- the largest batch size whose throughput rose by at least min_gain over half of it
+  -- (an inconclusive last size is not counted: it is not shown to be faster)
+  for i, r in ipairs(out.rows) do
+    local last_inconclusive = out.inconclusive and i == #out.rows
+    if r.status == "ok" and (r.ratio == nil or r.ratio_lo >= min_gain) and not last_inconclusive then
+      out.recommended = r.batch_size
+    end
   end
   return out
 end
@@ -323,12 +400,15 @@ function M.format_sweep(res)
   local lines = {}
   lines[#lines + 1] = string.format("batch size sweep of %s: %d steps per size, median time per step over steps %d-%d; " ..
     "memory limit %s", tostring(res.experiment), res.steps, res.skip + 1, res.steps, res.limit and mib(res.limit) or "none")
-  lines[#lines + 1] = string.format("  %6s %11s %11s %12s %9s %11s", "batch", "time/step", "examples/s", "peak memory",
-    "vs half", "efficiency")
+  lines[#lines + 1] = string.format("  %6s %11s %11s %12s %9s %15s %6s %11s", "batch", "time/step", "examples/s",
+    "peak memory", "vs half", string.format("%d%% interval", math.floor(100 * (res.confidence or 0.9) + 0.5)), "runs",
+    "efficiency")
   for _, r in ipairs(res.rows) do
     if r.status == "ok" then
-      lines[#lines + 1] = string.format("  %6d %8.1f ms %11.0f %12s %9s %11s", r.batch_size, 1000 * (r.time_per_step or 0),
-        r.examples_per_s or 0, mib(r.peak), r.ratio and string.format("x%.2f%s", r.ratio, r.flagged and "*" or " ") or "-",
+      lines[#lines + 1] = string.format("  %6d %8.1f ms %11.0f %12s %9s %15s %6d %11s", r.batch_size,
+        1000 * (r.time_per_step or 0), r.examples_per_s or 0, mib(r.peak),
+        r.ratio and string.format("x%.2f%s", r.ratio, r.flagged and "*" or " ") or "-",
+        r.ratio_lo and string.format("x%.2f-x%.2f", r.ratio_lo, r.ratio_hi) or "-", r.rounds or 1,
         r.efficiency and string.format("%.2f", r.efficiency) or "-")
     else
       lines[#lines + 1] = string.format("  %6d  %s", r.batch_size, r.status == "oom" and r.message or ("failed: " .. r.message))
@@ -347,9 +427,14 @@ function M.format_sweep(res)
     lines[#lines + 1] = string.format("largest batch size that fit: %d (with --min-gain %s the sweep does not ask " ..
       "throughput to grow; the default 1.1 recommends the largest size that still speeds training up)", res.recommended,
       probe_fmt(res.min_gain))
+  elseif res.recommended and res.inconclusive then
+    lines[#lines + 1] = string.format("recommended batch size: %d, inconclusive above it (doubling it may or may not " ..
+      "add x%.2f: see the interval; more --steps or a quieter machine can settle it); re-tune the other " ..
+      "hyperparameters at it", res.recommended, res.min_gain)
   elseif res.recommended then
-    lines[#lines + 1] = string.format("recommended batch size: %d (the largest whose throughput still rose by at least " ..
-      "x%.2f over half its size); re-tune the other hyperparameters at it", res.recommended, res.min_gain)
+    lines[#lines + 1] = string.format("recommended batch size: %d (the largest whose throughput rose by at least " ..
+      "x%.2f over half its size, the whole %d%% interval above it); re-tune the other hyperparameters at it",
+      res.recommended, res.min_gain, math.floor(100 * (res.confidence or 0.9) + 0.5))
   else
     lines[#lines + 1] = "recommended batch size: none (the first size did not run)"
   end

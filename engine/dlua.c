@@ -656,8 +656,35 @@ static int pmain (lua_State *L) {
   return 1;
 }
 
+/* OpenBLAS starts its own threads when it is loaded, before main, unless
+ * OPENBLAS_NUM_THREADS says 1; dlua never uses them (the pool splits products,
+ * lua_init.c sets one BLAS thread), and they cost: under a small `ulimit -v` such
+ * a thread retries a failed allocation forever and the process hangs at exit.
+ * So the first start re-executes itself with OPENBLAS_NUM_THREADS=1, and the
+ * second puts the user's setting back for the processes dlua starts (Python,
+ * trials). DLUA_BLAS_ENV carries it across ("-" for unset). If the exec fails,
+ * dlua runs on as it is. */
+static void blas_single_thread_start(char **argv) {
+  const char *carried = getenv("DLUA_BLAS_ENV");
+  if (carried) {
+    if (strcmp(carried, "-") == 0) unsetenv("OPENBLAS_NUM_THREADS");
+    else setenv("OPENBLAS_NUM_THREADS", carried, 1);
+    unsetenv("DLUA_BLAS_ENV");
+    return;
+  }
+  const char *mine = getenv("OPENBLAS_NUM_THREADS");
+  if (mine && strcmp(mine, "1") == 0) return;
+  if (setenv("DLUA_BLAS_ENV", mine ? mine : "-", 1) != 0) return;
+  if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv("/proc/self/exe", argv);
+  /* the exec failed: run on, with the environment as it was */
+  if (mine) setenv("OPENBLAS_NUM_THREADS", mine, 1);
+  else unsetenv("OPENBLAS_NUM_THREADS");
+  unsetenv("DLUA_BLAS_ENV");
+}
+
 int main (int argc, char **argv) {
   int status, result;
+  blas_single_thread_start(argv);
   lua_State *L = luaL_newstate();
   if (L == NULL) {
     l_message(DLUA_PROGNAME, "cannot create state: not enough memory");

@@ -14,6 +14,7 @@
  */
 /* See LICENSE */
 #include "ops/batchnorm.h"
+#include "ops/kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -562,7 +563,7 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
   int staged = !frozen && g.sync && o->reducer;
   int64_t S = g.S, J = g.R * g.G, SC = S * C;
 
-  dl_tensor *xc = cn ? transposed(ctx, x, x->dtype) : dl_contiguous(ctx, x);
+  dl_tensor *xc = cn ? transposed(ctx, x, x->dtype) : dl_contiguous_raw(ctx, x);
   dl_tensor *yc = xc ? dl_tensor_new_empty(ctx, x->dtype, xc->ndim, xc->shape) : NULL;
   int64_t nst = 2 * SC + S;
   dl_tensor *stats = yc ? dl_tensor_new_empty(ctx, DL_F64, 1, &nst) : NULL;   /* mean, rstd [S, C]; n [S] */

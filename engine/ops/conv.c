@@ -15,6 +15,7 @@
 #include "ops/conv.h"
 #include "ops/conv_simd.h"
 #include "ops/conv_winograd.h"
+#include "ops/kernels.h"
 
 #include <float.h>
 #include <stdatomic.h>
@@ -392,8 +393,8 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   geom g;
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
   int64_t osh[4] = {g.N, g.O, g.Ho, g.Wo};
-  dl_tensor *xc = dl_contiguous(ctx, x);
-  dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
+  dl_tensor *xc = dl_contiguous_raw(ctx, x);
+  dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
   dl_tensor *bc = wc && b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
   dl_tensor *out = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
   dl_wino_geom wg;
@@ -434,9 +435,9 @@ int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   int64_t N = g.N > 0 && !wino ? j.nchunks : 0;  /* the Winograd kernels bring their own buffers */
   int64_t ssh[1] = {N == 0 ? 0 : tasks * scratch_floats(&g, &o, j.direct)}, psh[1] = {want_w ? N * g.O * g.K : 0},
           bsh[1] = {want_b ? N * g.O : 0};
-  dl_tensor *gyc = dl_contiguous(ctx, gy);
-  dl_tensor *xc = gyc ? dl_contiguous(ctx, x) : NULL;
-  dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
+  dl_tensor *gyc = dl_contiguous_raw(ctx, gy);
+  dl_tensor *xc = gyc ? dl_contiguous_raw(ctx, x) : NULL;
+  dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
   dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 1, ssh) : NULL;
   dl_tensor *part = col ? dl_tensor_new_empty(ctx, DL_F32, 1, psh) : NULL;
   dl_tensor *bpart = part ? dl_tensor_new_empty(ctx, DL_F64, 1, bsh) : NULL;
@@ -617,7 +618,7 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
   if (Hp < k[0] || Wp < k[1])
     return dl_fail(ctx, "%s: input %s is smaller than the kernel %dx%d", name, a, k[0], k[1]);
   int64_t osh[4] = {N, C, Ho, Wo};
-  dl_tensor *xc = dl_contiguous(ctx, x);
+  dl_tensor *xc = dl_contiguous_raw(ctx, x);
   dl_tensor *out = xc ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
   dl_tensor *arg = (out && max) ? dl_tensor_new_empty(ctx, DL_I64, 4, osh) : NULL;
   if (!out || (max && !arg)) { dl_tensor_release(xc); dl_tensor_release(out); return NULL; }
@@ -641,7 +642,7 @@ int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   int64_t Ho = gy->shape[2], Wo = gy->shape[3];
   pool_job j = {max, {k0, k1}, {s0, s1}, {p0, p1}, H, W, Ho, Wo, N * C, 1, NULL, NULL,
                 max ? (int64_t *)n->saved[0]->st->data : NULL};
-  dl_tensor *gyc = dl_contiguous(ctx, gy);
+  dl_tensor *gyc = dl_contiguous_raw(ctx, gy);
   dl_tensor *gx = !gyc ? NULL : pool_2x2(&j) ? dl_tensor_new_empty(ctx, DL_F32, 4, x->shape)
                                              : dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape);
   if (!gx) { dl_tensor_release(gyc); return -1; }

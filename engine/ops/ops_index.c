@@ -422,7 +422,10 @@ int dl_bw_cat(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
     int64_t len = n->iv[1 + i];
     dl_tensor *x = n->in[i];
     if (x && x->requires_grad) {
-      dl_tensor *v = dl_narrow(ctx, g, dim, start, len);
+      int64_t sh[DL_MAXDIM];                  /* g narrowed to the slot: a view, no node */
+      memcpy(sh, g->shape, sizeof sh);
+      sh[dim] = len;
+      dl_tensor *v = dl_view_new(ctx, g, g->ndim, sh, g->stride, g->offset + start * g->stride[dim]);
       if (!v) return -1;
       if (x->ndim != g->ndim) {
         dl_tensor *r = dl_view_new_reshape(ctx, v, x->ndim, x->shape);

@@ -264,6 +264,7 @@ static const float *patches(const conv_job *j, int64_t n, int64_t mm, int gi, fl
   return col;
 }
 
+/* per chunk of examples: x [N, C, H, W], w [O, C/g, kh, kw], bias [O] -> out [N, O, Ho, Wo] */
 static void conv_fwd_task(void *arg, int t) {
   conv_job *j = arg;
   const geom *g = j->g;
@@ -307,6 +308,8 @@ static void conv_fwd_task(void *arg, int t) {
   }
 }
 
+/* per chunk of examples: x, w, gy [N, O, Ho, Wo] -> gx [N, C, H, W], the chunk's gw [O, C/g, kh, kw]
+ * and gb [O] partial sums */
 static void conv_bw_task(void *arg, int t) {
   conv_job *j = arg;
   const geom *g = j->g;
@@ -389,6 +392,7 @@ static dl_tensor *record(dl_ctx *ctx, dl_tensor *out, dl_tensor *x, dl_tensor *w
   return out;
 }
 
+/* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> out [N, O, Ho, Wo] */
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
   geom g;
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
@@ -420,6 +424,7 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   return record(ctx, out, x, w, b, o);
 }
 
+/* gy [N, O, Ho, Wo] -> gx [N, C, H, W], gw [O, C/groups, kh, kw], gb [O] */
 int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_conv_opts o;
   memcpy(&o, &n->iv[0], sizeof o);
@@ -502,6 +507,8 @@ static int pool_2x2(const pool_job *j) {
   return j->max && j->k[0] == 2 && j->k[1] == 2 && j->s[0] == 2 && j->s[1] == 2 && j->p[0] == 0 && j->p[1] == 0;
 }
 
+/* per block of planes: x [N*C, H, W] -> out [N*C, Ho, Wo] (and arg [N*C, Ho, Wo], the flat
+ * position in the plane of each window's max) */
 static void pool_fwd_task(void *arg_, int t) {
   const pool_job *j = arg_;
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
@@ -557,6 +564,7 @@ static void pool_fwd_task(void *arg_, int t) {
   }
 }
 
+/* per block of planes: gy [N*C, Ho, Wo] (j->x), arg -> gx [N*C, H, W] (j->out) */
 static void pool_bw_task(void *arg_, int t) {
   const pool_job *j = arg_;
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
@@ -603,6 +611,7 @@ static void pool_run(dl_ctx *ctx, pool_job *j, void (*fn)(void *, int)) {
   dl_pool_run(ctx->pool, j->ntask, fn, j);
 }
 
+/* x [N, C, H, W] -> out [N, C, Ho, Wo], Ho = (H + 2 p0 - k0) / s0 + 1 (Wo likewise) */
 dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], const int p[2], int max) {
   const char *name = max ? "max_pool2d" : "avg_pool2d";
   char a[128];
@@ -634,6 +643,7 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
   return out;
 }
 
+/* gy [N, C, Ho, Wo] -> gx [N, C, H, W] */
 int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *x = n->in[0];
   int max = (int)n->iv[0], k0 = (int)n->iv[1], k1 = (int)n->iv[2], s0 = (int)n->iv[3], s1 = (int)n->iv[4];

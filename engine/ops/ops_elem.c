@@ -20,6 +20,7 @@ static int grad_reduce(dl_ctx *ctx, dl_tensor *g, dl_tensor *like, dl_tensor **o
   return *out ? 0 : -1;
 }
 
+/* g [broadcast of a, b] -> ga [a's shape], gb [b's shape] */
 int dl_bw_binary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *b = n->in[1];
   int op = (int)n->iv[0];
@@ -107,6 +108,7 @@ int dl_bw_binary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   }
 }
 
+/* a [..], b [..] -> out [broadcast of a, b] */
 dl_tensor *dl_binary(dl_ctx *ctx, dl_binop op, dl_tensor *a, dl_tensor *b) {
   dl_tensor *out = dl_binary_raw(ctx, op, a, b, dl_binary_dtype(op, a->dtype, b->dtype));
   if (!out || op >= DL_EQ) return out;
@@ -123,6 +125,7 @@ dl_tensor *dl_binary(dl_ctx *ctx, dl_binop op, dl_tensor *a, dl_tensor *b) {
   return out;
 }
 
+/* g [a's shape] -> ga [a's shape] */
 int dl_bw_unary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *out = n->saved[0];
   int op = (int)n->iv[0];
@@ -189,6 +192,7 @@ int dl_bw_unary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return 0;
 }
 
+/* a [..] -> out [a's shape] */
 dl_tensor *dl_unary(dl_ctx *ctx, dl_unop op, dl_tensor *a) {
   dl_tensor *out = dl_unary_raw(ctx, op, a);
   if (!out) return NULL;

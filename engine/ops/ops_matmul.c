@@ -126,6 +126,8 @@ fail:
   return NULL;
 }
 
+/* a [..., M, K], b [..., K, N] -> [broadcast ..., M, N]; a [K] or b [K] as a row or column, dropped
+ * from the result */
 dl_tensor *dl_matmul(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   char x[128], y[128];
   if (!dl_dtype_is_float(a->dtype) || a->dtype != b->dtype)
@@ -166,6 +168,7 @@ dl_tensor *dl_matmul(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   return out;
 }
 
+/* g [..., M, N] -> ga = g b^T [a's shape], gb = a^T g [b's shape] (broadcast dims summed) */
 int dl_bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *b = n->in[1];
   int na = a->ndim, nb = b->ndim;
@@ -211,6 +214,7 @@ static int64_t rows_of(const dl_tensor *x) {
   return dl_shape_numel(x->ndim - 1, x->shape);
 }
 
+/* x [..., in], w [out, in], b [out] or NULL -> y [..., out] */
 dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
   char xs[128], ws[128];
   if (!dl_dtype_is_float(x->dtype) || x->dtype != w->dtype || (b && b->dtype != x->dtype))
@@ -247,6 +251,7 @@ dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
   return out;
 }
 
+/* g [..., out] -> gx [..., in], gw [out, in], gb [out] */
 int dl_bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
   int64_t R = rows_of(x), I = w->shape[1], O = w->shape[0];

@@ -29,6 +29,7 @@ static dl_tensor *expand_back(dl_ctx *ctx, dl_tensor *g, const dl_tensor *a, uns
   return e;
 }
 
+/* g [reduced shape] -> ga [a's shape] */
 int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
   unsigned mask = (unsigned)n->iv[1];
@@ -109,6 +110,8 @@ dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int 
 }
 
 
+/* a [..] -> int64 positions along dim [a's shape without dim, or with size 1 when keepdim];
+ * dim < 0: the flat position of the max (min) of all of a */
 dl_tensor *dl_argmax(dl_ctx *ctx, dl_tensor *a, int dim, int keepdim, int min) {
   dl_tensor *idx = NULL;
   unsigned mask = dim < 0 ? 0 : 1u << dim;
@@ -128,6 +131,7 @@ dl_tensor *dl_argmax(dl_ctx *ctx, dl_tensor *a, int dim, int keepdim, int min) {
 
 /* ------------------------------------------------------------ softmax */
 
+/* x [rows, R] in place: each row -> softmax (or log_softmax) of the row, a double sum */
 static void softmax_rows(float *x, int64_t rows, int64_t R, int log_) {
   for (int64_t r = 0; r < rows; r++) {
     float *p = x + r * R;
@@ -155,6 +159,7 @@ static void softmax_rows_d(double *x, int64_t rows, int64_t R, int log_) {
   }
 }
 
+/* g, y [a's shape] -> ga [a's shape], sums along dim */
 int dl_bw_softmax(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *y = n->saved[0];
   unsigned mask = 1u << n->iv[0];
@@ -177,6 +182,7 @@ int dl_bw_softmax(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return 0;
 }
 
+/* a [..., n along dim, ...] -> out [a's shape], normalised along dim */
 dl_tensor *dl_softmax(dl_ctx *ctx, dl_tensor *a, int dim, int log_) {
   const char *name = log_ ? "log_softmax" : "softmax";
   if (dim < 0 || dim >= a->ndim)

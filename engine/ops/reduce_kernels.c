@@ -52,6 +52,7 @@ typedef struct {
   int ntask;
 } red_job;
 
+/* row r of src [rows, R] -> out[r] (and idx[r], the position of the max or min) */
 static void reduce_row(const red_job *j, int64_t r) {
   const int64_t R = j->R;
   double acc = 0;

@@ -6,23 +6,24 @@
  * records a dl_node whose backward is C code built from non-recording kernels.
  * Dimensions here are 0-based; the binding converts from Lua's 1-based.
  *
- * How ops/ is cut (each file calls only files on its own line or below, never
- * sideways within a line; symbols checked by tests/lua/engine_graph_spec.lua):
- *   autograd.c   the op table (id -> name, backward) and the backward walk, which
- *                calls each node's backward through the table and adds gradients up
- *   ops_matmul.c conv.c batchnorm.c   ops composed over lower ops (matmul of vectors
- *                unsqueezes and squeezes through ops_shape)
- *   ops_elem.c ops_reduce.c ops_shape.c ops_index.c   ops: check, compute with
- *                kernels, record a node through the tape; their backward functions
- *                call kernels only, so they never record and never reach sideways
- *   tape.c       recording (dl_tape_record, dl_needs_grad, dl_detach), node lifetime
- *   elem_kernels.c reduce_kernels.c (kernels.h), gemm.c, conv_simd.c, conv_winograd.c,
- *   optim.c      kernels that never record: broadcasting loops, expand views and
- *                contiguous copies, reductions and sum_to, products, Winograd
- * The tape takes an op's name from the op table's strings and stores only the op id
- * in the node; the walk finds the backward function in the table, so the table is
- * the one place that names each op's forward and backward, and nothing under it
- * refers to it.
+ * How ops/ is cut. A file calls only files on lower lines (and core/), never one on
+ * its own line, so no circle of files (tests/lua/engine_graph_spec.lua checks the symbols):
+ *   autograd.c   the op table's functions (dl_op_get) and the backward walk
+ *                (dl_backward), which calls each node's backward through the table and
+ *                sums gradients with kernels: it refers to every op file, none to it
+ *   ops_matmul.c a matmul of vectors is unsqueeze, matmul, squeeze (ops_shape.c)
+ *   ops_elem.c ops_reduce.c ops_shape.c ops_index.c conv.c batchnorm.c
+ *                the ops: check, compute with kernels, record their node through the
+ *                tape. Their backward functions call kernels only, so a backward never
+ *                records and never reaches another op file
+ *   tape.c       dl_tape_record (a node keeps its op id; its name comes from the
+ *                table's strings), dl_needs_grad, dl_detach, node lifetime
+ *   elem_kernels.c reduce_kernels.c (kernels.h), conv_winograd.c
+ *                kernels that never record: broadcasting loops, expand views,
+ *                contiguous copies for scratch, reductions and sum_to, Winograd
+ *   gemm.c conv_simd.c optim.c   products, AVX-512 rows, optimizer steps
+ * Adding an op: its row in DL_OP_TABLE (or in its family's list below), its forward
+ * and backward in an op file, kernels where another file needs them.
  */
 /* See LICENSE */
 #ifndef DL_OPS_H

@@ -8,9 +8,6 @@
 /* See LICENSE */
 #include "ops/kernels.h"
 
-#include <math.h>
-#include <string.h>
-
 /* --------------------------------------------------------- backwards */
 
 static int grad_reduce(dl_ctx *ctx, dl_tensor *g, dl_tensor *like, dl_tensor **out) {

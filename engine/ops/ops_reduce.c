@@ -11,7 +11,6 @@
 #include "ops/kernels.h"
 
 #include <math.h>
-#include <string.h>
 
 /* a op b with dl_binary's result dtype, no node */
 static dl_tensor *bin(dl_ctx *ctx, int op, dl_tensor *a, dl_tensor *b) {

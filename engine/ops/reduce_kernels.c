@@ -12,7 +12,6 @@
 #include "ops/kernels.h"
 
 #include <math.h>
-#include <string.h>
 
 #define NAME_(id, name, fw, bw, lua) name,
 static const char *const red_names[] = {DL_REDUCE_OPS(NAME_, , )};

@@ -1,25 +1,19 @@
-/* autograd.c -- the define-by-run tape: nodes, recording, and the backward walk.
+/* autograd.c -- the op table and the backward walk, above every op file.
  *
- * An op whose inputs require grad records a node holding its inputs (and any
- * saved tensors) as grad_fn of its output. backward() orders the nodes
- * reachable from the root depth-first, then visits them in reverse, calling
- * each node's C backward with recording off and routing the input gradients
- * to the producing node or, for leaves, into .grad. Afterwards the graph's
+ * The op table (ops.h DL_OP_TABLE) names each op's forward and backward; this
+ * is the one file that holds its function pointers, so it may refer to every
+ * op file and nothing under it refers back (ops record through tape.c).
+ * backward() orders the nodes reachable from the root depth-first, then visits
+ * them in reverse, calling each node's backward from the table with recording
+ * off and routing the input gradients to the producing node or, for leaves,
+ * into .grad (sums by kernels, never by a recording op). Afterwards the graph's
  * inputs are dropped (unless kept), so a second backward is a clear error.
- * Nodes never reference their own output, so the tape has no cycles.
  */
 /* See LICENSE */
-#include "ops/ops.h"
+#include "ops/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-int dl_needs_grad(dl_ctx *ctx, int n, dl_tensor **in) {
-  if (!ctx->grad_enabled) return 0;
-  for (int i = 0; i < n; i++)
-    if (in[i] && in[i]->requires_grad) return 1;
-  return 0;
-}
 
 /* ------------------------------------------------------------ the op table */
 
@@ -38,71 +32,7 @@ int dl_bw_function(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return n->user_backward(ctx, n, g, gin);
 }
 
-/* ------------------------------------------------------------ recording */
-
-static void node_destroy(dl_node *n);
-
-dl_node *dl_tape_record(dl_ctx *ctx, dl_op op, dl_tensor **out, int nin, dl_tensor **in) {
-  if (!*out || !dl_needs_grad(ctx, nin, in)) return NULL;
-  dl_node *n = dl_alloc(ctx, sizeof *n);
-  if (!n) {
-    dl_tensor_release(*out);
-    *out = NULL;
-    return NULL;
-  }
-  memset(n, 0, sizeof *n);
-  atomic_init(&n->ref.refs, 1);
-  n->ref.destroy = node_destroy;
-  n->ctx = ctx;
-  n->op = op;
-  n->name = op_table[op].name;
-  n->backward = op_table[op].fn;
-  n->nin = nin;
-  for (int i = 0; i < nin; i++) n->in[i] = dl_tensor_retain(in[i]);
-  dl_tensor *t = *out;
-  t->requires_grad = 1;
-  dl_node_release(t->grad_fn);
-  t->grad_fn = n;
-  return n;
-}
-
-static void node_drop_inputs(dl_node *n) {
-  for (int i = 0; i < n->nin; i++) {
-    dl_tensor_release(n->in[i]);
-    n->in[i] = NULL;
-  }
-  for (int i = 0; i < 3; i++) {
-    dl_tensor_release(n->saved[i]);
-    n->saved[i] = NULL;
-  }
-  if (n->user_free && n->user) n->user_free(n->user);
-  n->user = NULL;
-  n->freed = 1;
-}
-
-/* Called by the core's dl_node_release when the last reference goes. */
-static void node_destroy(dl_node *n) {
-  dl_tensor_release(n->gacc);
-  node_drop_inputs(n);
-  dl_free(n->ctx, n, sizeof *n);
-}
-
-int dl_set_requires_grad(dl_ctx *ctx, dl_tensor *t, int flag) {
-  if (flag && !dl_dtype_is_float(t->dtype)) {
-    dl_fail(ctx, "requires_grad: only float tensors can require grad, got %s", dl_dtype_name(t->dtype));
-    return -1;
-  }
-  if (!flag && t->grad_fn) {
-    dl_fail(ctx, "requires_grad: cannot clear the flag of a non-leaf tensor (use detach)");
-    return -1;
-  }
-  t->requires_grad = flag != 0;
-  return 0;
-}
-
-dl_tensor *dl_detach(dl_ctx *ctx, dl_tensor *a) {
-  return dl_view_new(ctx, a, a->ndim, a->shape, a->stride, a->offset);
-}
+/* ------------------------------------------------------------ the backward walk */
 
 /* g is the caller's only reference to a fresh, private, contiguous buffer of t's
  * dtype and shape: the first gradient of a leaf can take it without a copy */
@@ -140,7 +70,7 @@ static int add_into_node(dl_ctx *ctx, dl_node *n, dl_tensor *g) {
     return 0;
   }
   /* gacc may be shared with someone else's tensor: make a private sum */
-  dl_tensor *s = dl_binary(ctx, DL_ADD, n->gacc, g);
+  dl_tensor *s = dl_binary_raw(ctx, DL_ADD, n->gacc, g, dl_binary_dtype(DL_ADD, n->gacc->dtype, g->dtype));
   if (!s) return -1;
   dl_tensor_release(n->gacc);
   n->gacc = s;
@@ -255,7 +185,7 @@ int dl_backward(dl_ctx *ctx, dl_tensor *t, dl_tensor *g, int keep) {
       break;
     }
     dl_tensor *gin[4] = {NULL, NULL, NULL, NULL};
-    if (n->backward(ctx, n, n->gacc, gin) < 0) {
+    if (op_table[n->op].fn(ctx, n, n->gacc, gin) < 0) {
       rc = -1;
     }
     for (int i = 0; i < n->nin; i++) {
@@ -275,7 +205,7 @@ int dl_backward(dl_ctx *ctx, dl_tensor *t, dl_tensor *g, int keep) {
     n->mark = 0;
     dl_tensor_release(n->gacc);
     n->gacc = NULL;
-    if (!keep && rc == 0) node_drop_inputs(n);
+    if (!keep && rc == 0) dl_node_drop_inputs(n);
   }
   ctx->grad_enabled = saved_mode;
   free(order.v);

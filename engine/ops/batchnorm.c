@@ -14,6 +14,7 @@
  */
 /* See LICENSE */
 #include "ops/batchnorm.h"
+#include "ops/kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -421,11 +422,13 @@ typedef struct {
   double *mean, *rstd;        /* [S, C], saved for the backward */
 } fw_job;
 
+/* channels [c0, c1): x [N, C, P] -> group sums gs [J, C] -> set sums ssum [S, C] */
 static void fw_pass1(const fw_job *j, int64_t c0, int64_t c1) {
   dl_bn_sums(j->g, j->d, j->x, j->gs, c0, c1);
   dl_bn_combine(j->g, j->gs, j->ssum, c0, c1);
 }
 
+/* channels [c0, c1): centre [S, C] = ssum / n; x -> centred sums g1, g2 [J, C] -> sd [2, S, C] */
 static void fw_pass2(const fw_job *j, int64_t c0, int64_t c1) {
   const dl_bn_geom *g = j->g;
   for (int64_t s = 0; s < g->S; s++)
@@ -436,6 +439,7 @@ static void fw_pass2(const fw_job *j, int64_t c0, int64_t c1) {
   dl_bn_combine(g, j->g2, j->sd + g->S * g->C, c0, c1);
 }
 
+/* channels [c0, c1): sd -> mean, var, rstd [S, C] (unless frozen); x -> y [N, C, P] */
 static void fw_pass3(const fw_job *j, int64_t c0, int64_t c1) {
   const dl_bn_geom *g = j->g;
   if (!j->frozen)
@@ -523,6 +527,7 @@ static int check_running(dl_ctx *ctx, const char *what, const dl_tensor *t, cons
 
 #define IV_GEOM 10               /* node->iv: the 10 geometry fields, then frozen */
 
+/* x [N, C] or [N, C, H, W], weight/bias [C] or NULL, running_mean/var [R, C] -> y [x's shape] */
 dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor *bias,
                          dl_tensor *running_mean, dl_tensor *running_var, const dl_bn_opts *o) {
   char a[128];
@@ -562,7 +567,7 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
   int staged = !frozen && g.sync && o->reducer;
   int64_t S = g.S, J = g.R * g.G, SC = S * C;
 
-  dl_tensor *xc = cn ? transposed(ctx, x, x->dtype) : dl_contiguous(ctx, x);
+  dl_tensor *xc = cn ? transposed(ctx, x, x->dtype) : dl_contiguous_raw(ctx, x);
   dl_tensor *yc = xc ? dl_tensor_new_empty(ctx, x->dtype, xc->ndim, xc->shape) : NULL;
   int64_t nst = 2 * SC + S;
   dl_tensor *stats = yc ? dl_tensor_new_empty(ctx, DL_F64, 1, &nst) : NULL;   /* mean, rstd [S, C]; n [S] */
@@ -660,6 +665,7 @@ typedef struct {
   int frozen, ntask;
 } bw_job;
 
+/* channels [c0, c1): dy, x [N, C, P] -> gdy, gdyx [J, C] -> dgamma, dbeta [C] and set sums [2, S, C] */
 static void bw_pass1(const bw_job *j, int64_t c0, int64_t c1) {
   const dl_bn_geom *g = j->g;
   dl_bn_backward_sums(g, j->d, j->dy, j->x, j->mean, j->gdy, j->gdyx, c0, c1);
@@ -678,6 +684,7 @@ static void bw_pass1(const bw_job *j, int64_t c0, int64_t c1) {
   }
 }
 
+/* channels [c0, c1): dy, x [N, C, P], set sums -> dx [N, C, P] */
 static void bw_pass2(const bw_job *j, int64_t c0, int64_t c1) {
   if (!j->dx) return;
   const dl_bn_geom *g = j->g;
@@ -717,6 +724,7 @@ static dl_tensor *param_grad(dl_ctx *ctx, dl_dtype d, const double *v, int64_t C
   return t;
 }
 
+/* gy [x's shape] -> gx [x's shape], gweight, gbias [C] */
 int dl_bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_bn_geom g;
   memcpy(&g, n->iv, sizeof g);

@@ -15,6 +15,7 @@
 #include "ops/conv.h"
 #include "ops/conv_simd.h"
 #include "ops/conv_winograd.h"
+#include "ops/kernels.h"
 
 #include <float.h>
 #include <stdatomic.h>
@@ -263,6 +264,7 @@ static const float *patches(const conv_job *j, int64_t n, int64_t mm, int gi, fl
   return col;
 }
 
+/* per chunk of examples: x [N, C, H, W], w [O, C/g, kh, kw], bias [O] -> out [N, O, Ho, Wo] */
 static void conv_fwd_task(void *arg, int t) {
   conv_job *j = arg;
   const geom *g = j->g;
@@ -306,6 +308,8 @@ static void conv_fwd_task(void *arg, int t) {
   }
 }
 
+/* per chunk of examples: x, w, gy [N, O, Ho, Wo] -> gx [N, C, H, W], the chunk's gw [O, C/g, kh, kw]
+ * and gb [O] partial sums */
 static void conv_bw_task(void *arg, int t) {
   conv_job *j = arg;
   const geom *g = j->g;
@@ -388,12 +392,13 @@ static dl_tensor *record(dl_ctx *ctx, dl_tensor *out, dl_tensor *x, dl_tensor *w
   return out;
 }
 
+/* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> out [N, O, Ho, Wo] */
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
   geom g;
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
   int64_t osh[4] = {g.N, g.O, g.Ho, g.Wo};
-  dl_tensor *xc = dl_contiguous(ctx, x);
-  dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
+  dl_tensor *xc = dl_contiguous_raw(ctx, x);
+  dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
   dl_tensor *bc = wc && b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
   dl_tensor *out = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
   dl_wino_geom wg;
@@ -419,6 +424,7 @@ dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, cons
   return record(ctx, out, x, w, b, o);
 }
 
+/* gy [N, O, Ho, Wo] -> gx [N, C, H, W], gw [O, C/groups, kh, kw], gb [O] */
 int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_conv_opts o;
   memcpy(&o, &n->iv[0], sizeof o);
@@ -434,9 +440,9 @@ int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   int64_t N = g.N > 0 && !wino ? j.nchunks : 0;  /* the Winograd kernels bring their own buffers */
   int64_t ssh[1] = {N == 0 ? 0 : tasks * scratch_floats(&g, &o, j.direct)}, psh[1] = {want_w ? N * g.O * g.K : 0},
           bsh[1] = {want_b ? N * g.O : 0};
-  dl_tensor *gyc = dl_contiguous(ctx, gy);
-  dl_tensor *xc = gyc ? dl_contiguous(ctx, x) : NULL;
-  dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
+  dl_tensor *gyc = dl_contiguous_raw(ctx, gy);
+  dl_tensor *xc = gyc ? dl_contiguous_raw(ctx, x) : NULL;
+  dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
   dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F32, 1, ssh) : NULL;
   dl_tensor *part = col ? dl_tensor_new_empty(ctx, DL_F32, 1, psh) : NULL;
   dl_tensor *bpart = part ? dl_tensor_new_empty(ctx, DL_F64, 1, bsh) : NULL;
@@ -501,6 +507,8 @@ static int pool_2x2(const pool_job *j) {
   return j->max && j->k[0] == 2 && j->k[1] == 2 && j->s[0] == 2 && j->s[1] == 2 && j->p[0] == 0 && j->p[1] == 0;
 }
 
+/* per block of planes: x [N*C, H, W] -> out [N*C, Ho, Wo] (and arg [N*C, Ho, Wo], the flat
+ * position in the plane of each window's max) */
 static void pool_fwd_task(void *arg_, int t) {
   const pool_job *j = arg_;
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
@@ -556,6 +564,7 @@ static void pool_fwd_task(void *arg_, int t) {
   }
 }
 
+/* per block of planes: gy [N*C, Ho, Wo] (j->x), arg -> gx [N*C, H, W] (j->out) */
 static void pool_bw_task(void *arg_, int t) {
   const pool_job *j = arg_;
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
@@ -602,6 +611,7 @@ static void pool_run(dl_ctx *ctx, pool_job *j, void (*fn)(void *, int)) {
   dl_pool_run(ctx->pool, j->ntask, fn, j);
 }
 
+/* x [N, C, H, W] -> out [N, C, Ho, Wo], Ho = (H + 2 p0 - k0) / s0 + 1 (Wo likewise) */
 dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], const int p[2], int max) {
   const char *name = max ? "max_pool2d" : "avg_pool2d";
   char a[128];
@@ -617,7 +627,7 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
   if (Hp < k[0] || Wp < k[1])
     return dl_fail(ctx, "%s: input %s is smaller than the kernel %dx%d", name, a, k[0], k[1]);
   int64_t osh[4] = {N, C, Ho, Wo};
-  dl_tensor *xc = dl_contiguous(ctx, x);
+  dl_tensor *xc = dl_contiguous_raw(ctx, x);
   dl_tensor *out = xc ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
   dl_tensor *arg = (out && max) ? dl_tensor_new_empty(ctx, DL_I64, 4, osh) : NULL;
   if (!out || (max && !arg)) { dl_tensor_release(xc); dl_tensor_release(out); return NULL; }
@@ -633,6 +643,7 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
   return out;
 }
 
+/* gy [N, C, Ho, Wo] -> gx [N, C, H, W] */
 int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *x = n->in[0];
   int max = (int)n->iv[0], k0 = (int)n->iv[1], k1 = (int)n->iv[2], s0 = (int)n->iv[3], s1 = (int)n->iv[4];
@@ -641,7 +652,7 @@ int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   int64_t Ho = gy->shape[2], Wo = gy->shape[3];
   pool_job j = {max, {k0, k1}, {s0, s1}, {p0, p1}, H, W, Ho, Wo, N * C, 1, NULL, NULL,
                 max ? (int64_t *)n->saved[0]->st->data : NULL};
-  dl_tensor *gyc = dl_contiguous(ctx, gy);
+  dl_tensor *gyc = dl_contiguous_raw(ctx, gy);
   dl_tensor *gx = !gyc ? NULL : pool_2x2(&j) ? dl_tensor_new_empty(ctx, DL_F32, 4, x->shape)
                                              : dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape);
   if (!gx) { dl_tensor_release(gyc); return -1; }

@@ -3,8 +3,27 @@
  * Every op takes borrowed inputs and returns a new reference (NULL with
  * ctx->err set on failure; inputs are never modified unless the name says
  * `_inplace`). When ctx->grad_enabled and an input requires grad, the op
- * records a dl_node whose backward is C code built from these same ops.
+ * records a dl_node whose backward is C code built from non-recording kernels.
  * Dimensions here are 0-based; the binding converts from Lua's 1-based.
+ *
+ * How ops/ is cut. A file calls only files on lower lines (and core/), never one on
+ * its own line, so no circle of files (tests/lua/engine_graph_spec.lua checks the symbols):
+ *   autograd.c   the op table's functions (dl_op_get) and the backward walk
+ *                (dl_backward), which calls each node's backward through the table and
+ *                sums gradients with kernels: it refers to every op file, none to it
+ *   ops_matmul.c a matmul of vectors is unsqueeze, matmul, squeeze (ops_shape.c)
+ *   ops_elem.c ops_reduce.c ops_shape.c ops_index.c conv.c batchnorm.c
+ *                the ops: check, compute with kernels, record their node through the
+ *                tape. Their backward functions call kernels only, so a backward never
+ *                records and never reaches another op file
+ *   tape.c       dl_tape_record (a node keeps its op id; its name comes from the
+ *                table's strings), dl_needs_grad, dl_detach, node lifetime
+ *   elem_kernels.c reduce_kernels.c (kernels.h), conv_winograd.c
+ *                kernels that never record: broadcasting loops, expand views,
+ *                contiguous copies for scratch, reductions and sum_to, Winograd
+ *   gemm.c conv_simd.c optim.c   products, AVX-512 rows, optimizer steps
+ * Adding an op: its row in DL_OP_TABLE (or in its family's list below), its forward
+ * and backward in an op file, kernels where another file needs them.
  */
 /* See LICENSE */
 #ifndef DL_OPS_H
@@ -23,40 +42,55 @@ typedef int (*dl_backward_fn)(dl_ctx *ctx, dl_node *n, dl_tensor *gout, dl_tenso
  *   forward   the C function that computes the op and records its node
  *   backward  its dl_backward_fn, defined beside the forward
  *   lua       the Lua name that reaches it (a tensor method / dlua function)
- * A node can only be recorded through dl_tape_record, which takes its name and
- * backward from here, so no op records a node without an entry; core._ops()
- * lists the entries and tests/lua/op_table_spec.lua requires a gradcheck case
- * for each name. docs/architecture.md walks through adding one. */
+ * A node can only be recorded through dl_tape_record, which takes its name from
+ * here, and the backward walk calls the backward named here, so no op records a
+ * node without an entry; core._ops() lists the entries and
+ * tests/lua/op_table_spec.lua requires a gradcheck case for each name.
+ * docs/architecture.md walks through adding one.
+ *
+ * The elementwise and reduction families are lists of their own rows, with the
+ * family's forward and backward passed in: the same list makes the family's kernel
+ * selector (dl_binop, dl_unop, dl_redop below), its names and its map to DL_OP_<id>,
+ * so the op table and the side tables cannot disagree. */
+#define DL_BINARY_OPS(X, fw, bw)                                         \
+  X(ADD, "add", fw, bw, "add")                                           \
+  X(SUB, "sub", fw, bw, "sub")                                           \
+  X(MUL, "mul", fw, bw, "mul")                                           \
+  X(DIV, "div", fw, bw, "div")                                           \
+  X(POW, "pow", fw, bw, "pow")                                           \
+  X(MAXIMUM, "maximum", fw, bw, "maximum")                               \
+  X(MINIMUM, "minimum", fw, bw, "minimum")
+
+#define DL_UNARY_OPS(X, fw, bw)                                          \
+  X(NEG, "neg", fw, bw, "neg")                                           \
+  X(EXP, "exp", fw, bw, "exp")                                           \
+  X(LOG, "log", fw, bw, "log")                                           \
+  X(SQRT, "sqrt", fw, bw, "sqrt")                                        \
+  X(ABS, "abs", fw, bw, "abs")                                           \
+  X(RELU, "relu", fw, bw, "relu")                                        \
+  X(SIGMOID, "sigmoid", fw, bw, "sigmoid")                               \
+  X(TANH, "tanh", fw, bw, "tanh")                                        \
+  X(GELU, "gelu", fw, bw, "gelu")                                        \
+  X(SIGN, "sign", fw, bw, "sign")                                        \
+  X(SQUARE, "square", fw, bw, "square")                                  \
+  X(RSQRT, "rsqrt", fw, bw, "rsqrt")
+
+#define DL_REDUCE_OPS(X, fw, bw)                                         \
+  X(SUM, "sum", fw, bw, "sum")                                           \
+  X(MEAN, "mean", fw, bw, "mean")                                        \
+  X(MAX, "max", fw, bw, "max")                                           \
+  X(MIN, "min", fw, bw, "min")                                           \
+  X(VAR, "var", fw, bw, "var")                                           \
+  X(LOGSUMEXP, "logsumexp", fw, bw, "logsumexp")
+
 #define DL_OP_TABLE(X)                                                   \
-  X(ADD, "add", dl_binary, dl_bw_binary, "add")                          \
-  X(SUB, "sub", dl_binary, dl_bw_binary, "sub")                          \
-  X(MUL, "mul", dl_binary, dl_bw_binary, "mul")                          \
-  X(DIV, "div", dl_binary, dl_bw_binary, "div")                          \
-  X(POW, "pow", dl_binary, dl_bw_binary, "pow")                          \
-  X(MAXIMUM, "maximum", dl_binary, dl_bw_binary, "maximum")              \
-  X(MINIMUM, "minimum", dl_binary, dl_bw_binary, "minimum")              \
-  X(NEG, "neg", dl_unary, dl_bw_unary, "neg")                            \
-  X(EXP, "exp", dl_unary, dl_bw_unary, "exp")                            \
-  X(LOG, "log", dl_unary, dl_bw_unary, "log")                            \
-  X(SQRT, "sqrt", dl_unary, dl_bw_unary, "sqrt")                         \
-  X(ABS, "abs", dl_unary, dl_bw_unary, "abs")                            \
-  X(RELU, "relu", dl_unary, dl_bw_unary, "relu")                         \
-  X(SIGMOID, "sigmoid", dl_unary, dl_bw_unary, "sigmoid")                \
-  X(TANH, "tanh", dl_unary, dl_bw_unary, "tanh")                         \
-  X(GELU, "gelu", dl_unary, dl_bw_unary, "gelu")                         \
-  X(SIGN, "sign", dl_unary, dl_bw_unary, "sign")                         \
-  X(SQUARE, "square", dl_unary, dl_bw_unary, "square")                   \
-  X(RSQRT, "rsqrt", dl_unary, dl_bw_unary, "rsqrt")                      \
+  DL_BINARY_OPS(X, dl_binary, dl_bw_binary)                              \
+  DL_UNARY_OPS(X, dl_unary, dl_bw_unary)                                 \
   X(SCALE, "scale", dl_scale_shift, dl_bw_scale, "scale")                \
   X(CLAMP, "clamp", dl_clamp, dl_bw_clamp, "clamp")                      \
   X(WHERE, "where", dl_where, dl_bw_where, "where")                      \
   X(CAST, "cast", dl_cast, dl_bw_cast, "to")                             \
-  X(SUM, "sum", dl_reduce, dl_bw_reduce, "sum")                          \
-  X(MEAN, "mean", dl_reduce, dl_bw_reduce, "mean")                       \
-  X(MAX, "max", dl_reduce, dl_bw_reduce, "max")                          \
-  X(MIN, "min", dl_reduce, dl_bw_reduce, "min")                          \
-  X(VAR, "var", dl_reduce, dl_bw_reduce, "var")                          \
-  X(LOGSUMEXP, "logsumexp", dl_reduce, dl_bw_reduce, "logsumexp")        \
+  DL_REDUCE_OPS(X, dl_reduce, dl_bw_reduce)                              \
   X(SOFTMAX, "softmax", dl_softmax, dl_bw_softmax, "softmax")            \
   X(LOG_SOFTMAX, "log_softmax", dl_softmax, dl_bw_softmax, "log_softmax") \
   X(RESHAPE, "reshape", dl_reshape, dl_bw_reshape, "reshape")            \
@@ -85,7 +119,7 @@ typedef struct {
   dl_backward_fn fn;
 } dl_op_info;
 
-/* the entry of op (0 <= op < DL_NOPS) */
+/* the entry of op (0 <= op < DL_NOPS): autograd.c, above every op file */
 const dl_op_info *dl_op_get(dl_op op);
 
 /* the backward functions of the table (each defined beside its forward) */
@@ -123,8 +157,7 @@ struct dl_node {
   double sc[4];               /* scalar arguments */
   int64_t iv[2 * DL_MAXDIM];  /* integer arguments (dims, sizes) */
   int niv;
-  dl_op op;                   /* its entry in the op table */
-  dl_backward_fn backward;    /* the entry's: writes new refs (or NULL) into gin[0..nin) */
+  dl_op op;                   /* its entry in the op table, whose backward the walk calls */
   void *user;                 /* for Lua-defined functions (DL_OP_FUNCTION) */
   dl_backward_fn user_backward;
   void (*user_free)(void *user);
@@ -134,9 +167,9 @@ struct dl_node {
   int mark;
 };
 
-/* The tape helper: the one way an op records its node. When recording is on and
+/* The tape helper (tape.c): the one way an op records its node. When recording is on and
  * any of in[0..nin) (NULL entries allowed) requires grad, makes a node of op --
- * name and backward from the op table, inputs retained -- the grad_fn of *out and
+ * name from the op table, inputs retained -- the grad_fn of *out and
  * returns it, for the caller to fill its arguments (iv, niv, sc, saved). Returns
  * NULL when there is nothing to record (*out untouched), and also when the node
  * cannot be allocated: then *out is released and set to NULL, with the message in
@@ -146,6 +179,10 @@ struct dl_node {
  *     n->iv[0] = dim;                    (a failure here: release out, which frees n)
  *     return out; */
 dl_node *dl_tape_record(dl_ctx *ctx, dl_op op, dl_tensor **out, int nin, dl_tensor **in);
+/* Drops n's inputs, saved tensors and user data and marks it freed (tape.c): the walk
+ * calls it after a backward that does not keep the graph; the node itself lives on
+ * while tensors hold it. */
+void dl_node_drop_inputs(dl_node *n);
 /* 1 when recording is on and one of in[0..n) (NULL entries allowed) requires grad */
 int dl_needs_grad(dl_ctx *ctx, int n, dl_tensor **in);
 /* Sets t's requires_grad flag: only float tensors may require grad, and a tensor an op
@@ -160,15 +197,19 @@ int dl_accumulate_grad(dl_ctx *ctx, dl_tensor *t, dl_tensor *g);
 
 /* --------------------------------------------------------- elementwise */
 
-typedef enum {
-  DL_ADD, DL_SUB, DL_MUL, DL_DIV, DL_POW, DL_MAXIMUM, DL_MINIMUM,
-  DL_EQ, DL_NE, DL_LT, DL_LE, DL_GT, DL_GE, DL_NBINARY
-} dl_binop;
+/* comparisons: elementwise with broadcasting like the binary family, uint8 results, no
+ * gradient (so no rows in the op table) */
+#define DL_COMPARE_OPS(X) X(EQ, "eq") X(NE, "ne") X(LT, "lt") X(LE, "le") X(GT, "gt") X(GE, "ge")
 
-typedef enum {
-  DL_NEG, DL_EXP, DL_LOG, DL_SQRT, DL_ABS, DL_RELU, DL_SIGMOID, DL_TANH, DL_GELU,
-  DL_SIGN, DL_SQUARE, DL_RSQRT, DL_NUNARY
-} dl_unop;
+/* a family's kernel selectors, in its list's order: DL_ADD.., DL_NEG.., DL_RSUM.. */
+#define DL_FAMILY_ENUM_(id, name, fw, bw, lua) DL_##id,
+#define DL_COMPARE_ENUM_(id, name) DL_##id,
+#define DL_REDUCE_ENUM_(id, name, fw, bw, lua) DL_R##id,
+/* a family row's entry in the op table, for `static const dl_op map[] = {DL_UNARY_OPS(DL_OP_ID_, , )}` */
+#define DL_OP_ID_(id, name, fw, bw, lua) DL_OP_##id,
+
+typedef enum { DL_BINARY_OPS(DL_FAMILY_ENUM_, , ) DL_COMPARE_OPS(DL_COMPARE_ENUM_) DL_NBINARY } dl_binop;
+typedef enum { DL_UNARY_OPS(DL_FAMILY_ENUM_, , ) DL_NUNARY } dl_unop;
 
 const char *dl_binop_name(dl_binop op);
 const char *dl_unop_name(dl_unop op);
@@ -178,23 +219,18 @@ dl_tensor *dl_scale_shift(dl_ctx *ctx, dl_tensor *a, double scale, double shift)
 dl_tensor *dl_clamp(dl_ctx *ctx, dl_tensor *a, double lo, double hi);
 dl_tensor *dl_where(dl_ctx *ctx, dl_tensor *cond, dl_tensor *a, dl_tensor *b);
 dl_tensor *dl_cast(dl_ctx *ctx, dl_tensor *a, dl_dtype d);
-/* Broadcast shape of a and b into out; -1 (with a message naming op) if incompatible */
-int dl_broadcast_shape(dl_ctx *ctx, const char *op, const dl_tensor *a, const dl_tensor *b,
-                       int *ndim, int64_t *shape);
-/* In place, no autograd: dst += alpha * src (same shape, src broadcast allowed) */
+/* In place, no autograd (elem_kernels.c): dst += alpha * src (same shape, src broadcast allowed) */
 int dl_axpy_inplace(dl_ctx *ctx, dl_tensor *dst, double alpha, dl_tensor *src);
 int dl_fill_inplace(dl_ctx *ctx, dl_tensor *t, double v);
 
 /* ---------------------------------------------------------- reductions */
 
-typedef enum { DL_RSUM, DL_RMEAN, DL_RMAX, DL_RMIN, DL_RVAR, DL_RLOGSUMEXP } dl_redop;
+typedef enum { DL_REDUCE_OPS(DL_REDUCE_ENUM_, , ) DL_NREDUCE } dl_redop;
 
 /* Reduce over the dims flagged in mask (bit d = dim d); mask 0 = all dims.
  * For max/min, *idx (if not NULL) receives int64 indices (single dim only). */
 dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int keepdim,
                      int correction, dl_tensor **idx);
-/* Sums g down to the given shape (the backward of broadcasting). */
-dl_tensor *dl_sum_to(dl_ctx *ctx, dl_tensor *g, int ndim, const int64_t *shape);
 dl_tensor *dl_softmax(dl_ctx *ctx, dl_tensor *a, int dim, int log);
 dl_tensor *dl_argmax(dl_ctx *ctx, dl_tensor *a, int dim, int keepdim, int min);
 

@@ -220,6 +220,7 @@ static int64_t index_1d(const dl_tensor *index, const void *base, int64_t j) {
 
 /* ----------------------------------------------------------- gather */
 
+/* g [index's shape] -> ga [a's shape]: g scattered (added) back along dim */
 int dl_bw_gather(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *index = n->saved[0];
   int dim = (int)n->iv[0];
@@ -231,6 +232,8 @@ int dl_bw_gather(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return 0;
 }
 
+/* a [..., n, ...], index [..., k, ...] (dim = the n/k position) -> out [index's shape],
+ * out[.., i, ..] = a[.., index[.., i, ..], ..] */
 dl_tensor *dl_gather(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index) {
   const char *op = "gather";
   if (check_dim(ctx, op, dim, a->ndim) < 0) return NULL;
@@ -252,6 +255,7 @@ dl_tensor *dl_gather(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index) {
 
 /* ------------------------------------------------------ index_select */
 
+/* g [a's shape with k along dim] -> ga [a's shape] */
 int dl_bw_index_select(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *index = n->saved[0];
   int dim = (int)n->iv[0];
@@ -282,6 +286,7 @@ int dl_bw_index_select(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return 0;
 }
 
+/* a [..., n, ...], index [k] -> out [..., k, ...] (rows of a along dim) */
 dl_tensor *dl_index_select(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index) {
   const char *op = "index_select";
   if (check_dim(ctx, op, dim, a->ndim) < 0) return NULL;
@@ -324,6 +329,7 @@ dl_tensor *dl_index_select(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index)
 
 /* ------------------------------------------------------- scatter_add */
 
+/* g [a's shape] -> ga = g [a's shape], gsrc [src's shape] = g gathered at index */
 int dl_bw_scatter_add(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *src = n->in[1], *index = n->saved[0];
   int dim = (int)n->iv[0];
@@ -350,6 +356,7 @@ int dl_bw_scatter_add(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return 0;
 }
 
+/* a [..], index [..], src [at least index's shape] -> out [a's shape] = a with src added at index along dim */
 dl_tensor *dl_scatter_add(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index, dl_tensor *src) {
   const char *op = "scatter_add";
   if (check_dim(ctx, op, dim, a->ndim) < 0) return NULL;
@@ -377,6 +384,7 @@ dl_tensor *dl_scatter_add(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index, 
 
 /* ----------------------------------------------------------- one_hot */
 
+/* labels [...] (integers in [0, classes)) -> out float32 [..., classes] */
 dl_tensor *dl_one_hot(dl_ctx *ctx, dl_tensor *labels, int64_t classes) {
   if (dl_dtype_is_float(labels->dtype))
     return dl_fail(ctx, "one_hot: labels must be an integer tensor, got %s", dl_dtype_name(labels->dtype));
@@ -422,7 +430,10 @@ int dl_bw_cat(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
     int64_t len = n->iv[1 + i];
     dl_tensor *x = n->in[i];
     if (x && x->requires_grad) {
-      dl_tensor *v = dl_narrow(ctx, g, dim, start, len);
+      int64_t sh[DL_MAXDIM];                  /* g narrowed to the slot: a view, no node */
+      memcpy(sh, g->shape, sizeof sh);
+      sh[dim] = len;
+      dl_tensor *v = dl_view_new(ctx, g, g->ndim, sh, g->stride, g->offset + start * g->stride[dim]);
       if (!v) return -1;
       if (x->ndim != g->ndim) {
         dl_tensor *r = dl_view_new_reshape(ctx, v, x->ndim, x->shape);
@@ -583,6 +594,7 @@ static int check_list(dl_ctx *ctx, const char *op, int n, dl_tensor **ts) {
   return 0;
 }
 
+/* ts[i] [..., n_i, ...] -> out [..., sum n_i, ...] along dim */
 dl_tensor *dl_cat(dl_ctx *ctx, int n, dl_tensor **ts, int dim) {
   const char *op = "cat";
   if (check_list(ctx, op, n, ts) < 0) return NULL;
@@ -608,6 +620,7 @@ dl_tensor *dl_cat(dl_ctx *ctx, int n, dl_tensor **ts, int dim) {
   return cat_impl(ctx, n, ts, dim, 0, t0->ndim, sh);
 }
 
+/* ts[i] [...] (one shape) -> out [..., n, ...] with the new dim at dim */
 dl_tensor *dl_stack(dl_ctx *ctx, int n, dl_tensor **ts, int dim) {
   const char *op = "stack";
   if (check_list(ctx, op, n, ts) < 0) return NULL;

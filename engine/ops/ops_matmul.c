@@ -7,7 +7,7 @@
  * never copy their weights.
  */
 /* See LICENSE */
-#include "ops/ops.h"
+#include "ops/kernels.h"
 
 #include <string.h>
 
@@ -18,7 +18,18 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, int *
   return 0;
 }
 
-/* the product of a [..., M, K] and b [..., K, N] with no autograd (both >= 2-D) */
+/* a with dims d0 and d1 swapped: a view, no node (for the backward) */
+static dl_tensor *swapped(dl_ctx *ctx, dl_tensor *a, int d0, int d1) {
+  int64_t sh[DL_MAXDIM], st[DL_MAXDIM];
+  memcpy(sh, a->shape, sizeof sh);
+  memcpy(st, a->stride, sizeof st);
+  sh[d0] = a->shape[d1]; sh[d1] = a->shape[d0];
+  st[d0] = a->stride[d1]; st[d1] = a->stride[d0];
+  return dl_view_new(ctx, a, a->ndim, sh, st, a->offset);
+}
+
+/* the product of a [..., M, K] and b [..., K, N] -> out [..., M, N] with no autograd (both >= 2-D,
+ * batch dims broadcast) */
 static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   int na = a->ndim, nb = b->ndim;
   int64_t M = a->shape[na - 2], K = a->shape[na - 1], N = b->shape[nb - 1];
@@ -115,6 +126,8 @@ fail:
   return NULL;
 }
 
+/* a [..., M, K], b [..., K, N] -> [broadcast ..., M, N]; a [K] or b [K] as a row or column, dropped
+ * from the result */
 dl_tensor *dl_matmul(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   char x[128], y[128];
   if (!dl_dtype_is_float(a->dtype) || a->dtype != b->dtype)
@@ -155,11 +168,12 @@ dl_tensor *dl_matmul(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   return out;
 }
 
+/* g [..., M, N] -> ga = g b^T [a's shape], gb = a^T g [b's shape] (broadcast dims summed) */
 int dl_bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0], *b = n->in[1];
   int na = a->ndim, nb = b->ndim;
   if (a->requires_grad) {               /* ga = g b^T */
-    dl_tensor *bt = dl_transpose(ctx, b, nb - 2, nb - 1);
+    dl_tensor *bt = swapped(ctx, b, nb - 2, nb - 1);
     dl_tensor *p = bt ? matmul_raw(ctx, g, bt) : NULL;
     dl_tensor_release(bt);
     if (!p) return -1;
@@ -174,11 +188,11 @@ int dl_bw_matmul(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
       int64_t s2a[2] = {-1, K}, s2g[2] = {-1, N};
       dl_tensor *a2 = dl_view_new_reshape(ctx, a, 2, s2a);
       dl_tensor *g2 = a2 ? dl_view_new_reshape(ctx, g, 2, s2g) : NULL;
-      dl_tensor *at = g2 ? dl_transpose(ctx, a2, 0, 1) : NULL;
+      dl_tensor *at = g2 ? swapped(ctx, a2, 0, 1) : NULL;
       p = at ? matmul_raw(ctx, at, g2) : NULL;
       dl_tensor_release(a2); dl_tensor_release(g2); dl_tensor_release(at);
     } else {
-      dl_tensor *at = dl_transpose(ctx, a, na - 2, na - 1);
+      dl_tensor *at = swapped(ctx, a, na - 2, na - 1);
       p = at ? matmul_raw(ctx, at, g) : NULL;
       dl_tensor_release(at);
     }
@@ -200,6 +214,7 @@ static int64_t rows_of(const dl_tensor *x) {
   return dl_shape_numel(x->ndim - 1, x->shape);
 }
 
+/* x [..., in], w [out, in], b [out] or NULL -> y [..., out] */
 dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
   char xs[128], ws[128];
   if (!dl_dtype_is_float(x->dtype) || x->dtype != w->dtype || (b && b->dtype != x->dtype))
@@ -216,11 +231,11 @@ dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
   int64_t sh[DL_MAXDIM];
   memcpy(sh, x->shape, sizeof(int64_t) * (size_t)x->ndim);
   sh[x->ndim - 1] = O;
-  dl_tensor *xc = dl_contiguous(ctx, x);
-  dl_tensor *wc = xc ? dl_contiguous(ctx, w) : NULL;
+  dl_tensor *xc = dl_contiguous_raw(ctx, x);
+  dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
   dl_tensor *out = wc ? dl_tensor_new_empty(ctx, x->dtype, x->ndim, sh) : NULL;
   if (!out) { dl_tensor_release(xc); dl_tensor_release(wc); return NULL; }
-  dl_tensor *bc = b ? dl_contiguous(ctx, b) : NULL;
+  dl_tensor *bc = b ? dl_contiguous_raw(ctx, b) : NULL;
   if (b && !bc) { dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(out); return NULL; }
   if (bc)
     dl_gemm_bias(ctx, x->dtype, 0, 1, R, O, I, dl_data(xc), I ? I : 1, dl_data(wc), I ? I : 1, dl_data(bc),
@@ -236,14 +251,15 @@ dl_tensor *dl_linear(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b) {
   return out;
 }
 
+/* g [..., out] -> gx [..., in], gw [out, in], gb [out] */
 int dl_bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
   int64_t R = rows_of(x), I = w->shape[1], O = w->shape[0];
-  dl_tensor *gc = dl_contiguous(ctx, g);
+  dl_tensor *gc = dl_contiguous_raw(ctx, g);
   if (!gc) return -1;
   int rc = 0;
   if (x->requires_grad) {                       /* gx[R, in] = g[R, out] w[out, in] */
-    dl_tensor *wc = dl_contiguous(ctx, w);
+    dl_tensor *wc = dl_contiguous_raw(ctx, w);
     gin[0] = wc ? dl_tensor_new_empty(ctx, x->dtype, x->ndim, x->shape) : NULL;
     if (gin[0])
       dl_gemm(ctx, x->dtype, 0, 0, R, I, O, 1.0, dl_data(gc), O ? O : 1, dl_data(wc), I ? I : 1, 0.0,
@@ -252,7 +268,7 @@ int dl_bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
     if (!gin[0]) rc = -1;
   }
   if (!rc && w->requires_grad) {                /* gw[out, in] = g^T x */
-    dl_tensor *xc = dl_contiguous(ctx, x);
+    dl_tensor *xc = dl_contiguous_raw(ctx, x);
     gin[1] = xc ? dl_tensor_new_empty(ctx, w->dtype, 2, w->shape) : NULL;
     if (gin[1])
       dl_gemm(ctx, w->dtype, 1, 0, O, I, R, 1.0, dl_data(gc), O ? O : 1, dl_data(xc), I ? I : 1, 0.0,

@@ -1,177 +1,34 @@
-/* ops_reduce.c -- reductions (sum, mean, max, min, var, logsumexp), softmax, argmax.
+/* ops_reduce.c -- reductions (sum, mean, max, min, var, logsumexp), softmax, argmax,
+ * and their backwards.
  *
- * The reduced dims are permuted to the end and the input made contiguous,
- * so every reduction is a loop over rows of length R with a double
- * accumulator. Rows split over the pool; each row is summed by one task in
- * a fixed order, so results do not depend on the thread count.
+ * dl_reduce records its node over dl_reduce_raw (reduce_kernels.c); softmax
+ * normalises the rows that dl_rows_of lays out, in float32 or float64 with a
+ * double sum. The backwards expand the output gradient back over the reduced
+ * dims (a view) and combine it with elementwise kernels: nothing they call
+ * records.
  */
 /* See LICENSE */
-#include "ops/ops.h"
+#include "ops/kernels.h"
 
 #include <math.h>
-#include <string.h>
 
-static const char *const red_names[] = {"sum", "mean", "max", "min", "var", "logsumexp"};
-
-/* a with the masked dims moved last, contiguous (new ref); rows x R */
-static dl_tensor *rows_of(dl_ctx *ctx, dl_tensor *a, unsigned mask, int64_t *rows, int64_t *R) {
-  int perm[DL_MAXDIM], k = 0;
-  int64_t kept[DL_MAXDIM], red[DL_MAXDIM];
-  int nk = 0, nr = 0;
-  for (int d = 0; d < a->ndim; d++)
-    if (!(mask >> d & 1)) { perm[k++] = d; kept[nk++] = a->shape[d]; }
-  for (int d = 0; d < a->ndim; d++)
-    if (mask >> d & 1) { perm[k++] = d; red[nr++] = a->shape[d]; }
-  *rows = dl_shape_numel(nk, kept);
-  *R = dl_shape_numel(nr, red);
-  int ident = 1;
-  for (int d = 0; d < a->ndim; d++) ident &= perm[d] == d;
-  if (ident && dl_is_contiguous(a)) return dl_tensor_retain(a);
-  int64_t sh[DL_MAXDIM], st[DL_MAXDIM];
-  for (int d = 0; d < a->ndim; d++) { sh[d] = a->shape[perm[d]]; st[d] = a->stride[perm[d]]; }
-  dl_tensor *v = dl_view_new(ctx, a, a->ndim, sh, st, a->offset);
-  if (!v) return NULL;
-  dl_tensor *c = dl_tensor_new_contiguous(ctx, v, a->dtype);
-  dl_tensor_release(v);
-  return c;
+/* a op b with dl_binary's result dtype, no node */
+static dl_tensor *bin(dl_ctx *ctx, int op, dl_tensor *a, dl_tensor *b) {
+  return dl_binary_raw(ctx, op, a, b, dl_binary_dtype(op, a->dtype, b->dtype));
 }
 
-typedef struct {
-  int op, correction;
-  const void *src;
-  dl_dtype dt;
-  int64_t rows, R;
-  double *out;
-  int64_t *idx;
-  int ntask;
-} red_job;
-
-static void reduce_row(const red_job *j, int64_t r) {
-  const int64_t R = j->R;
-  double acc = 0;
-  int64_t best = 0;
-  if (j->dt == DL_F32) {
-    const float *x = (const float *)j->src + r * R;
-    switch (j->op) {
-      case DL_RSUM: case DL_RMEAN: {
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        int64_t i = 0;
-        for (; i + 4 <= R; i += 4) {
-          s0 += (double)x[i]; s1 += (double)x[i + 1]; s2 += (double)x[i + 2]; s3 += (double)x[i + 3];
-        }
-        for (; i < R; i++) s0 += (double)x[i];
-        acc = (s0 + s1) + (s2 + s3);
-        if (j->op == DL_RMEAN) acc /= (double)R;
-        break;
-      }
-      default: goto generic;
-    }
-    j->out[r] = acc;
-    return;
-  }
-generic:
-  switch (j->op) {
-    case DL_RSUM: case DL_RMEAN:
-      for (int64_t i = 0; i < R; i++) acc += dl_load(j->src, j->dt, r * R + i);
-      if (j->op == DL_RMEAN) acc /= (double)R;
-      break;
-    case DL_RMAX: case DL_RMIN: {
-      acc = dl_load(j->src, j->dt, r * R);
-      for (int64_t i = 1; i < R; i++) {
-        double v = dl_load(j->src, j->dt, r * R + i);
-        if (acc != acc) break;                     /* NaN propagates */
-        if (v != v || (j->op == DL_RMAX ? v > acc : v < acc)) { acc = v; best = i; }
-      }
-      break;
-    }
-    case DL_RVAR: {
-      double m = 0;
-      for (int64_t i = 0; i < R; i++) m += dl_load(j->src, j->dt, r * R + i);
-      m /= (double)R;
-      for (int64_t i = 0; i < R; i++) {
-        double d = dl_load(j->src, j->dt, r * R + i) - m;
-        acc += d * d;
-      }
-      acc = R - j->correction > 0 ? acc / (double)(R - j->correction) : (double)NAN;
-      break;
-    }
-    case DL_RLOGSUMEXP: {
-      double mx = -(double)INFINITY;
-      for (int64_t i = 0; i < R; i++) {
-        double v = dl_load(j->src, j->dt, r * R + i);
-        if (v > mx) mx = v;
-      }
-      if (isinf(mx)) { acc = mx; break; }
-      for (int64_t i = 0; i < R; i++) acc += exp(dl_load(j->src, j->dt, r * R + i) - mx);
-      acc = mx + log(acc);
-      break;
-    }
-  }
-  j->out[r] = acc;
-  if (j->idx) j->idx[r] = best;
-}
-
-static void red_task(void *arg, int t) {
-  const red_job *j = arg;
-  int64_t r0 = j->rows * t / j->ntask, r1 = j->rows * (t + 1) / j->ntask;
-  for (int64_t r = r0; r < r1; r++) reduce_row(j, r);
-}
-
-/* reduces rows into a double buffer owned by a new f64 tensor [rows] */
-static int run_reduce(dl_ctx *ctx, red_job *j) {
-  int th = dl_pool_threads(ctx->pool);
-  if (th > 1 && j->rows >= th && j->rows * j->R >= 32768) {
-    j->ntask = th;
-    dl_pool_run(ctx->pool, th, red_task, j);
-  } else {
-    for (int64_t r = 0; r < j->rows; r++) reduce_row(j, r);
-  }
-  return 0;
-}
-
-/* column sums of a contiguous [nrow, cols] float32 block, each column in row order (so the
- * split into column blocks, one per task, does not change a bit) */
-typedef struct {
-  const float *x;
-  double *s;
-  float *out;
-  int64_t nrow, cols;
-  double scale;
-  int64_t chunk;        /* columns per task */
-} col_job;
-
-DL_SIMD_CLONES static void add_row(double *restrict s, const float *restrict x, int64_t n) {
-  for (int64_t c = 0; c < n; c++) s[c] += (double)x[c];
-}
-
-static void col_task(void *arg, int t) {
-  const col_job *j = arg;
-  int64_t c0 = (int64_t)t * j->chunk, c1 = c0 + j->chunk < j->cols ? c0 + j->chunk : j->cols;
-  for (int64_t i = 0; i < j->nrow; i++) add_row(j->s + c0, j->x + i * j->cols + c0, c1 - c0);
-  for (int64_t c = c0; c < c1; c++) j->out[c] = (float)(j->s[c] * j->scale);
-}
-
-static void out_shape(const dl_tensor *a, unsigned mask, int keepdim, int *nd, int64_t *sh) {
-  int k = 0;
-  for (int d = 0; d < a->ndim; d++) {
-    if (mask >> d & 1) { if (keepdim) sh[k++] = 1; }
-    else sh[k++] = a->shape[d];
-  }
-  *nd = k;
-}
-
-/* g of the reduced shape, reshaped with kept dims and expanded to a's shape */
+/* g [reduced shape] -> [a's shape]: reshaped with the reduced dims kept (size 1), expanded (a view) */
 static dl_tensor *expand_back(dl_ctx *ctx, dl_tensor *g, const dl_tensor *a, unsigned mask) {
-  int nd;
   int64_t sh[DL_MAXDIM];
-  out_shape(a, mask, 1, &nd, sh);
-  dl_tensor *r = dl_view_new_reshape(ctx, g, nd, sh);
+  for (int d = 0; d < a->ndim; d++) sh[d] = mask >> d & 1 ? 1 : a->shape[d];
+  dl_tensor *r = dl_view_new_reshape(ctx, g, a->ndim, sh);
   if (!r) return NULL;
-  dl_tensor *e = dl_expand(ctx, r, a->ndim, a->shape);
+  dl_tensor *e = dl_expand_raw(ctx, r, a->ndim, a->shape);
   dl_tensor_release(r);
   return e;
 }
 
+/* g [reduced shape] -> ga [a's shape] */
 int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
   unsigned mask = (unsigned)n->iv[1];
@@ -181,33 +38,33 @@ int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *r = NULL;
   double R = n->sc[0];
   switch (op) {
-    case DL_RSUM: r = dl_contiguous(ctx, ge); break;
-    case DL_RMEAN: r = dl_scale_shift(ctx, ge, 1.0 / R, 0); break;
+    case DL_RSUM: r = dl_contiguous_raw(ctx, ge); break;
+    case DL_RMEAN: r = dl_scale_shift_raw(ctx, ge, 1.0 / R, 0); break;
     case DL_RMAX: case DL_RMIN: {
       /* split evenly among ties */
       dl_tensor *oe = expand_back(ctx, n->saved[0], a, mask);
-      dl_tensor *m = oe ? dl_binary(ctx, DL_EQ, a, oe) : NULL;
-      dl_tensor *mf = m ? dl_cast(ctx, m, g->dtype) : NULL;
-      dl_tensor *cnt = mf ? dl_reduce(ctx, DL_RSUM, mf, mask, 1, 0, NULL) : NULL;
-      dl_tensor *w = cnt ? dl_binary(ctx, DL_DIV, mf, cnt) : NULL;
-      r = w ? dl_binary(ctx, DL_MUL, ge, w) : NULL;
+      dl_tensor *m = oe ? bin(ctx, DL_EQ, a, oe) : NULL;
+      dl_tensor *mf = m ? dl_tensor_new_contiguous(ctx, m, g->dtype) : NULL;
+      dl_tensor *cnt = mf ? dl_reduce_raw(ctx, DL_RSUM, mf, mask, 1, 0, NULL) : NULL;
+      dl_tensor *w = cnt ? bin(ctx, DL_DIV, mf, cnt) : NULL;
+      r = w ? bin(ctx, DL_MUL, ge, w) : NULL;
       dl_tensor_release(oe); dl_tensor_release(m); dl_tensor_release(mf);
       dl_tensor_release(cnt); dl_tensor_release(w);
       break;
     }
     case DL_RVAR: {
-      dl_tensor *mean = dl_reduce(ctx, DL_RMEAN, a, mask, 1, 0, NULL);
-      dl_tensor *dv = mean ? dl_binary(ctx, DL_SUB, a, mean) : NULL;
-      dl_tensor *s = dv ? dl_scale_shift(ctx, dv, 2.0 / (R - n->sc[1]), 0) : NULL;
-      r = s ? dl_binary(ctx, DL_MUL, ge, s) : NULL;
+      dl_tensor *mean = dl_reduce_raw(ctx, DL_RMEAN, a, mask, 1, 0, NULL);
+      dl_tensor *dv = mean ? bin(ctx, DL_SUB, a, mean) : NULL;
+      dl_tensor *s = dv ? dl_scale_shift_raw(ctx, dv, 2.0 / (R - n->sc[1]), 0) : NULL;
+      r = s ? bin(ctx, DL_MUL, ge, s) : NULL;
       dl_tensor_release(mean); dl_tensor_release(dv); dl_tensor_release(s);
       break;
     }
     case DL_RLOGSUMEXP: {
       dl_tensor *oe = expand_back(ctx, n->saved[0], a, mask);
-      dl_tensor *dlt = oe ? dl_binary(ctx, DL_SUB, a, oe) : NULL;
-      dl_tensor *e = dlt ? dl_unary(ctx, DL_EXP, dlt) : NULL;
-      r = e ? dl_binary(ctx, DL_MUL, ge, e) : NULL;
+      dl_tensor *dlt = oe ? bin(ctx, DL_SUB, a, oe) : NULL;
+      dl_tensor *e = dlt ? dl_unary_raw(ctx, DL_EXP, dlt) : NULL;
+      r = e ? bin(ctx, DL_MUL, ge, e) : NULL;
       dl_tensor_release(oe); dl_tensor_release(dlt); dl_tensor_release(e);
       break;
     }
@@ -219,79 +76,9 @@ int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 }
 
 static dl_tensor *record_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int64_t R,
-                                int correction, dl_tensor *out, dl_tensor **idx);
-
-dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int keepdim,
-                     int correction, dl_tensor **idx) {
-  if (mask == 0) mask = a->ndim ? (1u << a->ndim) - 1 : 0;
-  int64_t rows, R;
-  int nd;
-  int64_t sh[DL_MAXDIM];
-  out_shape(a, mask, keepdim, &nd, sh);
-  if ((op == DL_RMAX || op == DL_RMIN) && dl_numel(a) == 0)
-    return dl_fail(ctx, "%s: cannot reduce an empty tensor", red_names[op]);
-  /* sum/mean over leading dims of a contiguous float32 tensor (bias gradients):
-   * accumulate columns directly instead of transposing first */
-  unsigned lead = 0;
-  int nlead = 0;
-  while (nlead < a->ndim && (mask >> nlead & 1)) lead |= 1u << nlead++;
-  if ((op == DL_RSUM || op == DL_RMEAN) && a->dtype == DL_F32 && mask == lead && nlead < a->ndim &&
-      dl_is_contiguous(a) && dl_numel(a) > 0) {
-    int64_t cols = dl_shape_numel(a->ndim - nlead, a->shape + nlead), nrow = dl_shape_numel(nlead, a->shape);
-    dl_tensor *acc = dl_tensor_new_zeros(ctx, DL_F64, 1, &cols);
-    dl_tensor *out = acc ? dl_tensor_new_empty(ctx, DL_F32, nd, sh) : NULL;
-    if (!out) { dl_tensor_release(acc); return NULL; }
-    col_job cj = {dl_data(a), acc->st->data, out->st->data, nrow, cols, op == DL_RMEAN ? 1.0 / (double)nrow : 1.0,
-                  cols};
-    int th = dl_pool_threads(ctx->pool);
-    if (th > 1 && cols >= 32 * th && nrow * cols >= 32768) {
-      cj.chunk = ((cols + th - 1) / th + 15) / 16 * 16;
-      dl_pool_run(ctx->pool, (int)((cols + cj.chunk - 1) / cj.chunk), col_task, &cj);
-    } else {
-      col_task(&cj, 0);
-    }
-    dl_tensor_release(acc);
-    if (!dl_needs_grad(ctx, 1, &a)) return out;
-    return record_reduce(ctx, op, a, mask, nrow, correction, out, NULL);
-  }
-  dl_tensor *src = rows_of(ctx, a, mask, &rows, &R);
-  if (!src) return NULL;
-  if ((op == DL_RMAX || op == DL_RMIN) && R == 0) {
-    dl_tensor_release(src);
-    return dl_fail(ctx, "%s: cannot reduce over a dimension of size 0", red_names[op]);
-  }
-  dl_dtype od = dl_dtype_is_float(a->dtype) ? a->dtype
-              : (op == DL_RSUM || op == DL_RMAX || op == DL_RMIN) ? (a->dtype == DL_U8 ? DL_I64 : a->dtype)
-              : DL_F32;
-  if ((op == DL_RMAX || op == DL_RMIN) && !dl_dtype_is_float(a->dtype)) od = a->dtype;
-  dl_tensor *acc = dl_tensor_new_empty(ctx, DL_F64, 1, &rows);
-  dl_tensor *ix = NULL;
-  if (acc && idx) ix = dl_tensor_new_empty(ctx, DL_I64, 1, &rows);
-  if (!acc || (idx && !ix)) {
-    dl_tensor_release(src); dl_tensor_release(acc);
-    return NULL;
-  }
-  red_job j = {op, correction, dl_data(src), src->dtype, rows, R, acc->st->data,
-               ix ? ix->st->data : NULL, 1};
-  run_reduce(ctx, &j);
-  dl_tensor_release(src);
-  dl_tensor *out = dl_tensor_new_empty(ctx, od, nd, sh);
-  if (!out) { dl_tensor_release(acc); dl_tensor_release(ix); return NULL; }
-  for (int64_t r = 0; r < rows; r++) dl_store(out->st->data, od, r, ((double *)acc->st->data)[r]);
-  dl_tensor_release(acc);
-  if (idx) {
-    dl_tensor *ir = dl_view_new_reshape(ctx, ix, nd, sh);
-    dl_tensor_release(ix);
-    if (!ir) { dl_tensor_release(out); return NULL; }
-    *idx = ir;
-  }
-  if (!dl_dtype_is_float(a->dtype) || !dl_needs_grad(ctx, 1, &a)) return out;
-  return record_reduce(ctx, op, a, mask, R, correction, out, idx);
-}
-
-static dl_tensor *record_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int64_t R,
                                 int correction, dl_tensor *out, dl_tensor **idx) {
-  static const dl_op ops[] = {DL_OP_SUM, DL_OP_MEAN, DL_OP_MAX, DL_OP_MIN, DL_OP_VAR, DL_OP_LOGSUMEXP};
+  static const dl_op ops[] = {DL_REDUCE_OPS(DL_OP_ID_, , )};
+  _Static_assert(sizeof ops / sizeof *ops == DL_NREDUCE, "an op table row for every reduction");
   dl_node *n = dl_tape_record(ctx, ops[op], &out, 1, &a);
   if (n) {
     n->iv[0] = op;
@@ -310,44 +97,32 @@ static dl_tensor *record_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned
   return out;
 }
 
-/* ------------------------------------------------------- sum to a shape */
-
-/* the backward of broadcasting: g summed over the dims that shape broadcast (leading ones and
- * size-1 ones), reshaped to shape */
-dl_tensor *dl_sum_to(dl_ctx *ctx, dl_tensor *g, int ndim, const int64_t *shape) {
-  int same = g->ndim == ndim;
-  for (int d = 0; same && d < ndim; d++) same = g->shape[d] == shape[d];
-  if (same) return dl_tensor_retain(g);
-  unsigned mask = 0;
-  int lead = g->ndim - ndim;
-  for (int d = 0; d < g->ndim; d++) {
-    if (d < lead) mask |= 1u << d;
-    else if (shape[d - lead] == 1 && g->shape[d] != 1) mask |= 1u << d;
-  }
-  dl_tensor *s;
-  if (mask == 0) s = dl_tensor_retain(g);
-  else s = dl_reduce(ctx, DL_RSUM, g, mask, 1, 0, NULL);
-  if (!s) return NULL;
-  dl_tensor *r = dl_reshape(ctx, s, ndim, shape);
-  dl_tensor_release(s);
-  return r;
+dl_tensor *dl_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned mask, int keepdim,
+                     int correction, dl_tensor **idx) {
+  if (mask == 0) mask = a->ndim ? (1u << a->ndim) - 1 : 0;
+  dl_tensor *out = dl_reduce_raw(ctx, op, a, mask, keepdim, correction, idx);
+  if (!out || !dl_dtype_is_float(a->dtype) || !dl_needs_grad(ctx, 1, &a)) return out;
+  int64_t R = 1;              /* elements per output element, for mean and var */
+  for (int d = 0; d < a->ndim; d++)
+    if (mask >> d & 1) R *= a->shape[d];
+  return record_reduce(ctx, op, a, mask, R, correction, out, idx);
 }
 
+
+/* a [..] -> int64 positions along dim [a's shape without dim, or with size 1 when keepdim];
+ * dim < 0: the flat position of the max (min) of all of a */
 dl_tensor *dl_argmax(dl_ctx *ctx, dl_tensor *a, int dim, int keepdim, int min) {
   dl_tensor *idx = NULL;
-  int saved = ctx->grad_enabled;
-  ctx->grad_enabled = 0;
   unsigned mask = dim < 0 ? 0 : 1u << dim;
   dl_tensor *flat = NULL;
   if (dim < 0) {                 /* over all elements: index into the flattened tensor */
     int64_t n = dl_numel(a);
     flat = dl_view_new_reshape(ctx, a, 1, &n);
-    if (!flat) { ctx->grad_enabled = saved; return NULL; }
+    if (!flat) return NULL;
     a = flat;
     mask = 1;
   }
-  dl_tensor *v = dl_reduce(ctx, min ? DL_RMIN : DL_RMAX, a, mask, keepdim, 0, &idx);
-  ctx->grad_enabled = saved;
+  dl_tensor *v = dl_reduce_raw(ctx, min ? DL_RMIN : DL_RMAX, a, mask, keepdim, 0, &idx);
   dl_tensor_release(flat);
   dl_tensor_release(v);
   return v ? idx : NULL;
@@ -355,6 +130,7 @@ dl_tensor *dl_argmax(dl_ctx *ctx, dl_tensor *a, int dim, int keepdim, int min) {
 
 /* ------------------------------------------------------------ softmax */
 
+/* x [rows, R] in place: each row -> softmax (or log_softmax) of the row, a double sum */
 static void softmax_rows(float *x, int64_t rows, int64_t R, int log_) {
   for (int64_t r = 0; r < rows; r++) {
     float *p = x + r * R;
@@ -382,21 +158,22 @@ static void softmax_rows_d(double *x, int64_t rows, int64_t R, int log_) {
   }
 }
 
+/* g, y [a's shape] -> ga [a's shape], sums along dim */
 int dl_bw_softmax(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *y = n->saved[0];
   unsigned mask = 1u << n->iv[0];
   dl_tensor *r = NULL;
   if (n->iv[1]) {               /* log_softmax: g - exp(y) * sum(g) */
-    dl_tensor *s = dl_reduce(ctx, DL_RSUM, g, mask, 1, 0, NULL);
-    dl_tensor *e = s ? dl_unary(ctx, DL_EXP, y) : NULL;
-    dl_tensor *es = e ? dl_binary(ctx, DL_MUL, e, s) : NULL;
-    r = es ? dl_binary(ctx, DL_SUB, g, es) : NULL;
+    dl_tensor *s = dl_reduce_raw(ctx, DL_RSUM, g, mask, 1, 0, NULL);
+    dl_tensor *e = s ? dl_unary_raw(ctx, DL_EXP, y) : NULL;
+    dl_tensor *es = e ? bin(ctx, DL_MUL, e, s) : NULL;
+    r = es ? bin(ctx, DL_SUB, g, es) : NULL;
     dl_tensor_release(s); dl_tensor_release(e); dl_tensor_release(es);
   } else {                      /* y * (g - sum(g * y)) */
-    dl_tensor *gy = dl_binary(ctx, DL_MUL, g, y);
-    dl_tensor *s = gy ? dl_reduce(ctx, DL_RSUM, gy, mask, 1, 0, NULL) : NULL;
-    dl_tensor *d = s ? dl_binary(ctx, DL_SUB, g, s) : NULL;
-    r = d ? dl_binary(ctx, DL_MUL, y, d) : NULL;
+    dl_tensor *gy = bin(ctx, DL_MUL, g, y);
+    dl_tensor *s = gy ? dl_reduce_raw(ctx, DL_RSUM, gy, mask, 1, 0, NULL) : NULL;
+    dl_tensor *d = s ? bin(ctx, DL_SUB, g, s) : NULL;
+    r = d ? bin(ctx, DL_MUL, y, d) : NULL;
     dl_tensor_release(gy); dl_tensor_release(s); dl_tensor_release(d);
   }
   if (!r) return -1;
@@ -404,6 +181,7 @@ int dl_bw_softmax(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   return 0;
 }
 
+/* a [..., n along dim, ...] -> out [a's shape], normalised along dim */
 dl_tensor *dl_softmax(dl_ctx *ctx, dl_tensor *a, int dim, int log_) {
   const char *name = log_ ? "log_softmax" : "softmax";
   if (dim < 0 || dim >= a->ndim)
@@ -411,7 +189,7 @@ dl_tensor *dl_softmax(dl_ctx *ctx, dl_tensor *a, int dim, int log_) {
   if (!dl_dtype_is_float(a->dtype))
     return dl_fail(ctx, "%s: expected a float tensor, got %s", name, dl_dtype_name(a->dtype));
   int64_t rows, R;
-  dl_tensor *src = rows_of(ctx, a, 1u << dim, &rows, &R);
+  dl_tensor *src = dl_rows_of(ctx, a, 1u << dim, &rows, &R);
   if (!src) return NULL;
   dl_tensor *w = src == a ? dl_tensor_new_contiguous(ctx, a, a->dtype) : src;
   if (!w) { dl_tensor_release(src); return NULL; }

@@ -2,10 +2,11 @@
  *
  * Views share storage with their input (dl_view_new); their backward maps
  * the output gradient back to the input's shape (reshape back, inverse
- * permutation, zero-padding for narrow/select, sum for expand).
+ * permutation, zero-padding for narrow/select, sum for expand) with views and
+ * kernels that record nothing.
  */
 /* See LICENSE */
-#include "ops/ops.h"
+#include "ops/kernels.h"
 
 #include <string.h>
 
@@ -40,14 +41,8 @@ dl_tensor *dl_view(dl_ctx *ctx, dl_tensor *a, int ndim, const int64_t *shape) {
   return dl_reshape(ctx, a, ndim, sh);
 }
 
-int dl_bw_permute(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
-  int inv[DL_MAXDIM];
-  for (int d = 0; d < n->niv; d++) inv[n->iv[d]] = d;
-  gin[0] = dl_permute(ctx, g, inv);
-  return gin[0] ? 0 : -1;
-}
-
-dl_tensor *dl_permute(dl_ctx *ctx, dl_tensor *a, const int *perm) {
+/* a [..] -> [a->shape[perm[0]], ...]: a view; -1 with a message on a bad perm */
+static dl_tensor *permuted(dl_ctx *ctx, dl_tensor *a, const int *perm) {
   int seen[DL_MAXDIM] = {0};
   int64_t sh[DL_MAXDIM], st[DL_MAXDIM];
   for (int d = 0; d < a->ndim; d++) {
@@ -58,7 +53,18 @@ dl_tensor *dl_permute(dl_ctx *ctx, dl_tensor *a, const int *perm) {
     sh[d] = a->shape[perm[d]];
     st[d] = a->stride[perm[d]];
   }
-  dl_tensor *out = dl_view_new(ctx, a, a->ndim, sh, st, a->offset);
+  return dl_view_new(ctx, a, a->ndim, sh, st, a->offset);
+}
+
+int dl_bw_permute(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
+  int inv[DL_MAXDIM];
+  for (int d = 0; d < n->niv; d++) inv[n->iv[d]] = d;
+  gin[0] = permuted(ctx, g, inv);
+  return gin[0] ? 0 : -1;
+}
+
+dl_tensor *dl_permute(dl_ctx *ctx, dl_tensor *a, const int *perm) {
+  dl_tensor *out = permuted(ctx, a, perm);
   dl_node *n = dl_tape_record(ctx, DL_OP_PERMUTE, &out, 1, &a);
   if (!n) return out;
   n->niv = a->ndim;
@@ -133,31 +139,7 @@ int dl_bw_expand(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 }
 
 dl_tensor *dl_expand(dl_ctx *ctx, dl_tensor *a, int ndim, const int64_t *shape) {
-  if (ndim < a->ndim || ndim > DL_MAXDIM) {
-    char x[128], y[128];
-    dl_shape_str(a->shape, a->ndim, x, sizeof x);
-    dl_shape_str(shape, ndim, y, sizeof y);
-    return dl_fail(ctx, "expand: cannot expand shape %s to %s", x, y);
-  }
-  int64_t sh[DL_MAXDIM], st[DL_MAXDIM];
-  int off = ndim - a->ndim;
-  for (int d = 0; d < ndim; d++) {
-    int ad = d - off;
-    int64_t as = ad >= 0 ? a->shape[ad] : 1;
-    int64_t want = shape[d] == -1 ? as : shape[d];
-    if (want < 0 || (as != 1 && as != want)) {
-      char x[128], y[128];
-      dl_shape_str(a->shape, a->ndim, x, sizeof x);
-      dl_shape_str(shape, ndim, y, sizeof y);
-      return dl_fail(ctx, "expand: cannot expand shape %s to %s (dimension %d: %lld vs %lld)", x, y,
-                     d + 1, (long long)as, (long long)want);
-    }
-    sh[d] = want;
-    st[d] = (ad < 0 || as == 1) ? 0 : a->stride[ad];
-    if (ad >= 0 && as == 1 && want == 1) st[d] = a->stride[ad];
-  }
-  if (dl_shape_check(ctx, "expand", ndim, sh, NULL) < 0) return NULL;
-  return record1(ctx, dl_view_new(ctx, a, ndim, sh, st, a->offset), a, DL_OP_EXPAND);
+  return record1(ctx, dl_expand_raw(ctx, a, ndim, shape), a, DL_OP_EXPAND);
 }
 
 dl_tensor *dl_unsqueeze(dl_ctx *ctx, dl_tensor *a, int dim) {
@@ -195,6 +177,7 @@ dl_tensor *dl_clone(dl_ctx *ctx, dl_tensor *a) {
   return record1(ctx, dl_tensor_new_contiguous(ctx, a, a->dtype), a, DL_OP_CLONE);
 }
 
+/* the recording twin of dl_contiguous_raw: a copy records a clone node (t:contiguous()) */
 dl_tensor *dl_contiguous(dl_ctx *ctx, dl_tensor *a) {
   if (dl_is_contiguous(a)) return dl_tensor_retain(a);
   return dl_clone(ctx, a);

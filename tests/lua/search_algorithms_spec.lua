@@ -29,6 +29,17 @@ describe("the table of search algorithms", function()
     assert.are.equal(2, S.algorithm("bayes").needs_feasible)
   end)
 
+  it("is the list docs/studies.md gives, one bullet per row (and the study's manual)", function()
+    local list = H.slurp("docs/studies.md"):match("\nAlgorithms %(the rows of one table.-\n(.-)\n### Ask / tell")
+    local names = {}
+    for name in list:gmatch("\n?%- %*%*([%w_]+)%*%*") do names[#names + 1] = name end
+    table.sort(names)
+    local want = S.algorithm_names()
+    want[#want + 1] = "manual"
+    table.sort(want)
+    assert.are.same(want, names)
+  end)
+
   it("names the valid algorithms, and the nearest, for an unknown one", function()
     assert.error_matches(function() S.algorithm("baye") end,
       "dl.search: unknown algorithm 'baye' %(valid: bayes, grid, quasirandom, random%); did you mean 'bayes'%?")
@@ -196,38 +207,43 @@ end)
 
 describe("docs/architecture.md: adding a search algorithm", function()
   local dir
-  -- the toy: initial points are quasirandom ones; then each point is the best observation
-  -- moved halfway to the centre of the cube. One point at a time, one objective, no
-  -- conditional spaces.
-  local quasi = S.algorithm("quasirandom")
-  local TOY = {
-    name = "toy_centre", adaptive = true, finite = false, batches = false, objectives = false, conditional = false,
-    point = quasi.point,
-    init = function(d) return 2 end,
-    needs_feasible = 1,
-    suggest = function(space, history, pending, n, opts)
-      local sign = opts.mode == "max" and -1 or 1
-      local best
-      for _, h in ipairs(history) do
-        if h.value ~= nil and (not best or sign * h.value < sign * best.value) then best = h end
-      end
-      local u = {}
-      for k = 1, space.d do u[k] = (best.u[k] + 0.5) / 2 end
-      return {u}, {}
-    end,
-  }
+  -- the walk-through's section and its new file, the row `centre` (adaptive: quasirandom
+  -- initial points, then the best observation moved halfway to the centre of the cube; one
+  -- point at a time, one objective, no conditional spaces), loaded from the page itself
+  local section = H.slurp("docs/architecture.md"):match("\n## Adding a search algorithm\n(.-)\n## ") or
+    H.slurp("docs/architecture.md"):match("\n## Adding a search algorithm\n(.*)$")
+  local code = section:match("```lua\n(.-)\n%s*```"):gsub("\n   ", "\n"):gsub("^   ", "")
+  local TOY = assert(load(code, "=docs/architecture.md"))()
   setup(function()
     dir = H.tmpdir("search-algorithms")
     H.spit(dir .. "/exp.lua", H.fixture("toy_experiment.lua"))
-    S.register_algorithm(TOY)                             -- the one row
+    S.register_algorithm(TOY)                             -- the one row, at run time
   end)
   teardown(function()
-    algorithms.ALGORITHMS.toy_centre = nil                -- the table is the process's: leave it as found
+    algorithms.ALGORITHMS.centre = nil                    -- the table is the process's: leave it as found
     fs.rm_rf(dir)
   end)
 
+  it("names the files that exist, and the row has the form of the table's rows", function()
+    local n = 0
+    for path in section:gmatch("`(lua/dlua/[%w_/]+%.lua)`") do
+      if path ~= "lua/dlua/search/algorithms/centre.lua" then
+        n = n + 1
+        assert.is_true(fs.exists(path), path)
+      end
+    end
+    assert.is_true(n >= 4, "paths named: " .. n)
+    local table_src = H.slurp("lua/dlua/search/algorithms/init.lua")
+    for _, name in ipairs({"quasirandom", "random", "grid", "bayes"}) do
+      assert.truthy(table_src:find(name .. "%s*= require \"dlua%.search%.algorithms%." .. name .. "\","), name)
+      assert.is_true(fs.exists("lua/dlua/search/algorithms/" .. name .. ".lua"), name)
+    end
+    assert.truthy(section:find('`centre = require "dlua.search.algorithms.centre",`', 1, true))
+    assert.are.equal("centre", TOY.name)
+  end)
+
   local function study(extra)
-    local spec = {name = "toy-centre", goal = "g", experiment = dir .. "/exp.lua", algorithm = "toy_centre", seed = 3,
+    local spec = {name = "centre-study", goal = "g", experiment = dir .. "/exp.lua", algorithm = "centre", seed = 3,
       trials = 4, nuisance = {lr = S.log_uniform(1e-3, 0.5), momentum = S.uniform(0.5, 0.95)},
       objective = {metric = "valid/accuracy", mode = "max"}}
     for k, v in pairs(extra or {}) do spec[k] = v end
@@ -235,27 +251,27 @@ describe("docs/architecture.md: adding a search algorithm", function()
   end
 
   it("walks the walk-through: the row is listed, and a study, the plan and the suggester read it", function()
-    assert.are.same({"bayes", "grid", "quasirandom", "random", "toy_centre"}, S.algorithm_names())
-    local ok, err = pcall(dl.study, {name = "x", goal = "g", experiment = dir .. "/exp.lua", algorithm = "toy_centr",
+    assert.are.same({"bayes", "centre", "grid", "quasirandom", "random"}, S.algorithm_names())
+    local ok, err = pcall(dl.study, {name = "x", goal = "g", experiment = dir .. "/exp.lua", algorithm = "centr",
       trials = 2, objective = "valid/accuracy"})
     assert.is_false(ok)
-    assert.truthy(tostring(err):find("unknown algorithm 'toy_centr' (valid: bayes, grid, manual, quasirandom, " ..
-      "random, toy_centre); did you mean 'toy_centre'?", 1, true), err)
+    assert.truthy(tostring(err):find("unknown algorithm 'centr' (valid: bayes, centre, grid, manual, " ..
+      "quasirandom, random); did you mean 'centre'?", 1, true), err)
     -- the properties reach the checks
     ok, err = pcall(study, {parallel = 2})
-    assert.truthy(tostring(err):find("dl.study: algorithm 'toy_centre' suggests one point at a time (no batches): " ..
+    assert.truthy(tostring(err):find("dl.study: algorithm 'centre' suggests one point at a time (no batches): " ..
       "parallel must be 1, got 2", 1, true), err)
     ok, err = pcall(study, {objective = {{metric = "valid/accuracy", mode = "max"}, {metric = "valid/loss",
       mode = "min"}}})
-    assert.truthy(tostring(err):find("dl.study: algorithm 'toy_centre' serves one objective, and this study has 2",
+    assert.truthy(tostring(err):find("dl.study: algorithm 'centre' serves one objective, and this study has 2",
       1, true), err)
     ok, err = pcall(study, {nuisance = {width = S.discrete{8, 16}, lr = S.uniform(0.01, 0.1):when{width = 8}}})
-    assert.truthy(tostring(err):find("dl.study: algorithm 'toy_centre' does not serve conditional spaces", 1, true),
+    assert.truthy(tostring(err):find("dl.study: algorithm 'centre' does not serve conditional spaces", 1, true),
       err)
     local space = S.space{x = S.uniform(0, 1)}
-    local s = S.suggester(space, {algorithm = "toy_centre", seed = 1})
+    local s = S.suggester(space, {algorithm = "centre", seed = 1})
     assert.error_matches(function() s:suggest(2) end,
-      "dl.search.suggester: suggest: algorithm 'toy_centre' suggests one point at a time, got n = 2")
+      "dl.search.suggester: suggest: algorithm 'centre' suggests one point at a time, got n = 2")
     -- the suggester: init(1) = 2 quasirandom points, then the toy's
     local a, b = s:suggest()[1], s:suggest()[1]
     assert.are.same(S.point(space, 1, {seed = 1}), a.u)
@@ -273,7 +289,7 @@ describe("docs/architecture.md: adding a search algorithm", function()
   it("runs a tiny study with the toy", function()
     local res = study():run{out = dir .. "/runs", quiet = true, threads = 1, exe = H.EXE, check = false}
     assert.are.equal(4, res.groups[1].trials)
-    local sd = dir .. "/runs/toy-centre"
+    local sd = dir .. "/runs/centre-study"
     local u, value = {}, {}
     local _, us = S.sample(S.space{lr = S.log_uniform(1e-3, 0.5), momentum = S.uniform(0.5, 0.95)}, 2, {seed = 3})
     u.trial_t001, u.trial_t002 = us[1], us[2]
@@ -294,6 +310,6 @@ describe("docs/architecture.md: adding a search algorithm", function()
       for k = 1, 2 do assert.is_near((u[best][k] + 0.5) / 2, u[id][k], 1e-12) end
     end
     local rec = json.decode(fs.read(sd .. "/study.json"))
-    assert.are.equal("toy_centre", rec.algorithm)
+    assert.are.equal("centre", rec.algorithm)
   end)
 end)

@@ -27,6 +27,9 @@ describe("the table of search algorithms", function()
     local rule = S.algorithm("bayes").init
     assert.are.same({5, 6, 8, 10, 12, 14}, {rule(1), rule(2), rule(3), rule(4), rule(5), rule(6)})
     assert.are.equal(2, S.algorithm("bayes").needs_feasible)
+    -- a row's functions take the contract's arguments, no more
+    assert.error_matches(function() rule(2, 3) end,
+      "bad argument #2 to 'dl.search.algorithm%(\"bayes\"%).init' %(no more than 1 arguments expected, got 2%)")
   end)
 
   it("is the list docs/studies.md gives, one bullet per row (and the study's manual)", function()

@@ -54,9 +54,12 @@ local ROW = {name = "string", adaptive = "boolean", finite = "boolean", batches 
              suggest = "function", estimate = "function", count = "function", warnings = "function",
              options = "table", check = "function"}
 local GENERIC = {algorithm = true, seed = true, mode = true, init = true, context = true}
+-- the arguments each function of a row takes: a call with more is refused (util.strict)
+local ARITY = {point = 3, init = 1, suggest = 5, estimate = 3, count = 2, warnings = 1, check = 3}
 
---- register_algorithm(row) -> row: adds a search algorithm to the table (the
--- fields above; unknown keys, missing ones and a name taken are errors).
+--- register_algorithm(row) -> the row as registered: adds a search algorithm to
+-- the table (the fields above; unknown keys, missing ones and a name taken are
+-- errors). The table holds a copy whose functions refuse extra arguments.
 -- @usage dl.search.register_algorithm(require "my_algorithm")
 function M.register_algorithm(row)
   local function bad(msg, ...) error("dl.search.register_algorithm: " .. string.format(msg, ...), 3) end
@@ -77,8 +80,13 @@ function M.register_algorithm(row)
   for k in pairs(row.options or {}) do
     if GENERIC[k] then bad("option '%s' of algorithm '%s' is one every algorithm takes", k, row.name) end
   end
-  M.ALGORITHMS[row.name] = row
-  return row
+  local out = {}
+  for k, v in pairs(row) do
+    out[k] = type(v) == "function" and util.strict(string.format("dl.search.algorithm(%q).%s", row.name, k), v,
+      ARITY[k]) or v
+  end
+  M.ALGORITHMS[row.name] = out
+  return out
 end
 
 --- algorithm_names() -> the sorted names of the registered algorithms.

@@ -14,7 +14,7 @@
 --   dlua recipes/study.lua [EXPERIMENT] --name NAME --scientific optimizer=nesterov,adam \
 --        --nuisance lr=log:1e-3:0.5 --nuisance momentum=uniform:0.8:0.99@optimizer=nesterov \
 --        --fixed width=64 --trials 8 --steps 60 [--goal TEXT] [--objective M[:mode]]
---        [--algorithm quasirandom|random|grid|bayes] [--search-seed N] [--no-report] [study flags]
+--        [--algorithm A, a row of dl.search.algorithm_names()] [--search-seed N] [--no-report] [study flags]
 -- Study flags: --out DIR --trials N --parallel P --steps N --threads N --count N --lease S
 -- --create --resume --quiet (docs/api/study.md). Under mpirun the trials are spread
 -- over the ranks; rank 0 writes the report.

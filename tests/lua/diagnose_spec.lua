@@ -328,6 +328,21 @@ describe("dl.diagnose: number of trials", function()
     fs.rm_rf(root)
   end)
 
+  it("takes the trial count of a finite algorithm (its row: grid) as planned, not as a budget", function()
+    local root = F.tmpdir("planned")
+    local nuisance = {lr = S.log_uniform(1e-4, 1e-1), momentum = S.uniform(0.8, 0.99)}
+    local value = function(hp) return 0.7 + 0.01 * hp.momentum end
+    local grid = find(diag((F.study(root, {name = "grid", algorithm = "grid", trials = 4, nuisance = nuisance,
+      value = value}))), "trials")
+    assert.truthy(grid[1].message:find("4 trials for 2 nuisance dimension(s) (grid study; a search would want 16)", 1,
+      true), grid[1].message)
+    local qr = find(diag((F.study(root, {name = "qr", trials = 4, nuisance = nuisance, value = value}))), "trials")
+    assert.are.equal("warn", qr[1].level)
+    assert.truthy(qr[1].message:find("4 trials for 2 nuisance dimension(s) (too few: at least 16)", 1, true),
+      qr[1].message)
+    fs.rm_rf(root)
+  end)
+
   it("says the curve has not flattened when a rare trial is much better", function()
     local root = F.tmpdir("rare")
     local dir = F.study(root, {trials = 16, value = function(hp, j)

@@ -588,8 +588,8 @@ describe("dl.search.suggester", function()
     assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", sed = 1}) end,
       "dl.search.suggester: unknown option 'sed' %(valid: algorithm, candidates, context, feasibility, grid_points, " ..
       "init, max_points, mode, seed, theta%)")
-    assert.error_matches(function() S.suggester(space1, {init = 0}) end,
-      "dl.search.suggester: option 'init' must be an integer >= 1, got 0")
+    assert.error_matches(function() S.suggester(space1, {init = -1}) end,
+      "dl.search.suggester: option 'init' must be an integer >= 0, got %-1")
     assert.error_matches(function() S.suggester(space1, {mode = "maximise"}) end,
       "dl.search.suggester: option 'mode' must be \"min\" or \"max\", got \"maximise\"")
     assert.error_matches(function() S.suggester(space1, {theta = {0, 0}}) end,

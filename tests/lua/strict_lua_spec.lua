@@ -332,6 +332,8 @@ local VALID = {
   ["dl.optim.schedule.piecewise"] = a(function() return {boundaries = {5}, values = {1, 0.1}} end),
   ["dl.optim.schedule.rsqrt"] = a(function() return {} end),
   -- search
+  ["dl.search.algorithm"] = a(function() return "bayes" end),
+  ["dl.search.algorithm_names"] = a(none),
   ["dl.search.bayes_suggest"] = a(function() return SPACE(), {}, {}, 1, {} end, false),
   ["dl.search.centered_l2_discrepancy"] = a(function() return {{0.25, 0.5}, {0.75, 0.25}} end),
   ["dl.search.choice"] = a(function() return {"a", "b"} end),
@@ -356,6 +358,9 @@ local VALID = {
   ["dl.search.primes"] = a(function() return 3 end),
   ["dl.search.radical_inverse"] = a(function() return 3, 2, dl.search.halton_permutations(2, 0, 1) end),
   ["dl.search.random_point"] = a(function() return 1, 2, 0 end),
+  -- run = false: a valid call adds a row to the process's table of algorithms
+  ["dl.search.register_algorithm"] = a(function() return {name = "strict_toy", adaptive = false, finite = false,
+    batches = true, objectives = true, conditional = true, point = function() end} end, false),
   ["dl.search.sample"] = a(function() return SPACE(), 2, {} end),
   ["dl.search.space"] = a(function() return {lr = dl.search.uniform(0, 1)}, {} end),
   ["dl.search.space_from_table"] = a(function() return {} end, false),

@@ -50,7 +50,7 @@ describe("dl.study enqueue", function()
       assert.are.equal(0.9, tonumber(rows.trial_t001["hp.momentum"]))
       assert.are.equal(0.002, tonumber(rows.trial_t002["hp.lr"]))
       assert.are.equal(0.5, tonumber(rows.trial_t002["hp.momentum"]))
-      -- trial 3 is the algorithm's first point (bayes: quasirandom start, init = max(5, d + 1))
+      -- trial 3 is the algorithm's first point (bayes: its quasirandom start, init = max(5, 2 (d + 1)))
       local want = S.sample(SPACE, 1, {seed = 3})[1]
       assert.are.equal(want.lr, tonumber(rows.trial_t003["hp.lr"]))
       assert.are.equal(want.momentum, tonumber(rows.trial_t003["hp.momentum"]))

@@ -34,6 +34,7 @@ local util = require "dlua.util"
 local A = require "dlua.report.analysis"
 local fmtn = require("dlua.report.svg").format_number
 local prune = require "dlua.study.prune"
+local algorithms = require "dlua.search.algorithms"
 
 local M = {}
 
@@ -499,7 +500,9 @@ local function check_trials(d, out)
       end
     end
     local alg = d.record and d.record.algorithm
-    local planned = alg == "manual" or alg == "grid"           -- the trial count is the grid's, not a budget
+    -- the trial count is the list's (a manual study) or the algorithm's (a finite row: grid), not a budget
+    local row = alg and algorithms.ALGORITHMS[alg]
+    local planned = (d.record and d.record.manual ~= nil) or (row and row.finite) or false
     local few = #trials < need and not planned
     local level = (few or flat == false) and "warn" or "ok"
     local msg = string.format("%s%d trials for %d nuisance dimension(s) (%s %d)%s", #d.groups > 1 and (g.label .. ": ") or "",

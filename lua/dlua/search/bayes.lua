@@ -1,4 +1,5 @@
---- dlua.search.bayes: the adaptive algorithm, bayes_suggest: the next points
+--- dlua.search.bayes: the adaptive algorithm's engine, _suggest (exported as
+-- dl.search.bayes_suggest by its row, dlua.search.algorithms.bayes): the next points
 -- by noise-aware expected improvement under the Gaussian process of
 -- dlua.search.gp (engine/search/gp.c), with a trust region around the incumbent mixed
 -- with global candidates, a feasibility model, kriging-believer batches and
@@ -108,11 +109,12 @@ end
 --         size above that many observations), feasibility (false: no
 --         feasibility model, infeasible trials only left out of the
 --         objective's GP; for comparisons), init (the number of initial
---         non-adaptive observations, max(5, 2 (d + 1)): the trust region
---         starts after them)
+--         non-adaptive observations: the trust region starts after them;
+--         dl.search.bayes_suggest, the row dlua.search.algorithms.bayes,
+--         fills in its rule)
 -- Returns the list of u and info {theta =, ei =, noise =, model =,
 -- region = {lo =, hi =, length =} or nil}.
-function M.bayes_suggest(space, history, pending, n, opts)
+function M._suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)
@@ -139,7 +141,8 @@ function M.bayes_suggest(space, history, pending, n, opts)
   local base = {}
   local us = {}
   for i, h in ipairs(used) do us[i] = h.u end
-  local lo, hi, L = M.trust_region(space, y, us, obs_mean, fitted.theta, opts.init or math.max(5, 2 * (d + 1)))
+  assert(opts.init, "dlua.search.bayes: opts.init is the row's to fill in")
+  local lo, hi, L = M.trust_region(space, y, us, obs_mean, fitted.theta, opts.init)
   if lo then
     -- half the candidates: the Halton points mapped into the trust region
     local ntr = ncand // 2

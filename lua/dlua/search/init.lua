@@ -29,16 +29,21 @@
 -- functions of each (names starting with "_" stay internal):
 --   dlua.search.rng (keyed random streams), dlua.search.halton (quasirandom
 --   points, discrepancy), dlua.search.space (parameters, spaces, encoding),
---   dlua.search.sample (quasirandom / random / grid, M.sample),
---   dlua.search.bayes (bayes_suggest), dlua.search.suggester (ask / tell),
+--   dlua.search.algorithms (the table of algorithms, one row per file of
+--   search/algorithms/: quasirandom, random, grid, bayes; register_algorithm,
+--   algorithm, algorithm_names), dlua.search.sample (point i, M.sample),
+--   dlua.search.bayes (the GP search behind the bayes row, whose suggest is
+--   bayes_suggest), dlua.search.suggester (ask / tell),
 --   dlua.search.importance (per-hyperparameter importance), dlua.search.pareto
 --   (Pareto fronts and ParEGO's scalarisation of several objectives).
 local util = require "dlua.util"
 local rng = require "dlua.search.rng"
 local halton = require "dlua.search.halton"
 local space = require "dlua.search.space"
+local algorithms = require "dlua.search.algorithms"
 local sample = require "dlua.search.sample"
 local bayes = require "dlua.search.bayes"
+local bayes_row = require "dlua.search.algorithms.bayes"
 local suggester = require "dlua.search.suggester"
 local importance = require "dlua.search.importance"
 local pareto = require "dlua.search.pareto"
@@ -49,6 +54,11 @@ for _, mod in ipairs({rng, halton, space, sample, bayes, suggester, importance, 
     if type(k) == "string" and k:sub(1, 1) ~= "_" then M[k] = v end
   end
 end
+-- the table's functions (the table itself, and its rows, stay inside: dlua.search.algorithms)
+M.register_algorithm, M.algorithm, M.algorithm_names = algorithms.register_algorithm, algorithms.algorithm,
+  algorithms.algorithm_names
+-- bayes_suggest with its row's initial-point rule as the default of opts.init
+M.bayes_suggest = bayes_row.suggest
 
 
 -- every exported function refuses extra arguments (util.strict)

@@ -3,10 +3,8 @@
 --   local s = suggester.suggester(space, {algorithm = "bayes", seed = 7, mode = "max"})
 --   local batch = s:suggest(4); s:observe(batch[1], value); s:best(); s:state()
 local util = require "dlua.util"
-local gp = require "dlua.search.gp"
 local spaces = require "dlua.search.space"
-local sample = require "dlua.search.sample"
-local bayes = require "dlua.search.bayes"
+local algorithms = require "dlua.search.algorithms"
 
 local M = {}
 
@@ -25,44 +23,43 @@ end
 --- suggester(space [, opts]): an ask / tell object (docs/studies.md).
 --   s:suggest([n]) --> list of n suggestions {index =, u =, hp =}
 --   s:observe(suggestion, value)   value: a number, or nil / NaN for an infeasible trial;
---                                  a suggestion may be observed more than once (repeats)
+--                                  a suggestion may be observed more than once (repeats);
+--                                  {u = point} is an observation made elsewhere
 --   s:best() --> {index =, u =, hp =, value =, estimate =} or nil
 --   s:state() --> plain data; state.theta is the warm start of opts.theta
--- opts: algorithm ("quasirandom" | "random" | "grid" | "bayes"), seed (0), mode
--- ("min" | "max"), init (bayes: quasirandom points first, max(5, 2 (d + 1))),
--- context, candidates (bayes: 1000), feasibility (bayes: model infeasible
--- regions, true), max_points (bayes: GP subset size, 800), theta (bayes: warm
--- start), grid_points (grid: 5). Non-adaptive algorithms give point `index` of
--- their sequence; bayes chooses by noise-aware expected improvement once
--- `init` points and two feasible observations exist.
+-- opts: algorithm (a row of dlua.search.algorithms: dl.search.algorithm_names()),
+-- seed (0), mode ("min" | "max"), init (adaptive algorithms: initial points,
+-- the row's rule by default, bayes max(5, 2 (d + 1)); observations made
+-- elsewhere count toward them; 0 is allowed), context, and the options of the
+-- algorithms' rows: candidates (bayes: 1000), feasibility (bayes: model
+-- infeasible regions, true), max_points (bayes: GP subset size, 800), theta
+-- (bayes: warm start), grid_points (grid: 5). Non-adaptive algorithms give point
+-- `index` of their sequence; an adaptive one gives its initial points until
+-- `init` points are known (suggested or observed), then chooses (bayes: by
+-- noise-aware expected improvement) once `needs_feasible` (bayes: 2) feasible
+-- observations exist; before that it keeps giving its initial points.
 function M.suggester(space, opts)
-  opts = util.check_options("dl.search.suggester", opts, {algorithm = "string", seed = "integer", mode = "string",
-    init = "integer", context = "table", candidates = "integer", grid_points = "integer", feasibility = "boolean",
-    max_points = "integer", theta = "table"}, 2)
+  opts = util.check_options("dl.search.suggester", opts, algorithms._suggester_options(), 2)
   space = spaces.space(space)
   local alg = opts.algorithm or "quasirandom"
-  sample._check_algorithm(alg)
+  local row = algorithms._row(alg, 3)
   if opts.mode ~= nil and opts.mode ~= "min" and opts.mode ~= "max" then
     suggester_error("option 'mode' must be \"min\" or \"max\", got %s", spaces._fmt(opts.mode))
   end
-  check_count(opts, "seed", math.mininteger)
-  check_count(opts, "init", 1)
-  check_count(opts, "candidates", 1)
-  check_count(opts, "max_points", 2)
-  check_count(opts, "grid_points", 1)
-  local theta = opts.theta
-  if theta ~= nil then
-    local ok = type(theta) == "table" and #theta == space.features + 2
-    for _, v in ipairs(ok and theta or {}) do ok = ok and spaces._finite(v) end
-    if not ok then
-      suggester_error("option 'theta' must be a list of %d finite numbers (s:state().theta for this space)",
-        space.features + 2)
-    end
+  if space.conditional and not row.conditional then
+    suggester_error("algorithm '%s' does not serve conditional spaces", alg)
   end
-  return setmetatable({space = space, alg = alg, seed = opts.seed or 0, mode = opts.mode or "min",
-    init = opts.init or math.max(5, 2 * (space.d + 1)), context = opts.context, history = {}, pending = {},
-    next_index = 1, cache = {}, candidates = opts.candidates, grid_points = opts.grid_points,
-    feasibility = opts.feasibility, max_points = opts.max_points, theta = theta}, Suggester)
+  check_count(opts, "seed", math.mininteger)
+  check_count(opts, "init", 0)
+  for _, name in ipairs(algorithms.algorithm_names()) do
+    local r = algorithms.ALGORITHMS[name]
+    if r.check then r.check(space, opts, suggester_error) end
+  end
+  local own = {}                                  -- the options this row takes, handed to it
+  for k in pairs(row.options or {}) do own[k] = opts[k] end
+  return setmetatable({space = space, alg = alg, row = row, seed = opts.seed or 0, mode = opts.mode or "min",
+    init = algorithms.initial_points(row, space.d, opts.init), context = opts.context, history = {}, pending = {},
+    next_index = 1, foreign = 0, cache = {}, own = own, theta = opts.theta}, Suggester)
 end
 
 function Suggester:suggest(n)
@@ -70,16 +67,23 @@ function Suggester:suggest(n)
   if math.type(n) ~= "integer" or n < 1 or n > 100000 then
     error("dl.search.suggester: suggest: n must be an integer in [1, 100000], got " .. spaces._fmt(n), 2)
   end
+  local row = self.row
+  if n > 1 and not row.batches then
+    error(string.format("dl.search.suggester: suggest: algorithm '%s' suggests one point at a time, got n = %d",
+      self.alg, n), 2)
+  end
   local out = {}
   local adaptive = {}
   local feasible = 0
   for _, h in ipairs(self.history) do if h.value ~= nil then feasible = feasible + 1 end end
+  -- initial points: until `init` points are known, the suggester's own (index) and
+  -- those observed elsewhere
+  local initial = self.init - self.foreign
   for _ = 1, n do
     local i = self.next_index
     local u
-    if self.alg ~= "bayes" or i <= self.init or feasible < 2 then
-      u = sample.point(self.space, i, {algorithm = self.alg, seed = self.seed, cache = self.cache,
-                                  grid_points = self.grid_points})
+    if not row.adaptive or i <= initial or feasible < row.needs_feasible then
+      u = row.point(self.space, i, {seed = self.seed, cache = self.cache, grid_points = self.own.grid_points})
       if not u then break end
       out[#out + 1] = {index = i, u = u}
     else
@@ -93,9 +97,10 @@ function Suggester:suggest(n)
     for _, p in pairs(self.pending) do pend[#pend + 1] = p end
     table.sort(pend, function(a, b) return a.index < b.index end)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
-    local us, info = bayes.bayes_suggest(self.space, self.history, pend, #adaptive,
-      {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
-       candidates = self.candidates, feasibility = self.feasibility, max_points = self.max_points, init = self.init})
+    local sopts = {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
+                   init = self.init}
+    for k, v in pairs(self.own) do if k ~= "theta" then sopts[k] = v end end
+    local us, info = row.suggest(self.space, self.history, pend, #adaptive, sopts)
     self.theta = info.theta
     self.fit = {count = #self.history, model = info.model}
     local j = 0
@@ -111,32 +116,42 @@ function Suggester:suggest(n)
 end
 
 function Suggester:observe(s, value)
-  if type(s) ~= "table" or math.type(s.index) ~= "integer" or type(s.u) ~= "table" or #s.u ~= self.space.d then
-    error("dl.search.suggester: observe: argument 1 must be a suggestion returned by suggest", 2)
+  local ok = type(s) == "table" and type(s.u) == "table" and #s.u == self.space.d
+  if ok and s.index ~= nil then ok = math.type(s.index) == "integer" end
+  for k = 1, ok and self.space.d or 0 do
+    local x = s.u[k]
+    ok = ok and type(x) == "number" and x >= 0 and x <= 1
+  end
+  if not ok then
+    error(string.format("dl.search.suggester: observe: argument 1 must be a suggestion returned by suggest, or {u = " ..
+      "a point} (%d numbers in [0, 1]) observed elsewhere", self.space.d), 2)
   end
   if value ~= nil and type(value) ~= "number" then
     error("dl.search.suggester: observe: value must be a number or nil (infeasible), got " .. type(value), 2)
   end
   if value ~= value then value = nil end
-  self.pending[s.index] = nil
+  -- an observation of a point this suggester did not hand out counts toward its initial points
+  if s.index and s.index >= 1 and s.index < self.next_index then self.pending[s.index] = nil
+  else self.foreign = self.foreign + 1 end
   self.history[#self.history + 1] = {u = s.u, value = value, index = s.index}
 end
 
 --- The best observation: {index, u, hp, value (observed), estimate}, nil
--- before any feasible one. bayes (two or more feasible observations) chooses
--- by the GP's posterior mean at the observed points, which averages repeats
--- and noise; estimate is that mean. Other algorithms (no model) take the best
--- observed value, and estimate = value.
+-- before any feasible one (index is nil for an observation made elsewhere). An
+-- algorithm with a model (its row's estimate: bayes, two or more feasible
+-- observations) chooses by the model's posterior mean at the observed points,
+-- which averages repeats and noise; estimate is that mean. Other algorithms take
+-- the best observed value, and estimate = value.
 function Suggester:best()
   local sign = self.mode == "max" and -1 or 1
   local feas = {}
   for _, h in ipairs(self.history) do if h.value ~= nil then feas[#feas + 1] = h end end
   if #feas == 0 then return nil end
   local bi, be
-  if self.alg == "bayes" and #feas >= 2 then
+  if self.row.estimate and #feas >= 2 then
     if not (self.fit and self.fit.count == #self.history) then
-      local X, y = bayes._observations(self.space, self.history, sign, self.context)
-      local model = gp.fit(X, y, {theta = self.theta, max_points = self.max_points})
+      local model = self.row.estimate(self.space, self.history, {mode = self.mode, context = self.context,
+        theta = self.theta, max_points = self.own.max_points})
       self.theta = model.theta
       self.fit = {count = #self.history, model = model}
     end

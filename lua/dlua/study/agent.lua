@@ -16,6 +16,7 @@ local fs = require "dlua.util.fs"
 local track = require "dlua.train.track"
 local progress = require "dlua.train.progress"
 local search = require "dlua.search"
+local algorithms = require "dlua.search.algorithms"
 local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
 local launch = require "dlua.study.launch"
@@ -132,7 +133,7 @@ local function find(trials, id)
 end
 
 -- picks the next trial to run and records the claim (asha promotions first);
--- returns trial or nil, why. A bayes trial's point is chosen after the claim,
+-- returns trial or nil, why. An adaptive trial's point is chosen after the claim,
 -- outside the journal lock (Agent:choose_point).
 function Agent:claim(session_start)
   local study = self.study
@@ -191,9 +192,10 @@ function Agent:theta_path(group) return string.format("%s/gp/%s.json", self.dir,
 -- when the claim passed to another agent.
 function Agent:choose_point(t, inputs)
   local study = self.study
+  local row = algorithms._row(study.algorithm, 2)          -- an adaptive row (dlua.search.algorithms)
   local u
-  if inputs.feasible < 2 then
-    u = search.point(study.space, math.max(1, t.i or t.j), {algorithm = "quasirandom", seed = study.seed})
+  if inputs.feasible < row.needs_feasible then
+    u = row.point(study.space, math.max(1, t.i or t.j), {seed = study.seed or 0})
   else
     local path = self:theta_path(t.group)
     local saved = json.decode(fs.read(path) or "")
@@ -203,8 +205,9 @@ function Agent:choose_point(t, inputs)
     if #modes > 1 then
       hist, mode = search.parego(hist, modes, search.parego_weights(#modes, study.seed, t.i or t.j)), "min"
     end
-    local us, info = search.bayes_suggest(study.space, hist, inputs.pend, 1, {seed = study.seed,
-      step = t.i or t.j, mode = mode, context = t.group.values, theta = theta})
+    local us, info = row.suggest(study.space, hist, inputs.pend, 1, {seed = study.seed,
+      step = t.i or t.j, mode = mode, context = t.group.values, theta = theta,
+      init = algorithms.initial_points(row, study.space.d, study.init)})
     u = us[1]
     if info and info.theta then
       fs.mkdir_p(self.dir .. "/gp")

@@ -4,10 +4,13 @@
 -- (the nuisance values), kind = "search" | "seed"}. Trial j of every scientific
 -- value comes before trial j + 1, and every value gets the same nuisance points.
 -- The enqueued points (study.enqueue) are trials 1..E of every scientific value,
--- under any algorithm; the algorithm's point i is trial E + i. The functions take the study first; dlua.study makes them its methods
+-- under any algorithm; the algorithm's point i is trial E + i. An adaptive
+-- algorithm (its row in dlua.search.algorithms) gives its first `init` points
+-- here (the study's init, else the row's rule); the agent asks it for the
+-- rest when they are claimed. The functions take the study first; dlua.study makes them its methods
 -- (study:plan(), study:trial_hparams(t), study:trial_args(hp), study:command(hp)).
 local util = require "dlua.util"
-local search = require "dlua.search"
+local algorithms = require "dlua.search.algorithms"
 local common = require "dlua.study.common"
 
 local M = {}
@@ -23,21 +26,21 @@ function M.plan(study, n)
   n = n or study.trials
   local out = {}
   local cache = {}
-  local init = study.init or math.max(5, study.space.d + 1)
+  local row = not study.manual and algorithms._row(study.algorithm, 3)
+  local init = row and algorithms.initial_points(row, study.space.d, study.init)
   local queued = study.enqueue or {}
   local E = #queued
   for j = 1, n do
     local u, q = nil, queued[j]
     local i = j - E                               -- the algorithm's own point number
     if q then u = q.u
-    elseif study.algorithm ~= "manual" and (study.algorithm ~= "bayes" or i <= init) then
-      u = search.point(study.space, i, {algorithm = study.algorithm == "bayes" and "quasirandom" or study.algorithm,
-                                        seed = study.seed, cache = cache, grid_points = study.grid_points})
+    elseif row and (not row.adaptive or i <= init) then
+      u = row.point(study.space, i, {seed = study.seed or 0, cache = cache, grid_points = study.grid_points})
       if not u then break end                     -- past the end of a grid
     end
     for _, g in ipairs(study.groups) do
       local t = {id = M.trial_id(g, j), group = g, j = j, i = i, u = u, kind = "search", enqueued = q and true or nil}
-      if study.algorithm == "manual" then t.nuisance = copy(study.manual[j])
+      if study.manual then t.nuisance = copy(study.manual[j])
       elseif q then
         t.nuisance = study.space:point(u, g.values)
         for k, v in pairs(q.values) do t.nuisance[k] = v end

@@ -24,6 +24,7 @@
 local util = require "dlua.util"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
+local algorithms = require "dlua.search.algorithms"
 local common = require "dlua.study.common"
 
 local M = {}
@@ -33,11 +34,11 @@ local better = common.better
 --- The keys of the prune table (dl.study's option check).
 M.SPEC = {algorithm = true, warmup = true, min_trials = true, min_steps = true, reduction = true}
 
-M.EXPLORATION = {quasirandom = true, random = true, grid = true}
-
---- The warning of a study that prunes while exploring (nil when it does not).
+--- The warning of a study that prunes while exploring (nil when it does not): a
+-- non-adaptive algorithm (its row in dlua.search.algorithms) explores.
 function M.exploration_warning(study)
-  if not study.prune or not M.EXPLORATION[study.algorithm] then return nil end
+  local row = algorithms.ALGORITHMS[study.algorithm]
+  if not study.prune or not row or row.adaptive then return nil end
   return string.format("the %s study prunes trials (%s): an exploration study needs complete trials to show " ..
     "which hyperparameters matter (playbook 2.2, FAQ 'why quasi-random search'); prune in the exploitation " ..
     "(bayes) phase", study.algorithm, study.prune.algorithm)

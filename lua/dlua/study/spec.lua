@@ -11,6 +11,7 @@ local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local experiment = require "dlua.train.experiment"
 local search = require "dlua.search"
+local algorithms = require "dlua.search.algorithms"
 local common = require "dlua.study.common"
 local plan = require "dlua.study.plan"
 local site = require "dlua.study.site"
@@ -208,18 +209,25 @@ local function check_budget(cx, self, spec, roles)
     self.manual = manual_trials(cx, spec, roles)
     self.trials = #spec.trials
   else
-    if not search.ALGORITHMS[alg] then
-      local names = sorted_keys(search.ALGORITHMS)
+    local row = algorithms.ALGORITHMS[alg]
+    if not row then
+      local names = algorithms.algorithm_names()
       local near = type(alg) == "string" and util.nearest(alg, names)
-      cx.fail({key = "algorithm"}, string.format("dl.study: unknown algorithm '%s' (valid: bayes, grid, manual, " ..
-        "quasirandom, random)%s", tostring(alg), near and ("; did you mean '" .. near .. "'?") or ""))
+      names[#names + 1] = "manual"
+      table.sort(names)
+      cx.fail({key = "algorithm"}, string.format("dl.study: unknown algorithm '%s' (valid: %s)%s", tostring(alg),
+        table.concat(names, ", "), near and ("; did you mean '" .. near .. "'?") or ""))
     end
-    for _, w in ipairs(search.warnings(space, alg)) do cx.warn(w) end
+    if space.conditional and not row.conditional then
+      cx.fail({key = "algorithm"}, string.format("dl.study: algorithm '%s' does not serve conditional spaces (the " ..
+        "nuisance space has conditional parameters)", alg))
+    end
+    for _, w in ipairs(row.warnings and row.warnings(space) or {}) do cx.warn(w) end
     local n = spec.trials
     local queued = spec.enqueue and #spec.enqueue or 0
-    if alg == "grid" then
-      local g = #search.grid_points(space, spec.grid_points) + queued
-      if n and n > g then cx.warn(string.format("grid has %d points; %d trials requested, running %d", g, n, g)) end
+    if row.finite then
+      local g = row.count(space, {grid_points = spec.grid_points}) + queued
+      if n and n > g then cx.warn(string.format("%s has %d points; %d trials requested, running %d", alg, g, n, g)) end
       n = math.min(n or g, g)
     end
     if math.type(n) ~= "integer" or n < 1 then
@@ -254,9 +262,10 @@ local function check_warm(cx, self, spec, where)
       cx.fail({key = "warm_start"}, "dl.study: warm_start: " .. path .. " holds no study.json (the directory of " ..
         "an earlier study, e.g. runs/earlier-study)")
     end
-    if self.algorithm ~= "bayes" then
-      cx.warn("warm_start feeds an earlier study's trials to the bayes surrogate; algorithm " .. self.algorithm ..
-        " does not use them")
+    local row = algorithms.ALGORITHMS[self.algorithm]
+    if not (row and row.adaptive) then
+      cx.warn("warm_start feeds an earlier study's trials to an adaptive algorithm's model (bayes); algorithm " ..
+        self.algorithm .. " does not use them")
     end
     self.warm_start = common.abspath(path)
     if self.init == nil then self.init = 0 end      -- the earlier trials replace the quasirandom start
@@ -279,11 +288,22 @@ local function check_settings(cx, self, spec, roles)
   if math.type(self.seed) ~= "integer" then
     cx.fail({key = "seed"}, "dl.study: seed must be an integer, got " .. tostring(spec.seed))
   end
+  if spec.init ~= nil and (math.type(spec.init) ~= "integer" or spec.init < 0) then
+    cx.fail({key = "init"}, "dl.study: init must be an integer >= 0 (the adaptive algorithm's initial points), got " ..
+      tostring(spec.init))
+  end
   self.init = spec.init
-  -- trials at a time: default one per core (each trial then gets cores / jobs threads)
-  local par = spec.parallel or spec.jobs or util.cores()
+  -- trials at a time: default one per core (each trial then gets cores / jobs threads); an
+  -- algorithm that suggests one point at a time (its row's batches = false) runs one trial at a time
+  local row = algorithms.ALGORITHMS[self.algorithm]
+  local single = row and row.adaptive and not row.batches
+  local par = spec.parallel or spec.jobs or (single and 1) or util.cores()
   if math.type(par) ~= "integer" or par < 1 then
     cx.fail({key = spec.jobs and "jobs" or "parallel"}, "dl.study: parallel must be a positive integer")
+  end
+  if single and par > 1 then
+    cx.fail({key = spec.jobs and "jobs" or "parallel"}, string.format("dl.study: algorithm '%s' suggests one point " ..
+      "at a time (no batches): parallel must be 1, got %d", self.algorithm, par))
   end
   self.parallel = par
   if spec.steps ~= nil and (math.type(spec.steps) ~= "integer" or spec.steps < 1) then
@@ -380,6 +400,11 @@ function M.study(spec)
   check_budget(cx, self, spec, roles)
   self.objectives = objectives.check(spec.objective, function(msg) cx.fail({key = "objective"}, msg) end)
   self.objective = self.objectives[1]
+  local row = algorithms.ALGORITHMS[self.algorithm]
+  if row and #self.objectives > 1 and not row.objectives then
+    cx.fail({key = "algorithm"}, string.format("dl.study: algorithm '%s' serves one objective, and this study has %d",
+      self.algorithm, #self.objectives))
+  end
   check_settings(cx, self, spec, roles)
   self.max_steps = self.steps or (math.type(fixed.steps) == "integer" and fixed.steps) or
     (math.type(cx.exp.hparams.steps) == "integer" and cx.exp.hparams.steps) or nil

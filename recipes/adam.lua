@@ -20,7 +20,7 @@ local probe = require "dlua.study.probe"
 local S = dl.search
 
 local USAGE = [[
-usage: dlua recipes/adam.lua [EXPERIMENT] [flags]
+usage: dlua adam [EXPERIMENT] [flags]
   --trials N        the trial budget; it decides what is tuned (8: lr only)
   --steps N         steps of every trial (the experiment's)
   --name NAME       study name (adam-N); --out DIR runs root (runs)

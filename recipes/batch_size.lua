@@ -20,7 +20,7 @@ local dl = require "dlua"
 local probe = require "dlua.study.probe"
 
 local USAGE = [[
-usage: dlua recipes/batch_size.lua [EXPERIMENT] [flags]
+usage: dlua batch-size [EXPERIMENT] [flags]
   EXPERIMENT        an experiment file (default examples/fashion_mnist.lua)
   --start B         first batch size (16)
   --max B           largest batch size to try (65536)

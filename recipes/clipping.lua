@@ -16,7 +16,7 @@ local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
 
 local USAGE = [[
-usage: dlua recipes/clipping.lua [EXPERIMENT] [flags]
+usage: dlua clipping [EXPERIMENT] [flags]
   --steps N           steps of each run (300)
   --percentile P      the threshold's percentile of the unclipped norms (90)
   --eval-examples N   validation examples per eval (1000)

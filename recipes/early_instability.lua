@@ -21,7 +21,7 @@ local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
 
 local USAGE = [[
-usage: dlua recipes/early_instability.lua [EXPERIMENT] [flags]
+usage: dlua early-instability [EXPERIMENT] [flags]
   --lr X              the current best learning rate (default: the experiment's lr)
   --from DIR          take the best trial of a study directory (its lr and hyperparameters)
   --factor F          run at F x the best lr (2)

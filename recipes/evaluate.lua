@@ -11,7 +11,7 @@ for i = 1, #arg do args[i] = arg[i] end
 local ok, o = pcall(cli.parse, args, nil, {extra = {"--checkpoint"}})
 if not ok then io.stderr:write("dlua: ", o, "\n"); os.exit(1) end
 if o.help or #o.positional ~= 1 or not o.extra.checkpoint then
-  print("usage: dlua recipes/evaluate.lua EXPERIMENT --checkpoint PATH [--threads N]")
+  print("usage: dlua evaluate EXPERIMENT --checkpoint PATH [--threads N]")
   os.exit(o.help and 0 or 1)
 end
 dl.threads(o.threads or 2)

@@ -21,7 +21,7 @@ local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
 
 local USAGE = [[
-usage: dlua recipes/max_steps.lua [EXPERIMENT] [flags]
+usage: dlua max-steps [EXPERIMENT] [flags]
   --lrs a,b,...     the learning-rate grid (0.01,0.03,0.1,0.3,1)
   --steps N         steps of every trial (400)
   --target L        the training loss that counts as fitting the training set (0.3)

@@ -14,7 +14,7 @@ local dl = require "dlua"
 local probe = require "dlua.study.probe"
 
 local USAGE = [[
-usage: dlua recipes/report.lua DIR [flags]
+usage: dlua report DIR [flags]
   DIR                a study directory (runs/<study>), a run directory or a directory of runs
   --metric M         rank by another metric (e.g. valid/loss, train/loss; default: the study's objective)
   --mode max|min     its direction (default: min for ...loss/...error, else max)

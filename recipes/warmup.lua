@@ -23,7 +23,7 @@ local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
 
 local USAGE = [[
-usage: dlua recipes/warmup.lua [EXPERIMENT] [flags]
+usage: dlua warmup [EXPERIMENT] [flags]
   --unstable-lr X     skip step 1: the learning rate known to be unstable
   --lr X              step 1 starts here (the experiment's lr); --factor F multiplies it each try (3)
   --tries N           step 1 gives up after N learning rates (6); --probe-steps N steps each (100)

@@ -194,7 +194,7 @@ describe("dlua commands in the build tree", function()
     assert.truthy(#names >= #RECIPES + 3, out)
     out, rc = sh(work, q(exe) .. " batch-size --help")
     assert.are.equal(0, rc, out)
-    assert.truthy(has(out, "usage: dlua recipes/batch_size.lua"), out)
+    assert.truthy(has(out, "usage: dlua batch-size"), out)
     -- dlua run FILE says what dlua FILE says: unused flags, a study file's mistake at its line
     H.spit(work .. "/plain.lua", 'print("hi")\n')
     H.spit(work .. "/bad.lua", 'local dl = require "dlua"\nreturn dl.study{\n  name = "x", experiment = "e.lua",\n  trails = 3,\n}\n')

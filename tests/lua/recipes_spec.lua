@@ -29,7 +29,9 @@ describe("recipes", function()
                         "early_instability.lua", "report.lua", "study.lua"}) do
       local out, rc = run(SRC, r, "--help")
       assert.are.equal(0, rc, r .. ": " .. out)
-      assert.truthy(out:find("usage: dlua recipes/" .. r, 1, true), r .. ": " .. out)
+      -- the usage names the command (`dlua batch-size`), the way dlua runs a recipe
+      local command = r == "study.lua" and "recipes/study.lua" or r:gsub("%.lua$", ""):gsub("_", "-")
+      assert.truthy(out:find("usage: dlua " .. command, 1, true), r .. ": " .. out)
     end
   end)
 

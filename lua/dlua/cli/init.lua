@@ -22,6 +22,7 @@ local flags = require "dlua.train.flags"
 local checkpoint = require "dlua.train.checkpoint"
 local data = require "dlua.data"
 local ranks = require "dlua.study.ranks"
+local launch = require "dlua.study.launch"
 local report = require "dlua.report"
 local diagnose = require "dlua.report.diagnose"
 
@@ -148,10 +149,12 @@ function run_checked(obj, script)
   return res
 end
 
---- The command that continues a run: dlua, the script and its arguments as given,
--- with --out DIR (the run directory used) and --resume added when missing.
+--- The command that continues a run: the dlua that runs now (as launch.exe_path
+-- finds it: "dlua" only when it was started from PATH), the script and its
+-- arguments as given, with --out DIR (the run directory used) and --resume added
+-- when missing.
 function M.resume_command(script, args, out)
-  local parts, has_out, has_resume = {"dlua", util.shell_quote(script)}, false, false
+  local parts, has_out, has_resume = {util.shell_quote(launch.exe_path()), util.shell_quote(script)}, false, false
   for _, a in ipairs(args) do
     if a == "--out" or a:match("^%-%-out=") then has_out = true end
     if a == "--resume" then has_resume = true end

@@ -170,8 +170,6 @@ typedef enum {
   DL_SIGN, DL_SQUARE, DL_RSQRT, DL_NUNARY
 } dl_unop;
 
-const char *dl_binop_name(dl_binop op);
-const char *dl_unop_name(dl_unop op);
 dl_tensor *dl_binary(dl_ctx *ctx, dl_binop op, dl_tensor *a, dl_tensor *b);
 dl_tensor *dl_unary(dl_ctx *ctx, dl_unop op, dl_tensor *a);
 dl_tensor *dl_scale_shift(dl_ctx *ctx, dl_tensor *a, double scale, double shift); /* a*s+b */

@@ -16,11 +16,6 @@
 static const char *const binop_names[DL_NBINARY + 1] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
   "relu_backward"};
-static const char *const unop_names[DL_NUNARY] = {
-  "neg", "exp", "log", "sqrt", "abs", "relu", "sigmoid", "tanh", "gelu", "sign", "square", "rsqrt"};
-
-const char *dl_binop_name(dl_binop op) { return binop_names[op]; }
-const char *dl_unop_name(dl_unop op) { return unop_names[op]; }
 
 /* internal unary ops used by backwards */
 enum { U_STEP = DL_NUNARY, U_GELU_GRAD };

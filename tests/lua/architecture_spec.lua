@@ -1,10 +1,10 @@
 -- docs/architecture.md against the tree (issue 31, item 5): the engine's folders as the
 -- page records them are the folders and files of engine/, the hooks it names are where
 -- it says, and the walk-throughs can be followed:
---   - each <!-- apply: FILE after|before ANCHOR --> (or "at end") before a code block
+--   - each <!-- apply: FILE after|before ANCHOR --> (or "FILE at end") before a code block
 --     names a file that exists and an anchor found on exactly one of its lines, and
 --     applying every block of the page at its anchor gives files that hold them;
---   - each <!-- new: PATH --> (a file a walk-through creates) does not exist yet;
+--   - each <!-- apply: FILE new --> (a file a walk-through creates) does not exist yet;
 --   - the names a walk-through introduces do not exist yet, and every other C name the
 --     page puts in backquotes (dl_*, lt_*, DL_*, l_*) is defined in engine/ or tests/.
 -- Paths are checked by stale_refs_spec. The sections "Adding an optimizer" and "Adding
@@ -43,6 +43,7 @@ local function patches(text)
       p.file, p.where, p.anchor = spec:match("^(%S+) (after) (.+)$")
       if not p.file then p.file, p.where, p.anchor = spec:match("^(%S+) (before) (.+)$") end
       if not p.file then p.file = spec:match("^(%S+) at end$"); p.where = p.file and "end" end
+      if not p.file then p.file = spec:match("^(%S+) new$"); p.where = p.file and "new" end
       local indent, fence = (ls[i + 1] or ""):match("^(%s*)(```+)")
       if fence then
         local body, j = {}, i + 2
@@ -60,8 +61,12 @@ end
 
 --- Applies patch p to the text of its file: the new text, or nil and why.
 local function apply(text, p)
-  if not p.where then return nil, "apply: expects 'FILE after|before ANCHOR' or 'FILE at end'" end
+  if not p.where then return nil, "apply: expects 'FILE after|before ANCHOR', 'FILE at end' or 'FILE new'" end
   if not p.code then return nil, "no code block follows the apply comment" end
+  if p.where == "new" then
+    if text then return nil, p.file .. " exists already" end
+    return p.code .. "\n"
+  end
   if p.where == "end" then return text .. (text:sub(-1) == "\n" and "" or "\n") .. "\n" .. p.code .. "\n" end
   local ls, at = lines_of(text), {}
   if ls[#ls] == "" then ls[#ls] = nil end
@@ -144,7 +149,7 @@ describe("docs/architecture.md: the walk-throughs", function()
     local files = {}
     for _, p in ipairs(ps) do
       assert.is_not_nil(p.file, DOC .. ":" .. p.line .. ": malformed apply comment")
-      files[p.file] = files[p.file] or H.slurp(p.file)
+      if files[p.file] == nil and p.where ~= "new" then files[p.file] = H.slurp(p.file) end
       local new, why = apply(files[p.file], p)
       assert.is_not_nil(new, DOC .. ":" .. p.line .. ": " .. tostring(why))
       files[p.file] = new
@@ -156,7 +161,7 @@ describe("docs/architecture.md: the walk-throughs", function()
 
   it("creates only files that do not exist yet", function()
     local n = 0
-    for path in text:gmatch("<!%-%- new: (%S+) %-%->") do
+    for path in text:gmatch("<!%-%- apply: (%S+) new %-%->") do
       n = n + 1
       assert.is_nil(io.open(path), path .. " exists: the walk-through that creates it is stale")
     end
@@ -187,25 +192,26 @@ describe("docs/architecture.md: the walk-throughs", function()
   end)
 end)
 
-describe("docs/architecture.md: the op walk-through, applied and built", function()
+describe("docs/architecture.md: the op and layer walk-throughs, applied and built", function()
   -- a full build of a patched copy of the tree: minutes on the 2-core machines, so opt-in
   local build_it = os.getenv("DLUA_WALKTHROUGH_BUILD") == "1" and it or function(name)
     pending(name .. " (DLUA_WALKTHROUGH_BUILD=1 runs it: a full build of a patched copy)")
   end
 
-  build_it("builds with every block applied, and the op's gradcheck, strict and value specs pass", function()
+  build_it("builds with every block applied; the gradcheck, strict, value and PyTorch-twin specs pass", function()
     local q = H.shquote
     local dir = H.tmpdir("walkthrough")
     assert(os.execute("git ls-files -co --exclude-standard | grep -v '^tests/fuzz/corpus' | tar -cf - -T - | tar -xf - -C " .. q(dir)))
     local files = {}
     for _, p in ipairs(patches(H.slurp(DOC))) do
-      files[p.file] = files[p.file] or H.slurp(dir .. "/" .. p.file)
+      if files[p.file] == nil and p.where ~= "new" then files[p.file] = H.slurp(dir .. "/" .. p.file) end
       files[p.file] = assert(apply(files[p.file], p))
     end
     for f, t in pairs(files) do H.spit(dir .. "/" .. f, t) end
     local p = io.popen(string.format("cd %s && (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && " ..
       "cmake --build build -j2 2>&1 | tail -20 && DLUA_EXE=build/dlua DLUA_BUILD=build build/dlua %s -o TAP " ..
-      "tests/lua/op_table_spec.lua tests/lua/strict_spec.lua tests/lua/tensor_spec.lua) 2>&1; echo rc=$?", q(dir),
+      "tests/lua/op_table_spec.lua tests/lua/strict_spec.lua tests/lua/tensor_spec.lua tests/lua/nn_spec.lua " ..
+      "tests/lua/upsample_spec.lua) 2>&1; echo rc=$?", q(dir),
       q((io.popen("command -v busted"):read("l")))))
     local out = p:read("a")
     p:close()
@@ -213,6 +219,10 @@ describe("docs/architecture.md: the op walk-through, applied and built", functio
     assert.is_nil(out:find("\nnot ok"), out)
     assert.truthy(out:find("ok %d+ %- [^\n]*cumsum adds up along a dimension, either way"), out)
     assert.truthy(out:find("ok %d+ %- [^\n]*cumsum"), out)
+    assert.truthy(out:find("ok %d+ %- [^\n]*upsample_nearest2d"), out)
+    local twin = out:match("\n(ok %d+ %- nn.Upsample matches torch.nn.Upsample[^\n]*)")
+    assert.truthy(twin, out)
+    assert.is_nil(twin:find("# SKIP", 1, true), "the PyTorch twin did not run: " .. twin)
     require("dlua.util.fs").rm_rf(dir)
   end)
 end)
@@ -221,14 +231,17 @@ describe("the walk-through patcher", function()
   it("inserts after or before the one line with the anchor, or at the end, and refuses the rest", function()
     local ps = patches(table.concat({"text", "<!-- apply: f.c after int a; -->", "  ```c", "  int b;", "  ```",
       "<!-- apply: f.c before int a; -->", "```c", "int z;", "```", "<!-- apply: f.c at end -->", "```c", "int e;", "```",
-      "<!-- apply: f.c after int q; -->", "```c", "x", "```", "<!-- apply: f.c sideways -->", "```c", "y", "```"}, "\n"))
-    assert.are.equal(5, #ps)
+      "<!-- apply: f.c after int q; -->", "```c", "x", "```", "<!-- apply: f.c sideways -->", "```c", "y", "```",
+      "<!-- apply: g.c new -->", "```c", "int g;", "```"}, "\n"))
+    assert.are.equal(6, #ps)
+    assert.are.equal("int g;\n", apply(nil, ps[6]))
+    assert.are.same({nil, "g.c exists already"}, {apply("", ps[6])})
     local t = "int a;\nint c;\n"
     t = assert(apply(t, ps[1]))
     t = assert(apply(t, ps[2]))
     t = assert(apply(t, ps[3]))
     assert.are.equal("int z;\nint a;\nint b;\nint c;\n\nint e;\n", t)
     assert.are.same({nil, "anchor 'int q;' is on 0 lines of f.c (needs 1)"}, {apply(t, ps[4])})
-    assert.are.same({nil, "apply: expects 'FILE after|before ANCHOR' or 'FILE at end'"}, {apply(t, ps[5])})
+    assert.are.same({nil, "apply: expects 'FILE after|before ANCHOR', 'FILE at end' or 'FILE new'"}, {apply(t, ps[5])})
   end)
 end)

@@ -13,8 +13,9 @@
 --   lua_aux.c, fileio.h                                             a C file of the tree
 -- A reference that resolves in none of the ways its form allows fails, naming file:line
 -- and the path. A document may name a file a walk-through creates after declaring it
--- with <!-- new: path --> (architecture_spec checks that it does not exist yet). Paths a document names as the user's own (runs/, my_model.lua) have no
--- known first folder and are not references.
+-- with <!-- apply: path new --> (architecture_spec checks that it does not exist yet).
+-- Paths a document names as the user's own (runs/, my_model.lua) have no known first
+-- folder and are not references.
 local H = dofile("tests/lua/helpers.lua")
 
 -- first folders a reference may start with, and where each form is looked up
@@ -255,9 +256,9 @@ local function stale(set, list, read)
   local problems = {}
   for _, src in ipairs(sources(list)) do
     local text = read(src.path)
-    local new = {}                            -- a walk-through's <!-- new: path --> (tests/lua/architecture_spec.lua)
+    local new = {}                            -- files a walk-through creates (architecture_spec)
     if src.lang == "md" then
-      for p in text:gmatch("<!%-%- new: (%S+) %-%->") do new[p] = true; new[p:match("[^/]+$")] = true end
+      for p in text:gmatch("<!%-%- apply: (%S+) new %-%->") do new[p] = true; new[p:match("[^/]+$")] = true end
     end
     for _, c in ipairs(comments(text, src.lang)) do
       for _, r in ipairs(references(c.text, src.lang == "md")) do
@@ -324,7 +325,7 @@ describe("the stale-reference checker", function()
         "-- data/readers.lua lua/dlua/**/*.lua dlua.train.flags dlua.data dlua.nowhere\n" ..
         "-- dlua.train.flags.parse dlua.fs.read dlua/cli/site.lua\n",
       ["docs/api/tensor.md"] = "[f](../formats.md) [g](formats.md) see tests/lua/x_spec.lua, tests/lua/y_spec.lua\n" ..
-        "and report/assets/app.js <!-- new: engine/ops/new.c --> engine/ops/new.c engine/ops/other.c\n",
+        "and report/assets/app.js <!-- apply: engine/ops/new.c new --> engine/ops/new.c engine/ops/other.c\n",
     }
     local more = {"engine/io/dup.c", "tests/c/dup.c"}
     local all = {}

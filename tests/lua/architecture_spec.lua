@@ -16,7 +16,7 @@ local DOC = "docs/architecture.md"
 -- what the walk-throughs add: none of it may exist yet, or the example is stale
 local INTRODUCED = {"cumsum", "dl_cumsum", "dl_bw_cumsum", "l_cumsum", "cumsum_keys", "CUMSUM_ROWS",
   "DL_OP_CUMSUM", "UPSAMPLE_NEAREST2D", "DL_OP_UPSAMPLE_NEAREST2D", "upsample_nearest2d",
-  "dl_upsample_nearest2d", "dl_bw_upsample_nearest2d", "Upsample"}
+  "dl_upsample_nearest2d", "dl_bw_upsample_nearest2d", "Upsample", "views.time"}
 
 local function lines_of(s)
   local out = {}
@@ -192,13 +192,13 @@ describe("docs/architecture.md: the walk-throughs", function()
   end)
 end)
 
-describe("docs/architecture.md: the op and layer walk-throughs, applied and built", function()
+describe("docs/architecture.md: the walk-throughs, applied and built", function()
   -- a full build of a patched copy of the tree: minutes on the 2-core machines, so opt-in
   local build_it = os.getenv("DLUA_WALKTHROUGH_BUILD") == "1" and it or function(name)
     pending(name .. " (DLUA_WALKTHROUGH_BUILD=1 runs it: a full build of a patched copy)")
   end
 
-  build_it("builds with every block applied; the gradcheck, strict, value and PyTorch-twin specs pass", function()
+  build_it("builds with every block applied; the gradcheck, strict, value, twin and report specs pass", function()
     local q = H.shquote
     local dir = H.tmpdir("walkthrough")
     assert(os.execute("git ls-files -co --exclude-standard | grep -v '^tests/fuzz/corpus' | tar -cf - -T - | tar -xf - -C " .. q(dir)))
@@ -211,7 +211,7 @@ describe("docs/architecture.md: the op and layer walk-throughs, applied and buil
     local p = io.popen(string.format("cd %s && (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && " ..
       "cmake --build build -j2 2>&1 | tail -20 && DLUA_EXE=build/dlua DLUA_BUILD=build build/dlua %s -o TAP " ..
       "tests/lua/op_table_spec.lua tests/lua/strict_spec.lua tests/lua/tensor_spec.lua tests/lua/nn_spec.lua " ..
-      "tests/lua/upsample_spec.lua) 2>&1; echo rc=$?", q(dir),
+      "tests/lua/upsample_spec.lua tests/lua/report_spec.lua) 2>&1; echo rc=$?", q(dir),
       q((io.popen("command -v busted"):read("l")))))
     local out = p:read("a")
     p:close()
@@ -220,6 +220,7 @@ describe("docs/architecture.md: the op and layer walk-throughs, applied and buil
     assert.truthy(out:find("ok %d+ %- [^\n]*cumsum adds up along a dimension, either way"), out)
     assert.truthy(out:find("ok %d+ %- [^\n]*cumsum"), out)
     assert.truthy(out:find("ok %d+ %- [^\n]*upsample_nearest2d"), out)
+    assert.truthy(out:find("ok %d+ %- [^\n]*draws each feasible trial's training time against its objective"), out)
     local twin = out:match("\n(ok %d+ %- nn.Upsample matches torch.nn.Upsample[^\n]*)")
     assert.truthy(twin, out)
     assert.is_nil(twin:find("# SKIP", 1, true), "the PyTorch twin did not run: " .. twin)

@@ -1,6 +1,6 @@
 -- docs/architecture.md against the tree (issue 31, item 5): the engine's folders as the
 -- page records them are the folders and files of engine/, the hooks it names are where
--- it says, and the walk-throughs can be followed:
+-- it says, the Lua layer table names every module, and the walk-throughs can be followed:
 --   - each <!-- apply: FILE after|before ANCHOR --> (or "FILE at end") before a code block
 --     names a file that exists and an anchor found on exactly one of its lines, and
 --     applying every block of the page at its anchor gives files that hold them;
@@ -128,6 +128,21 @@ describe("docs/architecture.md: the engine's folders", function()
     assert.truthy(H.slurp("engine/lua/lua_pipeline.c"):find("->open_core", 1, true))
     assert.truthy(text:find("**`dl_node_ref.destroy`** (`core/dl.h`)", 1, true))
     assert.truthy(text:find("**`ctx_box.open_core`** (`lua/lua_aux.h`)", 1, true))
+  end)
+end)
+
+describe("docs/architecture.md: the Lua layers", function()
+  it("names every module of each package in its layer's row", function()
+    local text = H.slurp(DOC)
+    local n = 0
+    for _, f in ipairs(sh_lines("cd lua/dlua && ls */*.lua")) do   -- a package's own files (not sub-folders)
+      local pkg, base = f:match("^([%w_]+)/([%w_]+%.lua)$")
+      local row = text:match("\n| %d | [^\n]*`" .. pkg .. "`[^\n]*")
+      assert.is_not_nil(row, "no row of the layer table names the package " .. pkg)
+      assert.truthy(row:find(base, 1, true), "lua/dlua/" .. f .. " is not in the row of " .. pkg)
+      n = n + 1
+    end
+    assert.is_true(n >= 60, "found only " .. n .. " modules")
   end)
 end)
 

@@ -8,6 +8,7 @@
 --   train/flags.lua, report/assets/app.js                           relative to lua/dlua/
 --   core/dl.h, lua/lua_aux.h                                        relative to engine/
 --   ../formats.md, api/tensor.md                                    relative to the file's folder
+--   [x](formats.md#checkpoints), [y](#dtypes)                       a heading of that document
 --   engine/lua/lua_*.c, lua/dlua/**/*.lua                           a glob: something matches
 --   dlua.train.flags                                                a module of the library
 --   lua_aux.c, fileio.h                                             a C file of the tree
@@ -178,13 +179,45 @@ local function references(text, md)
         out[#out + 1] = {path = target, kind = "link"}
       end
     end
+    for target, anchor in text:gmatch("%]%(([^%)%s#]*)#([^%)%s]+)%)") do
+      if not target:find("^%a[%w+.-]*:") then out[#out + 1] = {path = target, anchor = anchor, kind = "anchor"} end
+    end
+  end
+  return out
+end
+
+--- GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to dashes.
+local function slug(heading)
+  return (heading:lower():gsub("[^%w%s%-_]", ""):gsub("%s", "-"))
+end
+
+--- The anchors of a Markdown text (its headings outside code fences).
+local function anchors(text)
+  local out, fence = {}, nil
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    local f = line:match("^%s*(```+)")
+    if f then
+      if not fence then fence = f elseif f == fence then fence = nil end
+    elseif not fence then
+      local h = line:match("^#+%s+(.-)%s*$")
+      if h then out[slug(h)] = true end
+    end
   end
   return out
 end
 
 --- Whether reference r named in file `from` resolves in the tree (set: path -> true);
 -- false and why when it does not (nil: it does not exist).
-local function resolves(r, from, set, dirs, list)
+local function resolves(r, from, set, dirs, list, read)
+  if r.kind == "anchor" then                 -- a heading of the linked document (or of this one)
+    local here = from:match("^(.*)/[^/]*$")
+    local file = r.path == "" and from or normalize((here and here .. "/" or "") .. r.path)
+    if not file or not set[file] then return false, "links to a file that does not exist" end
+    if not anchors(read(file))[r.anchor] then
+      return false, string.format("names no heading of %s", file)
+    end
+    return true
+  end
   if r.kind == "module" then                 -- a module, or a field of one: dlua.util.proc.sleep
     local name = r.path
     while name:find("^dlua%.") do
@@ -263,10 +296,11 @@ local function stale(set, list, read)
     for _, c in ipairs(comments(text, src.lang)) do
       for _, r in ipairs(references(c.text, src.lang == "md")) do
         local ok, why = new[r.path], nil
-        if not ok then ok, why = resolves(r, src.path, set, dirs, list) end
+        if not ok then ok, why = resolves(r, src.path, set, dirs, list, read) end
         if not ok then
           problems[#problems + 1] = string.format("%s:%d: %s '%s' %s", src.path, c.line,
-            r.kind == "bare" and "C file" or r.kind, r.path, why or "does not exist")
+            r.kind == "bare" and "C file" or r.kind, r.anchor and r.path .. "#" .. r.anchor or r.path,
+            why or "does not exist")
         end
       end
     end
@@ -311,10 +345,10 @@ describe("the stale-reference checker", function()
       "path core/dl.h", "bare lua_aux.c", "module dlua.train.flags", "path engine/lua/lua_*.c",
       "module dlua.core", "path docs/", "path ../x.md", "path lua/dlua/report"}, got)
     local md = {}
-    for _, x in ipairs(references("[a](api/x.md) [b](https://y.org) [c](#anchor) [d](../formats.md)", true)) do
-      md[#md + 1] = x.kind .. " " .. x.path
+    for _, x in ipairs(references("[a](api/x.md) [b](https://y.org) [c](#anchor) [d](../formats.md) [e](x.md#h)", true)) do
+      md[#md + 1] = x.kind .. " " .. x.path .. (x.anchor and "#" .. x.anchor or "")
     end
-    assert.are.same({"path ../formats.md", "link api/x.md"}, md)
+    assert.are.same({"path ../formats.md", "link api/x.md", "link x.md", "anchor #anchor", "anchor x.md#h"}, md)
   end)
 
   it("fails each stale form naming file:line and the path, and passes the live ones", function()
@@ -324,8 +358,11 @@ describe("the stale-reference checker", function()
       ["lua/dlua/train/flags.lua"] = "-- dlua/train/flags.lua dlua/flags.lua train/flags.lua nn.lua\n" ..
         "-- data/readers.lua lua/dlua/**/*.lua dlua.train.flags dlua.data dlua.nowhere\n" ..
         "-- dlua.train.flags.parse dlua.fs.read dlua/cli/site.lua\n",
+      ["docs/formats.md"] = "# Formats\n\n## Check points, `safetensors`\n```\n# not a heading\n```\n",
       ["docs/api/tensor.md"] = "[f](../formats.md) [g](formats.md) see tests/lua/x_spec.lua, tests/lua/y_spec.lua\n" ..
-        "and report/assets/app.js <!-- apply: engine/ops/new.c new --> engine/ops/new.c engine/ops/other.c\n",
+        "and report/assets/app.js <!-- apply: engine/ops/new.c new --> engine/ops/new.c engine/ops/other.c\n" ..
+        "[a](../formats.md#check-points-safetensors) [b](../formats.md#not-a-heading) [c](#top) [d](x.md#y)\n" ..
+        "# Top\n",
     }
     local more = {"engine/io/dup.c", "tests/c/dup.c"}
     local all = {}
@@ -338,6 +375,9 @@ describe("the stale-reference checker", function()
       "docs/api/tensor.md:1: link 'formats.md' does not exist",
       "docs/api/tensor.md:1: path 'tests/lua/y_spec.lua' does not exist",
       "docs/api/tensor.md:2: path 'engine/ops/other.c' does not exist",
+      "docs/api/tensor.md:3: anchor '../formats.md#not-a-heading' names no heading of docs/formats.md",
+      "docs/api/tensor.md:3: anchor 'x.md#y' links to a file that does not exist",
+      "docs/api/tensor.md:3: link 'x.md' does not exist",
       "engine/ops/autograd.c:1: C file 'gone.c' does not exist",
       "engine/ops/autograd.c:1: path 'engine/autograd.c' does not exist",
       "engine/ops/autograd.c:2: C file 'dup.c' names 2 files: give its folder",

@@ -43,7 +43,7 @@
 #define MARKLEN         (sizeof(EOFMARK) - 1)
 
 
-/* C modules of the engine, defined in engine/lua_*.c */
+/* C modules of the engine, defined in engine/lua/lua_*.c */
 int luaopen_dlua_core (lua_State *L);
 
 /* every C module of the engine: add new ones here */

@@ -78,7 +78,6 @@ void *dl_fail(dl_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2
 void *dl_alloc(dl_ctx *ctx, size_t nbytes);
 void dl_free(dl_ctx *ctx, void *p, size_t nbytes);
 void dl_mem_trim(dl_ctx *ctx);                   /* return cached blocks to the system */
-size_t dl_mem_class_bytes(size_t nbytes);        /* bytes a request really takes */
 
 /* RNG: Philox-4x32-10, counter based. Fills n values from stream (key, counter);
  * returns the counter after the values used. */
@@ -188,7 +187,6 @@ dl_tensor *dl_tensor_new_full(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *
 dl_tensor *dl_tensor_new_scalar(dl_ctx *ctx, dl_dtype d, double v);
 dl_tensor *dl_tensor_new_arange(dl_ctx *ctx, dl_dtype d, double start, double stop, double step);
 dl_tensor *dl_tensor_new_rand(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape, int normal);
-dl_tensor *dl_tensor_new_like_shape(dl_ctx *ctx, const dl_tensor *t, dl_dtype d);
 
 /* Views: share storage; no autograd (see ops). dl_view_new fails on a bad shape and on a view
  * that leaves t's storage; dl_view_new_reshape resolves one -1 and copies when strides forbid

@@ -22,10 +22,6 @@ static int size_class(size_t n) {
   return c;
 }
 
-size_t dl_mem_class_bytes(size_t n) {
-  return (size_t)1 << size_class(n ? n : 1);
-}
-
 static void fmt_bytes(char *buf, size_t n, size_t b) {
   if (b >= ((size_t)1 << 30)) snprintf(buf, n, "%zu bytes (%.2f GiB)", b, (double)b / (1 << 30));
   else if (b >= ((size_t)1 << 20)) snprintf(buf, n, "%zu bytes (%.2f MiB)", b, (double)b / (1 << 20));

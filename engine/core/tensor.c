@@ -236,10 +236,6 @@ dl_tensor *dl_tensor_new_rand(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *
   return c;
 }
 
-dl_tensor *dl_tensor_new_like_shape(dl_ctx *ctx, const dl_tensor *t, dl_dtype d) {
-  return dl_tensor_new_empty(ctx, d, t->ndim, t->shape);
-}
-
 dl_tensor *dl_view_new(dl_ctx *ctx, dl_tensor *t, int ndim, const int64_t *shape,
                        const int64_t *stride, int64_t offset) {
   if (dl_shape_check(ctx, "view", ndim, shape, NULL) < 0) return NULL;

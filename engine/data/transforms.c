@@ -34,10 +34,6 @@ dl_transform dl_transform_defaults(dl_tf_kind kind, const char *field) {
   return t;
 }
 
-int dl_transform_is_random(const dl_transform *tf) {
-  return tf->kind == DL_TF_CROP || tf->kind == DL_TF_FLIP || tf->kind == DL_TF_TRANSLATE || tf->kind == DL_TF_AFFINE;
-}
-
 /* ------------------------------------------------------------ helpers */
 
 typedef struct {

@@ -62,7 +62,6 @@ typedef struct dl_transform {
 /* A transform of the kind on field with the documented defaults (scale 1,
  * padding 0, fill 0, p 0.5 horizontal, scale range 1..1, ...). */
 dl_transform dl_transform_defaults(dl_tf_kind kind, const char *field);
-int dl_transform_is_random(const dl_transform *tf);
 /* Applies tf to ex; key seeds its random draws. Returns 0, or -1 with a
  * message in err (missing field, wrong shape or dtype, label out of range). */
 int dl_transform_apply(const dl_transform *tf, dl_example *ex, int worker, int64_t epoch, uint64_t key, char *err,

@@ -1,6 +1,6 @@
 /* fileio.c -- atomic replacement, checked appends, fsync and CRC-32 for every
  * file dlua writes (checkpoints, the pipeline cache, and through the binding
- * dlua.fs: ledgers, journals, metrics, tracking CSVs, reports).
+ * dlua.util.fs: ledgers, journals, metrics, tracking CSVs, reports).
  *
  * It deliberately knows nothing about formats: callers hand it bytes. The
  * policies and the message format are in fileio.h; the one process-wide

@@ -194,7 +194,6 @@ void dl_tar_close(dl_tar *t) {
   free(t);
 }
 
-const char *dl_tar_path(const dl_tar *t) { return t->path; }
 
 int dl_tar_seek(dl_tar *t, int64_t header, char *err, size_t errlen) {
   if (header < 0 || header % BLOCK || header > t->size)

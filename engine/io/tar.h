@@ -62,7 +62,6 @@ int dl_tar_read(dl_tar *t, const dl_tar_member *m, void *buf, char *err, size_t 
 /* Moves to the member whose header is at offset `header` (a position saved
  * from dl_tar_member.header), so the next dl_tar_next returns it. */
 int dl_tar_seek(dl_tar *t, int64_t header, char *err, size_t errlen);
-const char *dl_tar_path(const dl_tar *t);
 void dl_tar_close(dl_tar *t);                 /* NULL is a no-op */
 
 /* Reads a tar already in memory (the fuzzer's entry, and small shards):

@@ -409,13 +409,6 @@ int lt_opt_error(lua_State *L, const lt_opts *o, const char *key, const char *fm
   return lt_argerror(L, o->arg, "option '%s%s' (%s)", o->path, key, msg);
 }
 
-int lt_sub_options(lua_State *L, const lt_opts *o, const char *key, const char *const keys[], lt_opts *sub) {
-  lt_opt_push(L, o, key);                  /* stays on the stack: the nested table is anchored */
-  char path[96];
-  snprintf(path, sizeof path, "%s%s", o->path, key);
-  return lt_options_at(L, o->arg, -1, path, keys, sub);
-}
-
 static int absent(lua_State *L, const lt_opts *o, const char *key) {
   if (lt_opt_push(L, o, key) != LUA_TNIL) return 0;
   lua_pop(L, 1);

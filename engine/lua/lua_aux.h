@@ -1,4 +1,4 @@
-/* lua_aux.h -- the bottom of the binding layer: what every engine/lua_*.c file
+/* lua_aux.h -- the bottom of the binding layer: what every engine/lua/lua_*.c file
  * shares, and nothing else. lua_init.c (the top) opens "dlua.core" and calls
  * one lt_register_* function per concern; each per-concern file includes this
  * header and core headers only, never a sibling binding file.
@@ -136,8 +136,6 @@ typedef struct {
  * table (not a tensor) whose keys are all in keys (NULL-terminated, listed in
  * the message) is accepted; anything else raises. Returns 1 when a table was given. */
 int lt_options(lua_State *L, int arg, const char *const keys[], lt_opts *o);
-/* A nested option table in field key of o (none or nil: no options). */
-int lt_sub_options(lua_State *L, const lt_opts *o, const char *key, const char *const keys[], lt_opts *sub);
 /* The same for the table at stack index idx, named path (e.g. "index[2]"). */
 int lt_options_at(lua_State *L, int arg, int idx, const char *path, const char *const keys[], lt_opts *o);
 /* Typed reads of one option, def when absent (or nil); a wrong type raises

@@ -7,7 +7,7 @@
  * (false = whole replica shard), sync (false). Unknown keys are errors. With
  * sync in training the cross-rank sum comes from the distributed layer
  * (dl_dist_bn_reducer). The moving-average synchronisation and the BatchNorm
- * module live in lua/dlua/batchnorm.lua.
+ * module live in lua/dlua/nn/batchnorm.lua.
  */
 /* See LICENSE */
 #include "lua/lua_aux.h"

@@ -1,6 +1,6 @@
-/* lua_checkpoint.c -- binds checkpoint files (engine/checkpoint.c) to Lua.
+/* lua_checkpoint.c -- binds checkpoint files (engine/io/checkpoint_*.c) to Lua.
  *
- * Private functions of "dlua.core", wrapped by lua/dlua/checkpoint.lua, which
+ * Private functions of "dlua.core", wrapped by lua/dlua/train/checkpoint.lua, which
  * checks the arguments first and owns the documentation:
  *   _checkpoint_save(path, {name = tensor}, {key = value})  -> true | nil, msg
  *   _checkpoint_load(path)       -> {name = tensor}, {key = value} | nil, msg

@@ -1,9 +1,9 @@
 /* lua_dataset.c -- binds datasets (engine/data/dataset.c), the IDX and CSV readers,
  * the offline cache and raw tensor bytes, as private functions of "dlua.core"
- * (dl.data in lua/dlua/data.lua is the public face; read_idx is public).
+ * (dl.data in lua/dlua/data/ is the public face; read_idx is public).
  *
  * Examples are 1-based here and 0-based in the core. Errors from the core are
- * raised without a position (lt_raise_plain) so that data.lua can blame the
+ * raised without a position (lt_raise_plain) so that lua/dlua/data/ can blame the
  * caller's line; argument errors name the argument.
  */
 /* See LICENSE */

@@ -1,5 +1,5 @@
 /* lua_dist.c -- binds the multi-process layer (engine/sys/dist.c) as private
- * functions of dlua.core (_dist_*); lua/dlua/dist.lua turns them into dl.dist.
+ * functions of dlua.core (_dist_*); lua/dlua/dist/init.lua turns them into dl.dist.
  * Every function initialises MPI on first use when the process was started by
  * mpirun, so a script that never touches dl.dist never starts MPI.
  */

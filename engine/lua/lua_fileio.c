@@ -1,6 +1,6 @@
 /* lua_fileio.c -- binds the file I/O module (engine/io/fileio.c) to Lua.
  *
- * Private functions of "dlua.core", exposed by lua/dlua/fs.lua, which owns
+ * Private functions of "dlua.core", exposed by lua/dlua/util/fs.lua, which owns
  * the documentation:
  *   _fileio_replace(path, s)          -> true   atomic replacement
  *   _fileio_append(path, s [, sync])  -> true   one O_APPEND write

@@ -1,6 +1,6 @@
 /* lua_gp.c -- binds the Gaussian-process surrogate (engine/search/gp.c) to Lua.
  *
- * Private functions of "dlua.core", wrapped by lua/dlua/gp.lua, which owns the
+ * Private functions of "dlua.core", wrapped by lua/dlua/search/gp.lua, which owns the
  * documentation; feature vectors are Lua lists of numbers:
  *   _gp_fit(X, y, {theta =, fit =, iters =, starts =, max_points =, classify =, dim =}) -> gp
  *   _gp_objective(X, y, theta [, classify]) -> value, {gradient}

@@ -1,11 +1,11 @@
 /* lua_pipeline.c -- binds the threaded input pipeline (engine/data/pipeline.c) as
- * private functions of "dlua.core" (_pipe_*; dl.data in lua/dlua/data.lua is
+ * private functions of "dlua.core" (_pipe_*; dl.data in lua/dlua/data/pipeline.lua is
  * the public face).
  *
  * A Lua transform runs in per-worker Lua states: for each worker the main
  * thread makes a fresh state (standard libraries, the same package.path,
  * dlua.core preloaded), copies the function's plan (bytecode and upvalues as
- * plain values, made by data.lua) into it and rebuilds the function there;
+ * plain values, made by data/worker.lua) into it and rebuilds the function there;
  * after that only the worker's thread touches that state. Each state has its
  * own engine context, so tensors made inside a map never cross threads: the
  * example's fields are copied in, the results copied out. Before each call
@@ -15,7 +15,7 @@
  * The spec table of _pipe_new is read strictly, nested tables included: an
  * unknown key anywhere is an error naming its path ("transforms[2].sise").
  * Epochs and batches are 1-based here, 0-based in the core. Errors from the
- * pipeline are raised without a position so that data.lua can blame the
+ * pipeline are raised without a position so that data/pipeline.lua can blame the
  * caller's line.
  */
 /* See LICENSE */
@@ -440,7 +440,7 @@ static const char *const spec_keys[] = {"batch", "drop_remainder", "epochs", "in
                                         "seed", "start_batch", "start_epoch", "transforms", "workers", NULL};
 static const char *const index_keys[] = {"kind", "rank", "seed", "window", "world", NULL};
 
-/* _pipe_new(ds, spec) -> handle; spec as data.lua builds it */
+/* _pipe_new(ds, spec) -> handle; spec as data/pipeline.lua builds it */
 static int pipeline_pipe_new(lua_State *L) {
   dl_dataset *ds = lt_check_dataset(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);

@@ -1,5 +1,5 @@
 /* lua_trace.c -- binds the trace recorder (engine/io/trace.c) as private
- * functions of "dlua.core" (_trace_*; dl.trace in lua/dlua/data.lua is the
+ * functions of "dlua.core" (_trace_*; dl.trace in lua/dlua/data/trace.lua is the
  * public face). The recorder lives in the context box (lua_aux.h), which the
  * pipelines share, so their worker spans land in the same trace.
  */

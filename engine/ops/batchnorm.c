@@ -10,7 +10,7 @@
  * channels; within a block the stages run channel by channel, so a channel's
  * data is still in cache for the second and third pass. What this file does
  * not do: the moving-average bookkeeping across replicas and ranks (that is
- * lua/dlua/batchnorm.lua), and it never allocates inside a stage.
+ * lua/dlua/nn/batchnorm.lua), and it never allocates inside a stage.
  */
 /* See LICENSE */
 #include "ops/batchnorm.h"

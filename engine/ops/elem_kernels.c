@@ -16,19 +16,15 @@
 
 #define PAR_MIN 32768          /* elements below which an op stays on one thread */
 
-/* names from the families' lists in ops.h (the ones in the op table are its names) */
+/* the binary selectors' names, for messages, from the families' lists in ops.h */
 #define NAME_(id, name, fw, bw, lua) name,
 #define COMPARE_NAME_(id, name) name,
 static const char *const binop_names[] = {
   DL_BINARY_OPS(NAME_, , ) DL_COMPARE_OPS(COMPARE_NAME_) "relu_backward"};
-static const char *const unop_names[] = {DL_UNARY_OPS(NAME_, , )};
 #undef NAME_
 #undef COMPARE_NAME_
 _Static_assert(sizeof binop_names / sizeof *binop_names == DL_B_MASK + 1, "a name for every binary selector");
-_Static_assert(sizeof unop_names / sizeof *unop_names == DL_NUNARY, "a name for every unary op");
 
-const char *dl_binop_name(dl_binop op) { return binop_names[op]; }
-const char *dl_unop_name(dl_unop op) { return unop_names[op]; }
 
 static inline double bin_d(int op, double a, double b) {
   switch (op) {

@@ -211,8 +211,6 @@ int dl_accumulate_grad(dl_ctx *ctx, dl_tensor *t, dl_tensor *g);
 typedef enum { DL_BINARY_OPS(DL_FAMILY_ENUM_, , ) DL_COMPARE_OPS(DL_COMPARE_ENUM_) DL_NBINARY } dl_binop;
 typedef enum { DL_UNARY_OPS(DL_FAMILY_ENUM_, , ) DL_NUNARY } dl_unop;
 
-const char *dl_binop_name(dl_binop op);
-const char *dl_unop_name(dl_unop op);
 dl_tensor *dl_binary(dl_ctx *ctx, dl_binop op, dl_tensor *a, dl_tensor *b);
 dl_tensor *dl_unary(dl_ctx *ctx, dl_unop op, dl_tensor *a);
 dl_tensor *dl_scale_shift(dl_ctx *ctx, dl_tensor *a, double scale, double shift); /* a*s+b */

@@ -53,7 +53,8 @@ int dl_signal_catch(dl_ctx *ctx);
  * read what stopped it). A release without a catch does nothing. */
 void dl_signal_release(void);
 
-/* Is a catch installed? */
+/* Is a catch installed? Test-only API: tests/c/test_proc.c checks the catch/release
+ * nesting through it; the engine itself never asks. */
 int dl_signal_caught(void);
 
 /* The first interrupting signal caught (SIGINT or SIGTERM) since the start or

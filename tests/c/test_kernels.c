@@ -229,7 +229,6 @@ static void test_family_rows(void) {
   dl_tensor *b = from(ctx, DL_F64, 1, s2, (const double[]){1.5, 0.25});
   a->requires_grad = 1;
   for (int op = 0; op < DL_NBINARY; op++) {
-    DL_CHECK(strcmp(dl_binop_name((dl_binop)op), binary[op]) == 0);
     dl_tensor *y = dl_binary(ctx, (dl_binop)op, a, b);
     if (op < DL_EQ) {
       DL_CHECK(y && y->grad_fn && strcmp(y->grad_fn->name, binary[op]) == 0);
@@ -242,7 +241,6 @@ static void test_family_rows(void) {
     dl_tensor_release(y);
   }
   for (int op = 0; op < DL_NUNARY; op++) {
-    DL_CHECK(strcmp(dl_unop_name((dl_unop)op), unary[op]) == 0);
     dl_tensor *y = dl_unary(ctx, (dl_unop)op, a);
     DL_CHECK(y && y->grad_fn && strcmp(y->grad_fn->name, unary[op]) == 0 &&
              dl_op_get(y->grad_fn->op)->fn == dl_bw_unary);

@@ -1,6 +1,6 @@
 -- dl.report: the self-contained page and what each plot draws, on synthetic studies
 -- with known numbers (tests/lua/report_fixtures.lua) and one tiny real dl.train run
--- (per-step gradient norms from its checkpoint); dlua.svg's scales; the report recipe;
+-- (per-step gradient norms from its checkpoint); dlua.report.svg's scales; the report recipe;
 -- and the page in headless Chromium (tests/browser/check_report.lua).
 local dl = require "dlua"
 local F = dofile("tests/lua/report_fixtures.lua")

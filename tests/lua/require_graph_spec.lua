@@ -94,7 +94,7 @@ local function lex(s)
   return toks
 end
 
---- requires(source) -> {{name = "dlua.x" or nil (not a literal), line, in_function}}
+--- requires(source) -> {{name = "dlua.NAME" or nil (not a literal), line, in_function}}
 local function requires(src)
   local toks = lex(src)
   local out, stack, loop_pending = {}, {}, 0
@@ -132,7 +132,7 @@ local function package_of(mod)
   return mod:match("^dlua%.([%w_]+)")
 end
 
-local function module_of(path)                -- lua/dlua/a/b.lua -> dlua.a.b
+local function module_of(path)                -- lua/dlua/train/flags.lua -> dlua.train.flags
   local rel = path:match("^lua/(.*)%.lua$")
   rel = rel:gsub("/init$", ""):gsub("/", ".")
   return rel

@@ -254,7 +254,7 @@ local function functions()
 end
 
 -- "bad argument #k to 'name'" as a pattern; outside a method call Lua names the
--- function by where package.loaded holds it (dlua.core.name or dlua.name)
+-- function by where package.loaded holds it (dlua.core.NAME or dlua.NAME)
 local function blame(k, name)
   return "bad argument #" .. k .. " to '[%w._]*" .. name:gsub("_", "%%_") .. "'"
 end

@@ -1,4 +1,4 @@
---- dlua.analysis: reads finished runs and studies back from their files, for
+--- dlua.report.analysis: reads finished runs and studies back from their files, for
 -- dl.report and dl.diagnose; re-exports dlua.report.stats (quantiles,
 -- bootstrap, bucketing, robust ranges, importance, Pareto front).
 --

@@ -1,4 +1,4 @@
---- dlua.diagnose: the playbook's checklist for a finished study (section 2.5,
+--- dlua.report.diagnose: the playbook's checklist for a finished study (section 2.5,
 -- "extracting insight from experimental results", and section 3 on the number
 -- of steps), answered from the stored data.
 --
@@ -539,7 +539,7 @@ end
 
 ------------------------------------------------------------------- entry
 
---- Runs every check on loaded data (dlua.analysis.load); returns the findings.
+--- Runs every check on loaded data (dlua.report.analysis.load); returns the findings.
 function M.check(d)
   local out = {}
   local best = A.best_trials(d, 3)

@@ -1,4 +1,4 @@
---- dlua.svg: the plot primitives of dl.report, written as inline SVG text.
+--- dlua.report.svg: the plot primitives of dl.report, written as inline SVG text.
 --
 --   local svg = require "dlua.report.svg"
 --   local p = svg.plot{id = "axis-lr", title = "valid/accuracy vs lr",

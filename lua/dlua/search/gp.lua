@@ -1,4 +1,4 @@
---- dlua.gp: the Gaussian-process surrogate behind dl.search's `bayes`
+--- dlua.search.gp: the Gaussian-process surrogate behind dl.search's `bayes`
 -- algorithm, a thin layer over the C implementation (engine/search/gp.c, LAPACK).
 --
 --   local model = gp.fit(X, y [, {theta =, classify =}])  -- X: list of feature vectors, y: numbers

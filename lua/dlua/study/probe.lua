@@ -1,4 +1,4 @@
---- dlua.probe: the playbook's probes, for the recipes in recipes/.
+--- dlua.study.probe: the playbook's probes, for the recipes in recipes/.
 --
 --   local probe = require "dlua.study.probe"
 --   local res = dl.batch_size_sweep{experiment = "examples/fashion_mnist.lua", start = 16,

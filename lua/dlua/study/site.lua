@@ -1,5 +1,5 @@
 --- dlua.study.site: where a dl.study{...} call is, so that a mistake in a study
--- names the study file and line ("examples/x_study.lua:23: dl.study: ...")
+-- names the study file and line ("my_study.lua:23: dl.study: ...")
 -- rather than a frame inside the library.
 --
 -- The usual `return dl.study{...}` is a tail call: the study file's frame is

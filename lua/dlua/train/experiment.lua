@@ -1,4 +1,4 @@
---- dlua.experiment: an experiment file returns dl.experiment{name, hparams, build};
+--- dlua.train.experiment: an experiment file returns dl.experiment{name, hparams, build};
 -- running the file with dlua trains it (dlua.cli), and recipes and studies name
 -- the same file to train it with other hyperparameters.
 --

@@ -1,4 +1,4 @@
---- dlua.metrics: evaluation of a model on whole sets with exact weighting.
+--- dlua.train.metrics: evaluation of a model on whole sets with exact weighting.
 --
 -- Every metric is accumulated as a weighted sum and a weight total over
 -- batches, so padded examples (weight 0) change nothing and the result is

@@ -1,4 +1,4 @@
---- dlua.track: the tracking spreadsheet (DESIGN.md section 5).
+--- dlua.train.track: the tracking spreadsheet (DESIGN.md section 5).
 -- runs/studies.csv gets one row per finished run or study: name, config path,
 -- description, trials, best validation value of the best checkpoint and the
 -- exact command that reproduces it. Rows are appended with one write each, so

@@ -1,4 +1,4 @@
---- dlua.fs: the few file-system operations the training loop and studies need,
+--- dlua.util.fs: the few file-system operations the training loop and studies need,
 -- on LuaFileSystem and the engine's file I/O module (engine/io/fileio.c). Every
 -- write goes through that module, with one policy each:
 --   write_atomic  a temporary file (O_EXCL) in the same directory, written,

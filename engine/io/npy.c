@@ -216,7 +216,7 @@ static int descr(parser *ps, dl_npy_header *h, size_t at) {
   h->kind = t->kind;
   h->elsize = t->elsize;
   h->dtype = t->dtype;
-  h->direct = dl_dtype_size(t->dtype) == (size_t)t->elsize && t->kind != 'b' &&
+  h->direct = dl_dtype_size(t->dtype) == (size_t)t->elsize && t->kind != 'b' && !(t->kind == 'u' && t->elsize > 1) &&
               (h->order == '|' || (h->order == '<') == host_little());
   return 0;
 }

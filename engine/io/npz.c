@@ -127,7 +127,7 @@ static int find_directory(dl_ctx *ctx, dl_npz *z, directory *d) {
     }
   if (e < 0) {
     free(t);
-    dl_fail(ctx, "npz: '%s' has no end-of-central-directory record in its last %zu bytes (not a zip archive)", z->path,
+    dl_fail(ctx, "npz: '%s' has no end-of-central-directory record in its last %zu bytes (not a zip archive, or truncated)", z->path,
             tail);
     return -1;
   }
@@ -376,6 +376,7 @@ dl_npz *dl_npz_open(dl_ctx *ctx, const char *path) {
 
 typedef struct {
   dl_npy_source s;
+  int failed;                               /* a read failed (its message is the cause) */
   const dl_npz *z;
   const member *m;
   uint64_t data;                            /* offset of the member's data in the archive */
@@ -386,7 +387,7 @@ typedef struct {
   uint8_t in[CHUNK];
 } member_source;
 
-static int member_read(dl_npy_source *s, dl_ctx *ctx, void *buf, size_t n) {
+static int member_read_raw(dl_npy_source *s, dl_ctx *ctx, void *buf, size_t n) {
   member_source *r = (member_source *)s;
   const member *m = r->m;
   if (n > m->usize - r->upos) {
@@ -426,6 +427,12 @@ static int member_read(dl_npy_source *s, dl_ctx *ctx, void *buf, size_t n) {
   r->crc = dl_crc32(r->crc, buf, n);
   r->upos += n;
   return 0;
+}
+
+static int member_read(dl_npy_source *s, dl_ctx *ctx, void *buf, size_t n) {
+  int rc = member_read_raw(s, ctx, buf, n);
+  if (rc < 0) ((member_source *)s)->failed = 1;
+  return rc;
 }
 
 /* after the whole member was read: the deflate stream ends exactly there, and the CRC matches */
@@ -470,9 +477,11 @@ static int member_finish(dl_ctx *ctx, member_source *r) {
   return 0;
 }
 
-/* The .npy reader failed on the member: if the member's bytes do not match their CRC-32 the
- * member is corrupt, which is the better message (the .npy one is kept after it). */
+/* The .npy reader failed on the member's bytes (not on reading them): a member that does not
+ * inflate to its end or whose bytes do not match their CRC-32 is corrupt, and that is the
+ * better message (the .npy one is kept after a CRC mismatch). */
 static void corrupt_or(dl_ctx *ctx, member_source *r) {
+  if (r->failed) return;
   char first[sizeof ctx->err];
   memcpy(first, ctx->err, sizeof first);
   uint8_t *buf = malloc(CHUNK);
@@ -485,7 +494,7 @@ static void corrupt_or(dl_ctx *ctx, member_source *r) {
   if (ok && r->crc != r->m->crc)
     dl_fail(ctx, "%s: CRC-32 mismatch: the directory says %08lx, the data gives %08lx (%s)", r->s.where,
             (unsigned long)r->m->crc, (unsigned long)r->crc, first);
-  else memcpy(ctx->err, first, sizeof first);
+  else if (ok || !buf) memcpy(ctx->err, first, sizeof first);
 }
 
 dl_tensor *dl_npz_read_new(dl_ctx *ctx, dl_npz *z, int i) {

@@ -87,11 +87,10 @@ uint64_t dl_npz_size(const dl_npz *z, int i) { return z->m[i].usize; }
 
 int dl_npz_find(const dl_npz *z, const char *name) {
   size_t k = strlen(name);
-  for (int i = 0; i < z->n; i++) {
-    const char *m = z->m[i].name;
-    if (strcmp(m, name) == 0) return i;
-    if (strncmp(m, name, k) == 0 && strcmp(m + k, ".npy") == 0) return i;
-  }
+  for (int i = 0; i < z->n; i++)               /* the exact name first: "a" beside "a.npy" */
+    if (strcmp(z->m[i].name, name) == 0) return i;
+  for (int i = 0; i < z->n; i++)
+    if (strncmp(z->m[i].name, name, k) == 0 && strcmp(z->m[i].name + k, ".npy") == 0) return i;
   return -1;
 }
 

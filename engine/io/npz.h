@@ -33,7 +33,7 @@ void dl_npz_close(dl_npz *z);                                 /* NULL is a no-op
 int dl_npz_count(const dl_npz *z);                            /* members, in directory order */
 const char *dl_npz_name(const dl_npz *z, int i);              /* borrowed: "x_train.npy" */
 uint64_t dl_npz_size(const dl_npz *z, int i);                 /* uncompressed bytes */
-/* The member named name, or name with ".npy" added; -1 when there is none. */
+/* The member named name, else the one named name with ".npy" added; -1 when there is none. */
 int dl_npz_find(const dl_npz *z, const char *name);
 
 /* Member i (0 <= i < count) as a new tensor (dl_npy_read_source_new). Fails (NULL, ctx->err

@@ -205,9 +205,29 @@ def with_zip64_end(src, dst):
         f.write(data[:e] + z64 + loc + eocd)
 
 
+def with_zip64_entries(src, dst):
+    """src's archive with every directory entry's sizes and offset in a ZIP64 extra field"""
+    data = open(path(src), "rb").read()
+    e = data.rindex(b"PK\x05\x06")
+    _, _, _, n, _, size, off, _ = struct.unpack("<IHHHHIIH", data[e:e + 22])
+    cd, p, new = data[off:off + size], 0, b""
+    for _ in range(n):
+        f = list(struct.unpack("<IHHHHHHIIIHHHHHII", cd[p:p + 46]))
+        nl, xl, cl = f[10], f[11], f[12]
+        extra = struct.pack("<HHQQQ", 1, 24, f[9], f[8], f[16])
+        f[8] = f[9] = f[16] = 0xFFFFFFFF
+        f[11] = len(extra)
+        new += struct.pack("<IHHHHHHIIIHHHHHII", *f) + cd[p + 46:p + 46 + nl] + extra
+        p += 46 + nl + xl + cl
+    with open(path(dst), "wb") as f:
+        f.write(data[:off] + new + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, n, n, len(new), off, 0))
+
+
 with_zip64_end("deflated.npz", "zip64.npz")
+with_zip64_entries("stored.npz", "zip64_entries.npz")
 for m, arr in (("x_train", train_x), ("y_train", train_y)):
     expect("zip64_" + m, arr, file="zip64.npz", member=m)
+    expect("zip64e_" + m, arr, file="zip64_entries.npz", member=m)
 
 # the pipeline example: two separable classes, labels 0-based as numpy data has them
 n = 256

@@ -526,7 +526,7 @@ done:
 dl_tensor *dl_npy_read_new(dl_ctx *ctx, const char *path, int map) {
   char where[400];
   snprintf(where, sizeof where, "npy: '%s'", path);
-  int fd = open(path, O_RDONLY);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO must not block the open */
   if (fd < 0) return dl_fail(ctx, "npy: cannot open '%s': %s", path, strerror(errno));
   struct stat sb;
   dl_tensor *t = NULL;

@@ -353,7 +353,7 @@ dl_npz *dl_npz_open(dl_ctx *ctx, const char *path) {
     ctx->oom = 1;
     return dl_fail(ctx, "npz: out of memory opening '%s'", path);
   }
-  z->fd = open(path, O_RDONLY);
+  z->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO must not block the open */
   struct stat sb;
   directory d;
   if (z->fd < 0) {

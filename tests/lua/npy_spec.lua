@@ -118,6 +118,9 @@ describe("dlua.data.read_npy", function()
     end
     assert.error_matches(function() data.read_npy(p("nope.npy")) end, "npy: cannot open '.*nope.npy': No such file")
     assert.error_matches(function() data.read_npy(dir) end, "is not a regular file")
+    assert(os.execute("mkfifo " .. H.shquote(p("fifo"))))                -- refused, not waited on
+    assert.error_matches(function() data.read_npy(p("fifo")) end, "npy: '.*fifo' is not a regular file")
+    assert.error_matches(function() data.read_npz(p("fifo")) end, "npz: '.*fifo' is not a regular file")
   end)
 
   it("checks its arguments", function()

@@ -146,6 +146,7 @@ describe("dlua.data.read_npz", function()
     local all = data.read_npz(p("deflated.npz"))
     assert.are.same({"half", "scalar", "x_train", "y_train"}, util.sorted_keys(all))
     assert.are.equal(1.25, all.scalar:item())
+    assert.are.equal(1.25, data.read_npz(p("stored.npz"), {members = {"scalar.npy"}}).scalar:item())
   end)
 
   it("reads ZIP64 end records and ZIP64 sizes in directory entries", function()

@@ -106,20 +106,20 @@ end
 
 --- data.read_npz(path [, {members = {...}}]) -> {name = tensor}: the arrays of a
 -- .npz archive (np.savez, np.savez_compressed), by member name without
--- ".npy"; all of them, or the members listed. Converted as read_npy does;
+-- ".npy"; all of them, or the members listed (".npy" may be left out). Converted as read_npy does;
 -- always read into memory (never mapped), each member's CRC-32 checked.
 -- @usage local d = data.read_npz("mnist.npz"); print(d.x_train:shape()[1])
 function M.read_npz(path, opts)
   if type(path) ~= "string" then errorf(2, "read_npz: path must be a string, got %s", type(path)) end
   opts = options("read_npz", opts, {members = "table"})
   local all = npz_arrays(path)
-  local names = opts.members or all
-  local have = {}
+  local have, names = {}, {}
   for _, m in ipairs(all) do have[m] = true end
-  for i, m in ipairs(names) do
+  for i, m in ipairs(opts.members or all) do
     if type(m) ~= "string" then errorf(2, "read_npz: members[%d] must be a member name, got %s", i, type(m)) end
-    if not have[m] then
-      errorf(2, "npz: '%s' has no member '%s' (members: %s)%s", path, m, table.concat(all, ", "), hint(m, all))
+    names[i] = m:match("^(.+)%.npy$") or m
+    if not have[names[i]] then
+      errorf(2, "npz: '%s' has no member '%s' (members: %s)%s", path, m, table.concat(all, ", "), hint(names[i], all))
     end
   end
   local ts = check(2, pcall(core._read_npz, path, names))

@@ -74,8 +74,8 @@ ci_runs() {
     idx_gz) echo 120000 ;;
     csv) echo 150000 ;;
     cache) echo 500000 ;;
-    npy) echo 150000 ;;
-    npz) echo 150000 ;;
+    npy) echo 300000 ;;
+    npz) echo 300000 ;;
   esac
 }
 max_len() { [ "$1" = checkpoint ] && echo 16384 || echo 4096; }

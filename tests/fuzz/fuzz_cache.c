@@ -15,6 +15,7 @@
 
 #include "data/pipeline.h"
 #include "data/cache.h"
+#include "io/fileio.h"
 
 #define CHECK(cond, what)                                      \
   do {                                                         \

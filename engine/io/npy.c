@@ -491,10 +491,9 @@ static void unmap(void *arg) {
 
 int dl_npy_is_mapped(const dl_tensor *t) { return t->st->release == unmap; }
 
-/* the whole file mapped: a tensor viewing it when the layout allows, else converted from it */
-static dl_tensor *read_mapped(dl_ctx *ctx, const char *where, int fd, uint64_t size) {
-  void *base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  if (base == MAP_FAILED) return dl_fail(ctx, "%s: cannot map %llu bytes: %s", where, (unsigned long long)size, strerror(errno));
+/* the whole file mapped at base: a tensor viewing it when the layout allows, else converted
+ * from it (the mapping is then dropped) */
+static dl_tensor *read_mapped(dl_ctx *ctx, const char *where, void *base, uint64_t size) {
   mem_source m = {{where, size, mem_read}, base, 0};
   uint64_t len;
   dl_npy_header h;
@@ -537,11 +536,15 @@ dl_tensor *dl_npy_read_new(dl_ctx *ctx, const char *path, int map) {
   } else if (sb.st_size < 10) {
     dl_fail(ctx, "%s is truncated: the preamble needs 10 bytes, the file has %lld (not a .npy file)", where,
             (long long)sb.st_size);
-  } else if (map) {
-    t = read_mapped(ctx, where, fd, (uint64_t)sb.st_size);
   } else {
-    fd_source f = {{where, (uint64_t)sb.st_size, fd_read}, fd, 0};
-    t = dl_npy_read_source_new(ctx, &f.s);
+    /* a file system that cannot map (some FUSE ones) is read instead */
+    void *base = map ? mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    if (base != MAP_FAILED) {
+      t = read_mapped(ctx, where, base, (uint64_t)sb.st_size);
+    } else {
+      fd_source f = {{where, (uint64_t)sb.st_size, fd_read}, fd, 0};
+      t = dl_npy_read_source_new(ctx, &f.s);
+    }
   }
   close(fd);
   return t;

@@ -74,8 +74,9 @@ dl_tensor *dl_npy_read_source_new(dl_ctx *ctx, dl_npy_source *src);
 /* The array in the file at path. With map = 1 the file is memory-mapped, and when the data
  * needs no conversion (an "as is" dtype, C order, aligned, not empty) the tensor views the
  * mapping (copy-on-write: writes never reach the file; counted in ctx->mem.external, not
- * in_use); otherwise it is converted from the mapping, which is then dropped. map = 0 reads.
- * Fails as dl_npy_read_source_new, and on open, stat or mmap errors. */
+ * in_use); otherwise it is converted from the mapping, which is then dropped. map = 0, or a
+ * file that cannot be mapped, reads. Fails as dl_npy_read_source_new, and on open or stat
+ * errors and files that are not regular files (a FIFO is refused without blocking). */
 dl_tensor *dl_npy_read_new(dl_ctx *ctx, const char *path, int map);
 
 /* The array in buf[0..n), named name in messages ("npy: '<name>'"). */

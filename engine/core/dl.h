@@ -45,6 +45,8 @@ typedef struct {
   uint64_t frees;
   uint64_t fail_at;           /* test hook: fail the N-th allocation (0 = never) */
   int last_oom;               /* 1 if the last failure was the limit, not malloc */
+  size_t external;            /* bytes of live external storages (mapped files): not in
+                                 in_use, peak or limit, which count the allocator's blocks */
 } dl_mem;
 
 typedef struct dl_ctx {
@@ -146,6 +148,9 @@ typedef struct {
   dl_ctx *ctx;
   void *data;
   size_t nbytes;
+  void (*release)(void *arg);   /* external memory: called once by the last reference instead
+                                   of dl_free(data); NULL for the allocator's blocks */
+  void *release_arg;
 } dl_storage;
 
 typedef struct dl_tensor {
@@ -187,6 +192,15 @@ dl_tensor *dl_tensor_new_full(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *
 dl_tensor *dl_tensor_new_scalar(dl_ctx *ctx, dl_dtype d, double v);
 dl_tensor *dl_tensor_new_arange(dl_ctx *ctx, dl_dtype d, double start, double stop, double step);
 dl_tensor *dl_tensor_new_rand(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape, int normal);
+
+/* A contiguous tensor over memory the allocator does not own (a memory-mapped file): data must
+ * be aligned to the dtype's size and hold nbytes >= the shape's bytes. The last reference calls
+ * release(arg) instead of freeing data. The bytes are counted in ctx->mem.external, not in_use:
+ * the limit and the peak keep measuring the allocator (the kernel pages a mapped file in and out
+ * on its own). Fails (NULL, nothing taken: the caller still owns data) on a bad shape, a short or
+ * misaligned block, or memory for the header. */
+dl_tensor *dl_tensor_new_external(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape, void *data,
+                                  size_t nbytes, void (*release)(void *arg), void *arg);
 
 /* Views: share storage; no autograd (see ops). dl_view_new fails on a bad shape and on a view
  * that leaves t's storage; dl_view_new_reshape resolves one -1 and copies when strides forbid

@@ -101,7 +101,14 @@ dl_tensor *dl_tensor_retain(dl_tensor *t) {
 
 static void storage_release(dl_storage *s) {
   if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
-    dl_free(s->ctx, s->data, s->nbytes);
+    if (s->release) {
+      s->release(s->release_arg);
+      pthread_mutex_lock(&s->ctx->mem.lock);
+      s->ctx->mem.external -= s->nbytes;
+      pthread_mutex_unlock(&s->ctx->mem.lock);
+    } else {
+      dl_free(s->ctx, s->data, s->nbytes);
+    }
     dl_free(s->ctx, s, sizeof *s);
   }
 }
@@ -170,6 +177,7 @@ dl_tensor *dl_tensor_new_empty(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t 
   }
   dl_storage *st = dl_alloc(ctx, sizeof *st);
   if (!st) return NULL;
+  memset(st, 0, sizeof *st);
   st->nbytes = (size_t)bytes;
   st->data = dl_alloc(ctx, st->nbytes);
   if (!st->data) {
@@ -183,6 +191,37 @@ dl_tensor *dl_tensor_new_empty(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t 
   atomic_fetch_add(&st->refs, 1);            /* keep alive across header_new failure */
   dl_tensor *t = header_new(ctx, st, d, ndim, shape, stride, 0);
   storage_release(st);
+  return t;
+}
+
+dl_tensor *dl_tensor_new_external(dl_ctx *ctx, dl_dtype d, int ndim, const int64_t *shape, void *data,
+                                  size_t nbytes, void (*release)(void *arg), void *arg) {
+  int64_t n, bytes;
+  if (dl_shape_check(ctx, "tensor", ndim, shape, &n) < 0) return NULL;
+  if (dl_shape_bytes(ctx, "tensor", n, dl_dtype_size(d), &bytes) < 0) return NULL;
+  if ((uint64_t)bytes > (uint64_t)nbytes || (uintptr_t)data % dl_dtype_size(d) != 0 || !release)
+    return dl_fail(ctx, "tensor: external memory of %zu bytes at %p cannot hold %lld %s elements", nbytes, data,
+                   (long long)n, dl_dtype_name(d));
+  dl_storage *st = dl_alloc(ctx, sizeof *st);
+  if (!st) return NULL;
+  memset(st, 0, sizeof *st);
+  st->ctx = ctx;
+  st->data = data;
+  st->nbytes = nbytes;
+  atomic_init(&st->refs, 1);                 /* keep alive across header_new failure */
+  int64_t stride[DL_MAXDIM];
+  dl_shape_strides(ndim, shape, stride);
+  dl_tensor *t = header_new(ctx, st, d, ndim, shape, stride, 0);
+  if (!t) {
+    dl_free(ctx, st, sizeof *st);            /* data stays the caller's */
+    return NULL;
+  }
+  atomic_fetch_sub(&st->refs, 1);
+  pthread_mutex_lock(&ctx->mem.lock);
+  ctx->mem.external += nbytes;
+  pthread_mutex_unlock(&ctx->mem.lock);
+  st->release = release;
+  st->release_arg = arg;
   return t;
 }
 

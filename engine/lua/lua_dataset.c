@@ -1,4 +1,4 @@
-/* lua_dataset.c -- binds datasets (engine/data/dataset.c), the IDX and CSV readers,
+/* lua_dataset.c -- binds datasets (engine/data/dataset.c), the IDX, CSV and NumPy readers,
  * the offline cache and raw tensor bytes, as private functions of "dlua.core"
  * (dl.data in lua/dlua/data/ is the public face; read_idx is public).
  *
@@ -10,6 +10,8 @@
 #include "lua/lua_aux.h"
 #include "io/csv.h"
 #include "io/idx.h"
+#include "io/npy.h"
+#include "io/npz.h"
 #include "io/fileio.h"
 #include "data/cache.h"
 
@@ -293,6 +295,96 @@ static int dataset_read_csv(lua_State *L) {
   return 4;
 }
 
+/* _read_npy(path [, map]) -> the array of a .npy file (memory-mapped when map and the layout
+ * allow; map defaults to true) */
+static int dataset_read_npy(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int map = lua_isnoneornil(L, 2) ? 1 : lt_checkboolean(L, 2);
+  lt_checkargs(L, 2);
+  lt_newbox(L);
+  dl_tensor *t = dl_npy_read_new(lt_ctx(L), path, map);
+  if (!t) return lt_raise_plain(L);
+  return lt_finish(L, t);
+}
+
+/* An open archive owned by a userdata, so that a Lua error (memory) between opening and
+ * closing it strands nothing: the box's __gc closes what is still open. */
+static int npz_gc(lua_State *L) {
+  dl_npz **b = lua_touserdata(L, 1);
+  dl_npz_close(*b);
+  *b = NULL;
+  return 0;
+}
+
+static dl_npz **npz_box(lua_State *L) {
+  dl_npz **b = lua_newuserdatauv(L, sizeof *b, 0);
+  *b = NULL;
+  if (luaL_newmetatable(L, "dlua.Npz")) {
+    lua_pushcfunction(L, npz_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  return b;
+}
+
+/* _npz_members(path) -> {name, ...} in directory order ("x_train.npy") */
+static int dataset_npz_members(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lt_checkargs(L, 1);
+  dl_npz **b = npz_box(L);
+  if (!(*b = dl_npz_open(lt_ctx(L), path))) return lt_raise_plain(L);
+  int n = dl_npz_count(*b);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_pushstring(L, dl_npz_name(*b, i));
+    lua_rawseti(L, -2, i + 1);
+  }
+  dl_npz_close(*b);
+  *b = NULL;
+  return 1;
+}
+
+/* _read_npz(path, {member, ...}) -> {tensor, ...}: the members named (".npy" may be left out) */
+static int dataset_read_npz(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lt_checkargs(L, 2);
+  int n = lt_snapshot(L, 2, 2, DL_NPZ_MAX_MEMBERS);
+  int snap = lua_gettop(L);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, snap, i + 1);
+    if (lua_type(L, -1) != LUA_TSTRING) lt_argerror(L, 2, "element %d is a %s, expected a member name", i + 1, lt_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, n, 0);
+  int out = lua_gettop(L);
+  for (int i = 0; i < n; i++) {                 /* boxes first: a raise below strands nothing */
+    lt_newbox(L);
+    lua_rawseti(L, out, i + 1);
+  }
+  dl_ctx *ctx = lt_ctx(L);
+  dl_npz **b = npz_box(L);
+  if (!(*b = dl_npz_open(ctx, path))) return lt_raise_plain(L);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, snap, i + 1);
+    const char *name = lua_tostring(L, -1);
+    lua_pop(L, 1);                              /* the snapshot anchors it */
+    int k = dl_npz_find(*b, name);
+    dl_tensor *t = NULL;
+    if (k < 0) dl_fail(ctx, "npz: '%s' has no member '%s'", path, name);
+    else t = dl_npz_read_new(ctx, *b, k);
+    if (!t) return lt_raise_plain(L);
+    lua_rawgeti(L, out, i + 1);
+    ((tensor_box *)lua_touserdata(L, -1))->t = t;
+    lua_pop(L, 1);
+    ctx_box *c = lt_cbox(L);
+    lt_gc_pressure(L, c->ctx, &c->gc_mark);
+  }
+  dl_npz_close(*b);
+  *b = NULL;
+  lua_pushvalue(L, out);
+  return 1;
+}
+
 /* ------------------------------------------------------------ cache, bytes */
 
 /* _cache_save(path, ds, fingerprint) */
@@ -376,7 +468,10 @@ static const luaL_Reg dataset_funcs[] = {
   {"_ds_split", dataset_ds_split},
   {"_ds_subset", dataset_ds_subset},
   {"_read_csv", dataset_read_csv},
+  {"_npz_members", dataset_npz_members},
   {"_read_idx", dataset__read_idx},
+  {"_read_npy", dataset_read_npy},
+  {"_read_npz", dataset_read_npz},
   {"_tensor_bytes", dataset_tensor_bytes},
   {"_tensor_from_bytes", dataset_tensor_from_bytes},
   {"read_idx", dataset_read_idx},

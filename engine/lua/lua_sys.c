@@ -65,6 +65,7 @@ static int sys_memory_stats(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)m.allocs); lua_setfield(L, -2, "allocs");
   lua_pushinteger(L, (lua_Integer)m.system_allocs); lua_setfield(L, -2, "system_allocs");
   lua_pushinteger(L, (lua_Integer)m.frees); lua_setfield(L, -2, "frees");
+  lua_pushinteger(L, (lua_Integer)m.external); lua_setfield(L, -2, "mapped");
   if (m.limit) { lua_pushinteger(L, (lua_Integer)m.limit); lua_setfield(L, -2, "limit"); }
   return 1;
 }

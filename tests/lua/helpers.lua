@@ -109,4 +109,33 @@ function H.ref_conv(x, w, b, s, p, d, groups)
   return out
 end
 
+--- The bytes of a version 1.0 .npy file: descr ('<f4'), shape (a list), raw
+-- data bytes; written by hand, as numpy writes it (header padded to 64).
+function H.npy(descr, shape, raw)
+  local dims = #shape == 1 and (shape[1] .. ",") or table.concat(shape, ", ")
+  local h = string.format("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, dims)
+  h = h .. string.rep(" ", (-(10 + #h + 1)) % 64) .. "\n"
+  return "\147NUMPY\1\0" .. string.pack("<I2", #h) .. h .. raw
+end
+
+--- The bytes of a zip archive of stored members {{name, bytes}, ...} (an .npz
+-- when the members are .npy files), CRC-32s filled in.
+function H.zip_stored(members)
+  local crc32 = require("dlua.core")._crc32
+  local body, dir = {}, {}
+  local off = 0
+  for _, m in ipairs(members) do
+    local name, data = m[1], m[2]
+    local crc = crc32(data)
+    local lh = string.pack("<I4I2I2I2I2I2I4I4I4I2I2", 0x04034b50, 20, 0, 0, 0, 0, crc, #data, #data, #name, 0) .. name
+    dir[#dir + 1] = string.pack("<I4I2I2I2I2I2I2I4I4I4I2I2I2I2I2I4I4", 0x02014b50, 20, 20, 0, 0, 0, 0, crc, #data,
+      #data, #name, 0, 0, 0, 0, 0, off) .. name
+    body[#body + 1] = lh .. data
+    off = off + #lh + #data
+  end
+  local cd = table.concat(dir)
+  return table.concat(body) .. cd ..
+    string.pack("<I4I2I2I2I2I4I4I2", 0x06054b50, 0, 0, #members, #members, #cd, off, 0)
+end
+
 return H

@@ -60,6 +60,9 @@ local function LIN() return dl.nn.Linear(2, 3) end
 local function SPACE() return dl.search.space{lr = dl.search.log_uniform(1e-3, 1), n = dl.search.int(1, 4)} end
 local function MODEL() return dl.nn.Sequential{dl.nn.Linear(2, 2)} end
 
+local npy_path, npz_path = dir .. "/two.npy", dir .. "/two.npz"
+H.spit(npy_path, H.npy("<f4", {2}, string.pack("<ff", 1, 2)))
+H.spit(npz_path, H.zip_stored({{"x.npy", H.npy("<f4", {2}, string.pack("<ff", 1, 2))}}))
 local csv_path = dir .. "/two.csv"
 H.spit(csv_path, "a,b\n1,2\n3,4\n")
 local idx_path = dir .. "/three.idx"
@@ -124,6 +127,10 @@ local VALID = {
   ["dl.data.fashion_mnist_tensors"] = a(function() return {} end, false),
   ["dl.data.idx"] = a(function() return {images = idx_path} end),
   ["dl.data.is_dataset"] = a(function() return DS() end),
+  ["dl.data.npy"] = a(function() return {x = npy_path} end),
+  ["dl.data.npz"] = a(function() return {path = npz_path} end),
+  ["dl.data.read_npy"] = a(function() return npy_path, {} end),
+  ["dl.data.read_npz"] = a(function() return npz_path, {} end),
   ["dl.data.is_pipeline"] = a(function() return P() end),
   ["dl.data.tensors"] = a(function() return {x = dl.ones(2, 2)} end),
   ["dl.data.Dataset.batch"] = a(function() return DS(), 2, {} end),

@@ -15,6 +15,9 @@ local function IMG() return core.ones(1, 1, 4, 4) end
 
 local idx_path = dir .. "/three.idx"
 H.spit(idx_path, "\0\0\8\1" .. string.pack(">I4", 3) .. "abc")
+local npy_path, npz_path = dir .. "/two.npy", dir .. "/two.npz"
+H.spit(npy_path, H.npy("<f4", {2}, string.pack("<ff", 1, 2)))
+H.spit(npz_path, H.zip_stored({{"x.npy", H.npy("<f4", {2}, string.pack("<ff", 1, 2))}}))
 local csv_path = dir .. "/two.csv"
 H.spit(csv_path, "a,b\n1,2\n")
 local ckpt_path = dir .. "/w.ckpt"
@@ -171,6 +174,9 @@ local valid = {
   _ds_subset = {args = function() return DS(), core.tensor({1, 2}, {dtype = "int64"}) end},
   _read_csv = {args = function() return csv_path end},
   _read_idx = {args = function() return idx_path end},
+  _read_npy = {args = function() return npy_path end},
+  _read_npz = {args = function() return npz_path, {"x"} end},
+  _npz_members = {args = function() return npz_path end},
   read_idx = {args = function() return idx_path end},
   _tensor_bytes = {args = function() return T() end},
   _tensor_from_bytes = {args = function() return string.pack("<ff", 1, 2), "float32", {2} end},

@@ -7,9 +7,10 @@ local core = require "dlua.core"
 
 local M = {}
 
---- Returns {in_use, peak, cached, allocs, system_allocs, frees, limit}.
+--- Returns {in_use, peak, cached, allocs, system_allocs, frees, mapped, limit}.
 -- `system_allocs` counts allocations that went to the system: in a steady
--- state loop it stops growing.
+-- state loop it stops growing. `mapped` is the bytes of memory-mapped files
+-- that tensors view (data.npy): not in in_use, peak or the limit.
 -- @usage print(dl.memory.stats().peak)
 function M.stats()
   return core.memory_stats()

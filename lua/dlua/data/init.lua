@@ -9,7 +9,7 @@
 -- for any number of workers. See docs/api/data.md.
 --
 -- The package, by concern: dataset (datasets, subsets, splits, tensors),
--- readers (IDX, Fashion-MNIST, CSV), transforms (the C per-example
+-- readers (IDX, Fashion-MNIST, CSV), images (image files: folders, lists), transforms (the C per-example
 -- transforms), pipeline (stages and their checks, caches), iterator (a running
 -- pipeline, its statistics), worker (Lua map functions for the worker states),
 -- trace (dl.trace); check holds their argument checks.
@@ -20,6 +20,7 @@
 local util = require "dlua.util"
 local dataset = require "dlua.data.dataset"
 local readers = require "dlua.data.readers"
+local images = require "dlua.data.images"
 local transforms = require "dlua.data.transforms"
 local pipeline = require "dlua.data.pipeline"
 local iterator = require "dlua.data.iterator"
@@ -31,6 +32,7 @@ local M = {}
 M.Dataset, M.is_dataset, M.tensors = dataset.Dataset, dataset.is_dataset, dataset.tensors
 M.idx, M.fashion_mnist, M.csv, M.fashion_mnist_tensors = readers.idx, readers.fashion_mnist, readers.csv,
   readers.fashion_mnist_tensors
+M.images = images.images
 M.transforms = transforms.transforms
 M.Pipeline, M.is_pipeline = pipeline.Pipeline, pipeline.is_pipeline
 M.Iterator = iterator.Iterator

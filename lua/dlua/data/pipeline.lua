@@ -25,7 +25,7 @@ local AFTER_BATCH = {prefetch = true, workers = true, ["repeat"] = true, seed = 
 
 local function new_pipeline(source, stages, default_seed)
   return setmetatable({source = source, stages = stages, _default_seed = default_seed,
-    _pos = {epoch = 1, batch = 0}, _wait = 0}, Pipeline)
+    _pos = {epoch = 1, batch = 0}, _wait = 0, _skipped = 0}, Pipeline)
 end
 
 function M.is_pipeline(x) return getmetatable(x) == Pipeline end
@@ -401,6 +401,18 @@ function Pipeline:wait_time()
     live = st.wait + st.startup
   end
   return self._wait + live
+end
+
+--- p:skipped() -> examples its iterators have left out because the dataset's
+-- source could not read them (data.images with on_error = "skip"), counted
+-- each time one is met (once per epoch), and why the first was skipped.
+function Pipeline:skipped()
+  local n, why = self._skipped, self._first_skip
+  if self._it and self._it._h then
+    local st = self._it:stats()
+    n, why = n + st.skipped, why or st.first_skip
+  end
+  return n, why
 end
 
 function Pipeline:__tostring()

@@ -37,6 +37,8 @@ typedef struct {
   slot_state state;
   int64_t gen;                      /* batch held or being filled */
   int64_t nreal;                    /* real examples in it */
+  int64_t skipped;                  /* examples of it the source skipped */
+  char skip_msg[512];               /* why the first of them was */
   dl_tensor *t[DL_MAXFIELDS + 1];   /* one per output field, + weight */
   char err[768];
 } slot;
@@ -82,8 +84,8 @@ struct dl_pipe {
   plan *plans;
   /* statistics: stage times are summed by the workers, the rest by the consumer */
   _Atomic int64_t stage_ns[DL_PIPE_MAXTF + 2];
-  _Atomic int64_t skipped;           /* examples the source skipped */
-  char first_skip[512];              /* why the first was skipped (under lock) */
+  int64_t skipped;                   /* examples skipped in the batches taken (consumer's) */
+  char first_skip[512];              /* why the first was skipped */
   int64_t wait_ns, startup_ns, first_ret, last_ret, batches;
 };
 
@@ -247,6 +249,7 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
   }
   char msg[512];
   int64_t kept = 0;
+  s->skipped = 0;
   for (int64_t k = 0; k < n; k++) {
     int rc = dl_dataset_read(p->o.ds, pl->idx[first + k], &w->ex[kept], msg, sizeof msg);
     if (rc < 0) {
@@ -259,11 +262,7 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
       kept++;
       continue;
     }
-    if (atomic_fetch_add(&p->skipped, 1) == 0) {  /* the first skip's reason, kept for the statistics */
-      pthread_mutex_lock(&p->lock);
-      snprintf(p->first_skip, sizeof p->first_skip, "%s", msg);
-      pthread_mutex_unlock(&p->lock);
-    }
+    if (s->skipped++ == 0) snprintf(s->skip_msg, sizeof s->skip_msg, "%s", msg);
   }
   n = kept;                                  /* skipped rows were overwritten in place: ex[0..kept) are read */
   release_plan(p, pl);
@@ -595,8 +594,11 @@ static dl_tensor *hand_out(dl_ctx *ctx, const dl_pipe *p, dl_tensor *t, int64_t 
   return dl_view_new(ctx, t, t->ndim, shape, t->stride, t->offset);
 }
 
-/* gives slot s back to the workers and moves on to the next batch */
+/* gives slot s back to the workers and moves on to the next batch; counts its skips */
 static void free_slot(dl_pipe *p, slot *s) {
+  if (s->skipped > 0 && p->skipped == 0) snprintf(p->first_skip, sizeof p->first_skip, "%s", s->skip_msg);
+  p->skipped += s->skipped;
+  s->skipped = 0;
   pthread_mutex_lock(&p->lock);
   s->state = SLOT_FREE;
   p->cons_gen++;
@@ -678,7 +680,7 @@ void dl_pipe_position(const dl_pipe *p, int64_t *epoch, int64_t *batch) {
   *batch = p->cons_gen % p->per_epoch;
 }
 
-void dl_pipe_get_stats(dl_pipe *p, dl_pipe_stats *s) {
+void dl_pipe_get_stats(const dl_pipe *p, dl_pipe_stats *s) {
   memset(s, 0, sizeof *s);
   s->batches = p->batches;
   s->wait_s = 1e-9 * (double)p->wait_ns;
@@ -692,10 +694,6 @@ void dl_pipe_get_stats(dl_pipe *p, dl_pipe_stats *s) {
     s->stage_s[i] = 1e-9 * (double)atomic_load_explicit(&p->stage_ns[i], memory_order_relaxed);
   s->workers = p->o.workers;
   s->prefetch = p->o.prefetch;
-  s->skipped = atomic_load(&p->skipped);
-  if (s->skipped > 0) {
-    pthread_mutex_lock(&p->lock);
-    snprintf(s->first_skip, sizeof s->first_skip, "%s", p->first_skip);
-    pthread_mutex_unlock(&p->lock);
-  }
+  s->skipped = p->skipped;
+  if (s->skipped > 0) snprintf(s->first_skip, sizeof s->first_skip, "%s", p->first_skip);
 }

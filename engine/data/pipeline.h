@@ -117,10 +117,11 @@ typedef struct {
   const char *stage[DL_PIPE_MAXTF + 2];
   double stage_s[DL_PIPE_MAXTF + 2];  /* summed over workers */
   int workers, prefetch;
-  int64_t skipped;                   /* examples the source skipped (on_error = "skip"), never handed out */
+  int64_t skipped;                   /* examples the source skipped (on_error = "skip") in the batches
+                                      * handed out so far (or passed over: all skipped) */
   char first_skip[512];              /* why the first of them was skipped */
 } dl_pipe_stats;
 
-void dl_pipe_get_stats(dl_pipe *p, dl_pipe_stats *s);
+void dl_pipe_get_stats(const dl_pipe *p, dl_pipe_stats *s);
 
 #endif

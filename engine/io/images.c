@@ -124,7 +124,7 @@ static int decode_png(const void *data, size_t n, const char *name, int channels
   size_t len = 0;
   /* ancillary chunks are bounded (text, ICC profiles): 16 MiB each, 64 MiB together */
   spng_set_chunk_limits(c, (size_t)1 << 24, (size_t)1 << 26);
-  spng_set_image_limits(c, DL_IMAGE_MAX_SIDE, DL_IMAGE_MAX_SIDE);
+  spng_set_image_limits(c, 0x7fffffffu, 0x7fffffffu);   /* the PNG maximum: check_size below says more */
   if ((e = spng_set_png_buffer(c, data, n)) != 0 || (e = spng_get_ihdr(c, &ihdr)) != 0) {
     fail(err, errlen, name, "corrupt PNG header: %s", spng_strerror(e));
     goto done;

@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define DL_IMAGE_MAX_SIDE 65535             /* pixels, height or width */
-#define DL_IMAGE_MAX_PIXELS (1LL << 28)     /* height x width, default limit */
+#define DL_IMAGE_MAX_PIXELS (1LL << 27)     /* height x width, default limit (134M) */
 #define DL_IMAGE_MAX_FILE (1LL << 30)       /* bytes of one image file */
 
 typedef enum { DL_IMAGE_UNKNOWN, DL_IMAGE_PNG, DL_IMAGE_JPEG } dl_image_format;

@@ -123,6 +123,7 @@ dl_source *dl_imagefiles_new(dl_ctx *ctx, const char *root, int64_t n, const cha
   files *f = calloc(1, sizeof *f);
   if (!f) goto oom;
   f->o = *o;
+  if (!root[0]) root = ".";                      /* "" + "/" + path would be absolute */
   f->root = malloc(strlen(root) + 1);
   f->blob = malloc(total ? total : 1);
   f->at = malloc((size_t)(n ? n : 1) * sizeof *f->at);

@@ -239,6 +239,22 @@ describe("data.images bad files", function()
     assert.error_matches(function() ds:get(3) end, "empty%.png': empty file")
   end)
 
+  it("caches decoded images, and refuses to cache a source with skipped examples", function()
+    write_list(d .. "/l.csv", {"good.png,1", "good.png,2", "good.png,3"})
+    local ds = data.images{list = d .. "/l.csv"}
+    local plain = fingerprint(ds:map(T.scale(1 / 255)):batch(2))
+    local p = ds:map(T.scale(1 / 255)):cache(d .. "/c.cache"):batch(2)
+    assert.are.same(plain, fingerprint(p))
+    assert.are.equal("built", p:cache_info().status)
+    local again = ds:map(T.scale(1 / 255)):cache(d .. "/c.cache"):batch(2)
+    assert.are.same(plain, fingerprint(again))
+    assert.are.equal("loaded", again:cache_info().status)
+    write_list(d .. "/l.csv", {"good.png,1", "text.png,2"})
+    local bad = data.images{list = d .. "/l.csv", on_error = "skip"}
+    assert.error_matches(function() bad:cache(d .. "/c2.cache"):batch(2):iter() end,
+      "cache: 1 examples could not be read %(the first: images: '.*text%.png': not a PNG or JPEG file")
+  end)
+
   it("fails when every example is skipped", function()
     write_list(d .. "/l.csv", {"empty.png,1", "text.png,1"})
     local ds = data.images{list = d .. "/l.csv", on_error = "skip"}

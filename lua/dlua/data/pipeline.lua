@@ -291,6 +291,11 @@ local function resolve_cache(p, s, level)
           end
         end
       end
+      local skipped, why = builder:skipped()
+      if skipped > 0 then
+        errorf(level, "cache: %d examples could not be read (the first: %s); a cache holds every example of its" ..
+          " source, so fix or remove those files, or use on_error = \"fail\" to find them", skipped, why)
+      end
       local names, ts = {}, {}
       for k in pairs(parts) do names[#names + 1] = k end
       table.sort(names)

@@ -612,11 +612,18 @@ int dl_pipe_next(dl_ctx *ctx, dl_pipe *p, dl_batch *out) {
     dl_fail(ctx, "pipeline: stopped after an earlier error");
     return -1;
   }
-  int64_t t0 = dl_trace_now(), t1;
+  int64_t t0 = dl_trace_now(), t1, empty = 0;
   slot *s;
   for (;;) {                                   /* batches whose every example was skipped are passed over */
     int64_t g = p->cons_gen;
     if (g >= p->end_gen) return 0;
+    if (empty > 0 && empty >= p->per_epoch) {  /* a whole epoch of nothing: an endless pipeline would spin */
+      dl_fail(ctx, "pipeline: no example of a whole epoch (%lld batches, up to epoch %lld) could be read; the "
+              "first skipped: %s", (long long)p->per_epoch, (long long)(g / p->per_epoch), p->first_skip);
+      p->dead = 1;
+      dl_pipe_stop(p);
+      return -1;
+    }
     s = &p->slots[g % p->nslots];
     if (p->o.workers == 0) {
       s->gen = g;
@@ -629,6 +636,7 @@ int dl_pipe_next(dl_ctx *ctx, dl_pipe *p, dl_batch *out) {
     }
     if (s->state == SLOT_FAILED || s->nreal > 0) break;
     free_slot(p, s);
+    empty++;
   }
   int64_t g = p->cons_gen;
   t1 = dl_trace_now();

@@ -146,6 +146,14 @@ describe("data.images ImageFolder layout", function()
     assert.are.equal(1, (p:skipped()))
   end)
 
+  it("does not follow a symbolic link back up the tree round in circles", function()
+    local e = H.tmpdir("images-loop")
+    os.execute("mkdir -p " .. H.shquote(e .. "/a/sub") .. " && cp " .. H.shquote(FX .. "/ok/RGB.png") .. " " ..
+      H.shquote(e .. "/a/sub/x.png") .. " && ln -s .. " .. H.shquote(e .. "/a/sub/up"))
+    local ds = data.images{dir = e}
+    assert.are.equal(1, #ds)                         -- a/sub/x.png; a/sub/up leads back to a, already on the way
+  end)
+
   it("refuses what is not a class tree", function()
     assert.error_matches(function() data.images{dir = d .. "/cat"} end,
       "images: '" .. escape(d) .. "/cat' has no class sub%-folders")
@@ -253,6 +261,18 @@ describe("data.images bad files", function()
     local bad = data.images{list = d .. "/l.csv", on_error = "skip"}
     assert.error_matches(function() bad:cache(d .. "/c2.cache"):batch(2):iter() end,
       "cache: 1 examples could not be read %(the first: images: '.*text%.png': not a PNG or JPEG file")
+  end)
+
+  it("fails, rather than spinning, when a whole epoch of an endless shard is skipped", function()
+    write_list(d .. "/l.csv", {"good.png,1", "text.png,2", "good.png,3", "empty.png,4"})
+    local ds = data.images{list = d .. "/l.csv", on_error = "skip"}
+    local it_ = ds:shard{rank = 1, world = 2}:batch(1):workers(2):iter{epochs = math.huge, warn = false}
+    assert.error_matches(function() it_() end,
+      "pipeline: no example of a whole epoch %(2 batches, up to epoch 1%) could be read; the first skipped: images: ")
+    -- the other shard reads, and shards split the files as they split any dataset
+    local labels = {}
+    for b in ds:shard{rank = 0, world = 2}:batch(1):iter{epochs = 2, warn = false} do labels[#labels + 1] = b.label[1]:item() end
+    assert.are.same({1, 3, 1, 3}, labels)
   end)
 
   it("fails when every example is skipped", function()

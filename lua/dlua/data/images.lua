@@ -50,17 +50,24 @@ local function entries(dir)
   return out
 end
 
--- the image files under dir/rel (recursively, sorted), appended to out as paths relative to root
-local function walk(root, rel, set, out)
+-- the image files under dir/rel (recursively, sorted), appended to out as paths relative to
+-- root; seen holds the directories (device:inode) on the way down, so a symbolic link back
+-- up is not followed round in circles
+local function walk(root, rel, set, out, seen)
+  local here = lfs.attributes(root .. "/" .. rel)
+  local key = here and here.dev .. ":" .. here.ino
+  if not key or seen[key] then return end
+  seen[key] = true
   for _, name in ipairs(entries(root .. "/" .. rel)) do
     local r = rel .. "/" .. name
     local mode = lfs.attributes(root .. "/" .. r, "mode")
     if mode == "directory" then
-      walk(root, r, set, out)
+      walk(root, r, set, out, seen)
     elseif mode ~= nil and has_extension(name, set) then   -- FIFOs and the like too: refused when read
       out[#out + 1] = r
     end
   end
+  seen[key] = nil
 end
 
 -- ImageFolder: dir/<class>/... -> paths, labels, classes
@@ -77,7 +84,7 @@ local function folder(dir, set, ext_list)
   end
   for c, name in ipairs(classes) do
     local before = #paths
-    walk(dir, name, set, paths)
+    walk(dir, name, set, paths, {})
     if #paths == before then
       errorf(3, "images: class folder '%s/%s' has no image files (extensions: %s)", dir, name, ext_list)
     end

@@ -247,7 +247,7 @@ static int dataset_ds_images(lua_State *L) {
   o.skip = lua_toboolean(L, 5);
   o.max_pixels = lt_optinteger(L, 6, "max_pixels", 0);
   lt_checkargs(L, 6);
-  int64_t n = lt_snapshot(L, 2, 2, INT32_MAX);
+  int64_t n = lt_snapshot(L, 2, 2, 1 << 26);       /* 67M files */
   int snap = lua_gettop(L);
   const char **paths = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *paths, 0);   /* the GC frees it */
   for (int64_t i = 0; i < n; i++) {

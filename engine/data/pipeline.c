@@ -38,6 +38,14 @@ typedef struct {
   int64_t gen;                      /* batch held or being filled */
   int64_t nreal;                    /* real examples in it */
   int64_t skipped;                  /* examples of it the source skipped */
+  struct {                          /* unbatched: a field whose shape differs from the first example's */
+    int used;
+    dl_dtype dtype;
+    int ndim;
+    int64_t shape[DL_MAXDIM];
+    void *buf;                      /* malloc'd by the worker, copied into a tensor by the consumer */
+    size_t cap;
+  } var[DL_MAXFIELDS];
   char skip_msg[512];               /* why the first of them was */
   dl_tensor *t[DL_MAXFIELDS + 1];   /* one per output field, + weight */
   char err[768];
@@ -282,8 +290,28 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
         return collate_fail(s->err, sizeof s->err, ex, epoch, msg);
       }
       const dl_exfield *f = &ex->f[i];
-      if (f->dtype != p->dtype[j] || f->ndim != p->ndim[j] ||
-          memcmp(f->shape, p->shape[j], sizeof(int64_t) * (size_t)f->ndim)) {
+      int differs = f->dtype != p->dtype[j] || f->ndim != p->ndim[j] ||
+                    memcmp(f->shape, p->shape[j], sizeof(int64_t) * (size_t)f->ndim);
+      s->var[j].used = 0;
+      if (differs && p->o.batch == 0) {       /* one example per slot: any shape (images of their own sizes) */
+        size_t bytes = (size_t)dl_exfield_numel(f) * dl_dtype_size(f->dtype);
+        if (bytes > s->var[j].cap) {
+          void *grown = realloc(s->var[j].buf, bytes);
+          if (!grown) {
+            snprintf(msg, sizeof msg, "out of memory for field '%s' (%zu bytes)", f->name, bytes);
+            return collate_fail(s->err, sizeof s->err, ex, epoch, msg);
+          }
+          s->var[j].buf = grown;
+          s->var[j].cap = bytes;
+        }
+        if (bytes) memcpy(s->var[j].buf, f->data, bytes);
+        s->var[j].used = 1;
+        s->var[j].dtype = f->dtype;
+        s->var[j].ndim = f->ndim;
+        memcpy(s->var[j].shape, f->shape, sizeof s->var[j].shape);
+        continue;
+      }
+      if (differs) {
         char a[96], e[96];
         dl_shape_str(f->shape, f->ndim, a, sizeof a);
         dl_shape_str(p->shape[j], p->ndim[j], e, sizeof e);
@@ -560,8 +588,10 @@ void dl_pipe_free(dl_pipe *p) {
   if (!p) return;
   p->joined = 0;                      /* join whatever was started */
   dl_pipe_stop(p);
-  for (int i = 0; p->slots && i < p->nslots; i++)
+  for (int i = 0; p->slots && i < p->nslots; i++) {
     for (int j = 0; j < DL_MAXFIELDS + 1; j++) dl_tensor_release(p->slots[i].t[j]);
+    for (int j = 0; j < DL_MAXFIELDS; j++) free(p->slots[i].var[j].buf);
+  }
   for (int i = 0; p->w && i < p->nworkers; i++) {
     for (int64_t k = 0; p->w[i].ex && k < p->rows; k++) dl_example_free(&p->w[i].ex[k]);
     free(p->w[i].ex);
@@ -585,7 +615,14 @@ void dl_batch_release(dl_batch *b) {
   b->n = 0;
 }
 
-static dl_tensor *hand_out(dl_ctx *ctx, const dl_pipe *p, dl_tensor *t, int64_t nreal) {
+static dl_tensor *hand_out(dl_ctx *ctx, const dl_pipe *p, const slot *s, int j) {
+  dl_tensor *t = s->t[j];
+  int64_t nreal = s->nreal;
+  if (p->o.batch == 0 && j < DL_MAXFIELDS && s->var[j].used) {   /* an example of its own shape */
+    dl_tensor *o = dl_tensor_new_empty(ctx, s->var[j].dtype, s->var[j].ndim, s->var[j].shape);
+    if (o) memcpy(o->st->data, s->var[j].buf, (size_t)dl_numel(o) * dl_dtype_size(o->dtype));
+    return o;
+  }
   if (p->o.batch == 0)                          /* one example: drop the batch dimension */
     return dl_view_new(ctx, t, t->ndim - 1, t->shape + 1, t->stride + 1, t->offset);
   int64_t shape[DL_MAXDIM];
@@ -651,7 +688,7 @@ int dl_pipe_next(dl_ctx *ctx, dl_pipe *p, dl_batch *out) {
   out->batch = g % p->per_epoch;
   for (int j = 0; j < p->nout + p->weight; j++) {
     out->names[j] = p->names[j];
-    out->t[j] = hand_out(ctx, p, s->t[j], s->nreal);
+    out->t[j] = hand_out(ctx, p, s, j);
     if (!out->t[j]) goto oom;
     out->n = j + 1;
   }

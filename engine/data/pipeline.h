@@ -25,6 +25,10 @@
  * stage), and shuffles are keyed by (seed, epoch): which worker produces a
  * batch, or when, never changes its contents. Batches do not cross epochs.
  *
+ * Shapes: batching needs every example's field to have the first example's
+ * dtype and shape (else the batch fails naming both); without batching
+ * (batch 0) each example keeps its own shape (images of different sizes).
+ *
  * Skips: an example the dataset's source skips (an unreadable image under
  * on_error = "skip") is left out of its batch, which comes out shorter (or
  * padded with weight-0 copies under pad); a batch with no example left is

@@ -3,9 +3,9 @@ pixels PIL gives for them (the reference), as a Lua table.
 
     /usr/bin/python3 tests/lua/images_fixtures.py OUT_DIR
 
-OUT_DIR/ok/<name>.<png|jpg>: one small image per mode (L, RGB, P, P with
-transparency, RGBA, LA, 1, I;16, gray and RGB JPEG, progressive JPEG, an
-interlaced PNG); OUT_DIR/expected.lua returns {name = {file =, h =, w =,
+OUT_DIR/ok/<name>.<png|jpg>: one small image (9 x 13) per mode (L, RGB, P, P
+with transparency, RGBA, LA, 1, I;16, gray and RGB JPEG, progressive JPEG, an
+interlaced PNG) and a 4 x 6 RGB one; OUT_DIR/expected.lua returns {name = {file =, h =, w =,
 rgb = {...}, gray = {...}}} with the planar [C, H, W] values PIL's
 convert("RGB") and convert("L") give, except for I;16, whose reference is the
 16-bit samples PIL read shifted right by 8 (PIL's own conversion clips them
@@ -48,6 +48,7 @@ images["jpeg_L"] = (Image.fromarray(smooth(1)[..., 0], "L"), "jpg", {"quality": 
 images["jpeg_RGB"] = (Image.fromarray(smooth(3), "RGB"), "jpg", {"quality": 85})
 images["jpeg_444"] = (Image.fromarray(smooth(3), "RGB"), "jpg", {"quality": 95, "subsampling": 0})
 images["jpeg_progressive"] = (Image.fromarray(smooth(3), "RGB"), "jpg", {"quality": 80, "progressive": True})
+images["small"] = (Image.fromarray(rng.integers(0, 256, (4, 6, 3), dtype=np.uint8), "RGB"), "png", {})
 
 
 def planar(a):
@@ -69,7 +70,8 @@ for name, (img, ext, kw) in images.items():
         rgb, gray = planar(np.stack([v, v, v], 2)), planar(v)
     else:
         rgb, gray = planar(back.convert("RGB")), planar(back.convert("L"))
-    lines.append('  ["%s"] = {file = "%s", mode = "%s", h = %d, w = %d,' % (name, name + "." + ext, back.mode, H, W))
+    lines.append('  ["%s"] = {file = "%s", mode = "%s", h = %d, w = %d,' % (name, name + "." + ext, back.mode,
+                                                                      back.height, back.width))
     lines.append("    rgb = {%s}," % ",".join(map(str, rgb)))
     lines.append("    gray = {%s}}," % ",".join(map(str, gray)))
 lines.append("}")

@@ -84,6 +84,25 @@ describe("data.images decoding", function()
     for i = 1, #ds do assert.are.equal(core._tensor_bytes(ds:get(i).image), got[i]) end
   end)
 
+  it("gives each example its own size without batch, and names both shapes when a batch needs one", function()
+    local ds = data.images{list = list}
+    for _, workers in ipairs({0, 2}) do
+      local i = 0
+      for e in ds:workers(workers):iter{warn = false} do
+        i = i + 1
+        local x = EXPECTED[NAMES[i]]
+        assert.are.same({3, x.h, x.w}, e.image:shape())
+        assert.are.same(x.rgb, e.image:reshape(-1):totable())
+      end
+      assert.are.equal(#NAMES, i)
+    end
+    local small = 0
+    for i, k in ipairs(NAMES) do if k == "small" then small = i end end
+    assert.error_matches(function() for _ in ds:batch(#NAMES):iter() do end end,
+      "pipeline: batching failed on example " .. small .. " %(epoch 1%): field 'image' is uint8 %[3, 4, 6%], " ..
+      "the first example's was uint8 %[3, 9, 13%]")
+  end)
+
   it("sniffs the format from the bytes, not the name", function()
     local d = H.tmpdir("images-sniff")
     os.execute("cp " .. H.shquote(FX .. "/ok/RGB.png") .. " " .. H.shquote(d .. "/really_png.jpg"))
@@ -383,7 +402,7 @@ describe("data.images decoding happens on the worker threads", function()
     local path = H.tmpdir("images-trace") .. "/trace.json"
     dl.trace.start(path)
     local n = 0
-    for _ in ds:map(T.random_crop(8)):batch(2):workers(2):iter{warn = false} do n = n + 1 end
+    for _ in ds:map(T.random_crop(4)):batch(2):workers(2):iter{warn = false} do n = n + 1 end
     dl.trace.stop()
     local doc = json.decode(H.slurp(path))
     local threads, reads = {}, {}

@@ -2,7 +2,8 @@
  * uint8 [C, H, W], and the reading of an image file's bytes.
  *
  * Both decoders write interleaved RGB rows (H, W, 3) into a scratch buffer;
- * the last step converts to the channels asked for and to planar order.
+ * the last step converts to the channels asked for and to planar order. A
+ * gray source asked for 1 channel is decoded straight into the output.
  * Sizes come from the headers and are checked against the limits before the
  * scratch or the output is allocated. The conventions (what happens to gray,
  * palette, alpha, 16-bit samples) are in images.h.
@@ -96,6 +97,18 @@ static int decode_jpeg(const void *data, size_t n, const char *name, int channel
     goto done;
   }
   if (check_size(h, w, max_pixels, "JPEG", name, err, errlen) < 0) goto done;
+  if (cs == TJCS_GRAY && channels == 1) {      /* straight into the output: luma of gray is the gray */
+    unsigned char *out = alloc(user, 1, h, w);
+    if (!out) {
+      fail(err, errlen, name, "out of memory for a 1 x %d x %d image", h, w);
+      goto done;
+    }
+    if (tjDecompress2(tj, data, (unsigned long)n, out, w, 0, h, TJPF_GRAY, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) < 0)
+      fail(err, errlen, name, "corrupt or truncated JPEG data: %s", tjGetErrorStr2(tj));
+    else
+      rc = 0;
+    goto done;
+  }
   rgb = malloc((size_t)h * (size_t)w * 3);
   if (!rgb) {
     fail(err, errlen, name, "out of memory for a %d x %d JPEG image", h, w);
@@ -130,6 +143,23 @@ static int decode_png(const void *data, size_t n, const char *name, int channels
     goto done;
   }
   if (check_size(ihdr.height, ihdr.width, max_pixels, "PNG", name, err, errlen) < 0) goto done;
+  if (channels == 1 && ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth <= 8) {
+    /* straight into the output (low bit depths scaled to 0..255 by libspng): luma of gray is the gray */
+    if ((e = spng_decoded_image_size(c, SPNG_FMT_G8, &len)) != 0 || len != (size_t)ihdr.height * ihdr.width) {
+      fail(err, errlen, name, "PNG cannot be decoded to gray: %s", e ? spng_strerror(e) : "unexpected size");
+      goto done;
+    }
+    unsigned char *out = alloc(user, 1, ihdr.height, ihdr.width);
+    if (!out) {
+      fail(err, errlen, name, "out of memory for a 1 x %u x %u image", ihdr.height, ihdr.width);
+      goto done;
+    }
+    if ((e = spng_decode_image(c, out, len, SPNG_FMT_G8, 0)) != 0)
+      fail(err, errlen, name, "corrupt or truncated PNG data: %s", spng_strerror(e));
+    else
+      rc = 0;
+    goto done;
+  }
   if ((e = spng_decoded_image_size(c, SPNG_FMT_RGB8, &len)) != 0) {
     fail(err, errlen, name, "PNG cannot be decoded to RGB: %s", spng_strerror(e));
     goto done;

@@ -309,7 +309,7 @@ describe("data.images bad files", function()
     local run_dir = H.tmpdir("images-train")
     local res = dl.train{
       model = dl.nn.Sequential{dl.nn.Flatten(), dl.nn.Linear(9 * 13, 2)},
-      loss = dl.nn.CrossEntropy(), optimizer = dl.optim.SGD{lr = 0.01},
+      loss = dl.nn.CrossEntropy(), optimizer = dl.optim.SGD{lr = 0.01},   -- (no params: it need not learn here)
       data = ds:map(T.scale(1 / 255)):batch(4):workers(1), steps = 4, log_every = 1, dir = run_dir, quiet = true,
     }
     assert.are.equal(2, res["data/skipped"])         -- 4 steps = 2 epochs, one skip each
@@ -438,6 +438,30 @@ describe("Fashion-MNIST as PNG files", function()
       assert.are.same(want, fingerprint(pipe(png[part], 2)))
       assert.are.same(want, fingerprint(pipe(png[part], 0)))
     end
+    -- hence the same training: the same losses and test accuracy, to the bit
+    local function train(src, dir)
+      dl.seed(11)
+      local model = dl.nn.Sequential{dl.nn.Flatten(), dl.nn.Linear(784, 32), dl.nn.ReLU(), dl.nn.Linear(32, 10)}
+      local res = dl.train{
+        model = model, loss = dl.nn.CrossEntropy(),
+        optimizer = dl.optim.SGD{params = model:parameters(), lr = 0.05, momentum = 0.9},
+        data = src.train:shuffle{seed = 3}:map(T.flip{}, T.scale(1 / 255)):batch(32):workers(2),
+        eval = {every = 20, sets = {test = src.test:map(T.scale(1 / 255))}},
+        steps = 40, log_every = 10, dir = dir, quiet = true,
+      }
+      local losses = {}
+      for line in H.slurp(dir .. "/metrics.jsonl"):gmatch("[^\n]+") do
+        local e = json.decode(line)
+        if e.split == "train" then losses[#losses + 1] = e.loss end
+      end
+      return res.metrics["test/accuracy"], losses
+    end
+    local acc_idx, loss_idx = train(idx, out .. "/run-idx")
+    local acc_png, loss_png = train(png, out .. "/run-png")
+    assert.are.equal(4, #loss_idx)
+    assert.are.same(loss_idx, loss_png)
+    assert.are.equal(acc_idx, acc_png)
+    assert.is_true(acc_idx > 0.4, "test accuracy " .. acc_idx)   -- it learns: 0.1 is chance
     -- the ImageFolder tree of the same files: the IDX classes, in order, with the same counts
     local folder = data.images{dir = out .. "/train", channels = 1}
     assert.are.equal(300, #folder)

@@ -276,6 +276,8 @@ describe("data.images bad files", function()
     local again = ds:map(T.scale(1 / 255)):cache(d .. "/c.cache"):batch(2)
     assert.are.same(plain, fingerprint(again))
     assert.are.equal("loaded", again:cache_info().status)
+    assert.error_matches(function() core._cache_save(d .. "/c3.cache", ds._ud, "fp") end,
+      "cache: '.*c3%.cache': the dataset's field 'image' is read from files, not held in memory")
     write_list(d .. "/l.csv", {"good.png,1", "text.png,2"})
     local bad = data.images{list = d .. "/l.csv", on_error = "skip"}
     assert.error_matches(function() bad:cache(d .. "/c2.cache"):batch(2):iter() end,

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs dlua's fuzzers (tests/fuzz; what and why: docs/reliability.md): the libFuzzer
-# harnesses of the file readers (checkpoint, idx, idx_gz, csv, cache, tar, npy, npz; clang,
+# harnesses of the file readers (checkpoint, idx, idx_gz, csv, cache, tar, npy, npz, png, jpeg; clang,
 # -fsanitize=fuzzer,address,undefined) and the Lua API fuzzer (tests/fuzz/api_fuzz.lua under
 # the ASan+UBSan build of dlua).
 #
@@ -11,7 +11,7 @@
 #                                    number of runs with -seed=1 from the committed seeds only,
 #                                    the API fuzzer 20000 calls with seed 1 (a call running
 #                                    Lua for 2 CPU seconds is a hang; 5 otherwise)
-#   options: --only LIST     harnesses to run, comma-separated (checkpoint,idx,idx_gz,csv,cache,tar,npy,npz,api)
+#   options: --only LIST     harnesses to run, comma-separated (checkpoint,idx,idx_gz,csv,cache,tar,npy,npz,png,jpeg,api)
 #            --api N         API fuzzer calls (0 skips it)
 #            --seed N        libFuzzer and API fuzzer seed (default 1)
 #            --jobs N        harnesses at once (default: the number of cores)
@@ -20,7 +20,7 @@
 #                            per source line and fuzzing goes on; each distinct report is a
 #                            finding; memory errors, leaks and timeouts still stop the harness
 #            --seeds         regenerate the committed seed corpora (tests/fuzz/corpus: gen_seeds.c, and
-#                            gen_npy_seeds.py with /usr/bin/python3 and numpy) and exit
+#                            gen_npy_seeds.py with /usr/bin/python3 and numpy, gen_image_seeds.py with PIL) and exit
 # Builds build-fuzz/ (CC=clang, -DDLUA_FUZZ=ON) and build-san/ when missing or stale.
 # Crash, leak, timeout and out-of-memory inputs land in build-fuzz/findings/<harness>/; the
 # working corpus is build-fuzz/corpus/<harness> (the committed seeds are only read).
@@ -29,7 +29,7 @@ set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
 
-budget="time=60" api=100000 call_limit=5 seed=1 only="checkpoint,csv,idx,idx_gz,cache,tar,npy,npz,api" ci=0 keep=0
+budget="time=60" api=100000 call_limit=5 seed=1 only="checkpoint,csv,idx,idx_gz,cache,tar,npy,npz,png,jpeg,api" ci=0 keep=0
 jobs=$(nproc 2>/dev/null || echo 2)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -62,6 +62,7 @@ if [ "${seeds_only:-0}" = 1 ]; then
   rm -rf tests/fuzz/corpus
   $fdir/fuzz_gen_seeds tests/fuzz/corpus
   /usr/bin/python3 tests/fuzz/gen_npy_seeds.py tests/fuzz/corpus
+  /usr/bin/python3 tests/fuzz/gen_image_seeds.py tests/fuzz/corpus
   echo "seeds written: $(find tests/fuzz/corpus -type f | wc -l) files under tests/fuzz/corpus"
   exit 0
 fi
@@ -77,6 +78,8 @@ ci_runs() {
     tar) echo 500000 ;;
     npy) echo 300000 ;;
     npz) echo 300000 ;;
+    png) echo 300000 ;;
+    jpeg) echo 250000 ;;
   esac
 }
 max_len() { [ "$1" = checkpoint ] && echo 16384 || echo 4096; }
@@ -128,7 +131,7 @@ run_harness() {
 harnesses="" run_api=0
 for h in $(echo "$only" | tr , ' '); do
   case "$h" in
-    checkpoint|idx|idx_gz|csv|cache|tar|npy|npz) harnesses="$harnesses $h" ;;
+    checkpoint|idx|idx_gz|csv|cache|tar|npy|npz|png|jpeg) harnesses="$harnesses $h" ;;
     api) run_api=1 ;;
     *) echo "fuzz.sh: no harness $h" >&2; exit 2 ;;
   esac

@@ -14,7 +14,8 @@ set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
       lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
-      chromium clang libclang-rt-14-dev tmux luarocks man-db"
+      chromium clang libclang-rt-14-dev tmux luarocks man-db
+      libturbojpeg0-dev libspng-dev python3-pil"
 case "${1:-}" in
   --bench) pkgs="$pkgs python3-torch python3-optuna python3-scipy" ;;
 esac

@@ -58,6 +58,12 @@ static int io_fail(dl_ctx *ctx) {
 }
 
 int dl_cache_write(dl_ctx *ctx, const char *path, const dl_dataset *ds, const char *fingerprint) {
+  for (int f = 0; f < ds->nfields; f++)
+    if (!ds->fields[f]) {
+      dl_fail(ctx, "cache: '%s': the dataset's field '%s' is read from files, not held in memory (a cache stores "
+              "the examples a pipeline produced)", path, ds->names[f]);
+      return -1;
+    }
   if (!little_endian()) {
     dl_fail(ctx, "cache: only little-endian hosts are supported");
     return -1;

@@ -11,7 +11,8 @@
 
 /* Writes ds (examples in order, their ids) and the fingerprint to path, via
  * a temporary file renamed into place. Format: docs/formats.md, "Pipeline
- * cache". Fails (-1, no file left behind) on I/O errors. */
+ * cache". Fails (-1, no file left behind) on I/O errors and on a dataset
+ * with a source's fields (not in memory). */
 int dl_cache_write(dl_ctx *ctx, const char *path, const dl_dataset *ds, const char *fingerprint);
 
 typedef enum { DL_CACHE_OK, DL_CACHE_MISSING, DL_CACHE_STALE, DL_CACHE_CORRUPT } dl_cache_status;

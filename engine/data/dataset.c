@@ -1,5 +1,6 @@
-/* dataset.c -- datasets (named fields over shared storage, subsets, seeded
- * splits) and the per-example field sets the transforms rewrite.
+/* dataset.c -- datasets (named fields over shared storage or read from a
+ * source, subsets, seeded splits), the per-example field sets the transforms
+ * rewrite, and reading one example.
  *
  * A dataset never copies rows: a subset or split is an index array over the
  * same tensors, and every example keeps the id of its row in the original
@@ -24,6 +25,7 @@ static dl_dataset *alloc_ds(dl_ctx *ctx) {
     return dl_fail(ctx, "dataset: out of memory");
   }
   atomic_init(&ds->refs, 1);
+  for (int i = 0; i < DL_MAXFIELDS; i++) ds->src_field[i] = -1;
   return ds;
 }
 
@@ -60,12 +62,53 @@ dl_dataset *dl_dataset_new(dl_ctx *ctx, int n, const char *const *names, dl_tens
   return ds;
 }
 
+dl_dataset *dl_dataset_new_source(dl_ctx *ctx, dl_source *src, int n, const char *const *names,
+                                  dl_tensor *const *fields, dl_tensor *ids) {
+  if (n < 0 || src->nfields + n > DL_MAXFIELDS)
+    return dl_fail(ctx, "dataset: %d fields, 1 to %d supported", src->nfields + n, DL_MAXFIELDS);
+  for (int i = 0; i < n; i++) {
+    if (fields[i]->ndim >= 1 && fields[i]->shape[0] != src->rows)
+      return dl_fail(ctx, "dataset: field '%s' has %lld examples but the source has %lld", names[i],
+                     (long long)fields[i]->shape[0], (long long)src->rows);
+    for (int k = 0; k < src->nfields; k++)
+      if (strcmp(names[i], src->names[k]) == 0) return dl_fail(ctx, "dataset: field '%s' given twice", names[i]);
+  }
+  if (ids && (ids->dtype != DL_I64 || ids->ndim != 1 || ids->shape[0] != src->rows || !dl_is_contiguous(ids)))
+    return dl_fail(ctx, "dataset: ids must be a contiguous int64 vector with one id per example");
+  dl_dataset *ds = NULL;
+  if (n > 0) {
+    ds = dl_dataset_new(ctx, n, names, fields, ids);
+    if (!ds) return NULL;
+  } else {
+    ds = alloc_ds(ctx);
+    if (!ds) return NULL;
+    ds->rows = ds->len = src->rows;
+    ds->ids = dl_tensor_retain(ids);
+  }
+  /* the source's fields first: move the tensors up */
+  int m = src->nfields;
+  for (int i = n - 1; i >= 0; i--) {
+    memcpy(ds->names[i + m], ds->names[i], DL_NAMELEN);
+    ds->fields[i + m] = ds->fields[i];
+  }
+  for (int k = 0; k < m; k++) {
+    memcpy(ds->names[k], src->names[k], DL_NAMELEN);
+    ds->fields[k] = NULL;
+    ds->src_field[k] = k;
+  }
+  ds->nfields = n + m;
+  ds->src = dl_source_retain(src);
+  return ds;
+}
+
 static dl_dataset *share(dl_ctx *ctx, dl_dataset *ds, int64_t n) {
   dl_dataset *s = alloc_ds(ctx);
   if (!s) return NULL;
   s->nfields = ds->nfields;
   memcpy(s->names, ds->names, sizeof s->names);
   for (int i = 0; i < ds->nfields; i++) s->fields[i] = dl_tensor_retain(ds->fields[i]);
+  memcpy(s->src_field, ds->src_field, sizeof s->src_field);
+  s->src = dl_source_retain(ds->src);
   s->ids = dl_tensor_retain(ds->ids);
   s->rows = ds->rows;
   s->len = n;
@@ -150,6 +193,7 @@ void dl_dataset_release(dl_dataset *ds) {
   if (!ds || atomic_fetch_sub(&ds->refs, 1) != 1) return;
   for (int i = 0; i < ds->nfields; i++) dl_tensor_release(ds->fields[i]);
   dl_tensor_release(ds->ids);
+  dl_source_release(ds->src);
   free(ds->index);
   free(ds);
 }
@@ -174,6 +218,15 @@ uint32_t dl_dataset_checksum(const dl_dataset *ds) {
   for (int f = 0; f < ds->nfields; f++) {
     const dl_tensor *t = ds->fields[f];
     crc = dl_crc32(crc, ds->names[f], strlen(ds->names[f]) + 1);
+    if (!t) {                                   /* a source's field: the source says what identifies a row */
+      const dl_source *src = ds->src;
+      int k = ds->src_field[f];
+      int32_t meta[2] = {(int32_t)src->dtype[k], src->ndim[k]};
+      crc = dl_crc32(crc, meta, sizeof meta);
+      crc = dl_crc32(crc, src->shape[k], sizeof(int64_t) * (size_t)src->ndim[k]);
+      for (int64_t i = 0; i < len; i++) crc = src->checksum(src, dl_dataset_row(ds, i), crc);
+      continue;
+    }
     int32_t meta[2] = {(int32_t)t->dtype, t->ndim};
     crc = dl_crc32(crc, meta, sizeof meta);
     crc = dl_crc32(crc, t->shape + 1, sizeof(int64_t) * (size_t)(t->ndim - 1));
@@ -252,6 +305,71 @@ void dl_example_commit(dl_example *ex, int i) {
   f->dtype = f->next_dtype;
   f->ndim = f->next_ndim;
   memcpy(f->shape, f->next_shape, sizeof f->shape);
+}
+
+int dl_dataset_read(const dl_dataset *ds, int64_t pos, dl_example *ex, char *err, size_t errlen) {
+  int64_t row = dl_dataset_row(ds, pos);
+  int slot[DL_MAXFIELDS];
+  ex->n = 0;
+  ex->index = pos;
+  ex->id = dl_dataset_id(ds, pos);
+  ex->skipped = 0;
+  for (int f = 0; f < ds->nfields; f++) {
+    const dl_tensor *t = ds->fields[f];
+    int i = dl_example_add(ex, ds->names[f]);
+    if (!t) {
+      slot[ds->src_field[f]] = i;
+      continue;
+    }
+    dl_exfield *e = &ex->f[i];
+    e->dtype = t->dtype;
+    e->ndim = t->ndim - 1;
+    for (int k = 1; k < t->ndim; k++) e->shape[k - 1] = t->shape[k];
+    size_t rb = (size_t)dl_exfield_numel(e) * dl_dtype_size(t->dtype);   /* a row of a checked tensor */
+    e->data = (const char *)dl_data(t) + (size_t)row * rb;
+  }
+  if (!ds->src) return 0;
+  err[0] = 0;
+  int rc = ds->src->read(ds->src, row, ex, slot, err, errlen);
+  if (rc == 1) ex->skipped = 1;
+  return rc < 0 ? -1 : rc;
+}
+
+/* ------------------------------------------------------------ sources */
+
+dl_source *dl_source_new(dl_ctx *ctx, int nfields, int64_t rows, void *state,
+                         int (*read)(const dl_source *, int64_t, dl_example *, const int *, char *, size_t),
+                         uint32_t (*checksum)(const dl_source *, int64_t, uint32_t), void (*destroy)(void *)) {
+  if (nfields < 1 || nfields > DL_MAXFIELDS || rows < 0) {
+    if (destroy) destroy(state);
+    return dl_fail(ctx, "source: %d fields and %lld rows (1 to %d fields, rows >= 0)", nfields, (long long)rows,
+                   DL_MAXFIELDS);
+  }
+  dl_source *s = calloc(1, sizeof *s);
+  if (!s) {
+    if (destroy) destroy(state);
+    ctx->oom = 1;
+    return dl_fail(ctx, "source: out of memory");
+  }
+  atomic_init(&s->refs, 1);
+  s->nfields = nfields;
+  s->rows = rows;
+  s->state = state;
+  s->read = read;
+  s->checksum = checksum;
+  s->destroy = destroy;
+  return s;
+}
+
+dl_source *dl_source_retain(dl_source *src) {
+  if (src) atomic_fetch_add(&src->refs, 1);
+  return src;
+}
+
+void dl_source_release(dl_source *src) {
+  if (!src || atomic_fetch_sub(&src->refs, 1) != 1) return;
+  if (src->destroy) src->destroy(src->state);
+  free(src);
 }
 
 void dl_example_free(dl_example *ex) {

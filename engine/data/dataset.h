@@ -1,7 +1,8 @@
-/* dataset.h -- a dataset: named fields of equal length held as tensors, with
- * the row ids that key each example's randomness, subsets and splits; one
- * example as it is being transformed (its fields, with scratch buffers reused
- * across examples).
+/* dataset.h -- a dataset: named fields of equal length held as tensors or
+ * read row by row from a source (files that stay on disk: image folders),
+ * with the row ids that key each example's randomness, subsets and splits;
+ * one example as it is being transformed (its fields, with scratch buffers
+ * reused across examples).
  * The transforms (transforms.h), the batch producer (pipeline.h) and the
  * offline cache (cache.h) build on it.
  */
@@ -17,14 +18,19 @@
 
 /* ------------------------------------------------------------ datasets */
 
+struct dl_source;
+
 /* A dataset: named fields of equal length, each a contiguous tensor whose
- * dimension 0 is the row, optionally viewed through an index (a subset).
- * Immutable once made; reference counted (pipelines hold one). */
+ * dimension 0 is the row or a field of a source (fields[f] NULL,
+ * src_field[f] its number in the source), optionally viewed through an index
+ * (a subset). Immutable once made; reference counted (pipelines hold one). */
 typedef struct dl_dataset {
   atomic_int refs;
   int nfields;
   char names[DL_MAXFIELDS][DL_NAMELEN];
-  dl_tensor *fields[DL_MAXFIELDS];   /* [rows, ...], contiguous, owned */
+  dl_tensor *fields[DL_MAXFIELDS];   /* [rows, ...], contiguous, owned; NULL: read from src */
+  struct dl_source *src;             /* reads the fields without a tensor; NULL: none (owned reference) */
+  int src_field[DL_MAXFIELDS];       /* field f is source field src_field[f]; -1: a tensor field */
   dl_tensor *ids;                    /* int64 [rows]: id of each row; NULL = the row number */
   int64_t rows;
   int64_t len;                       /* examples */
@@ -36,6 +42,12 @@ typedef struct dl_dataset {
  * than DL_MAXFIELDS, empty, long or duplicate names, a 0-d tensor, first
  * dimensions that differ (the message names both fields and sizes), memory. */
 dl_dataset *dl_dataset_new(dl_ctx *ctx, int n, const char *const *names, dl_tensor *const *fields, dl_tensor *ids);
+/* A dataset whose first fields are src's (read by src->read, row by row) and
+ * whose other n fields are tensors of src->rows rows (n may be 0). src is
+ * retained. Fails as dl_dataset_new does, and on a tensor whose rows are not
+ * src->rows or a name src has too. */
+dl_dataset *dl_dataset_new_source(dl_ctx *ctx, struct dl_source *src, int n, const char *const *names,
+                                  dl_tensor *const *fields, dl_tensor *ids);
 /* The examples index[0..n) (0-based, of ds) as a new dataset sharing ds's
  * storage. Fails on an index out of range (naming it) or memory. */
 dl_dataset *dl_dataset_new_subset(dl_ctx *ctx, dl_dataset *ds, int64_t n, const int64_t *index);
@@ -50,7 +62,8 @@ int64_t dl_dataset_row(const dl_dataset *ds, int64_t i);
 int64_t dl_dataset_id(const dl_dataset *ds, int64_t i);
 int dl_dataset_field(const dl_dataset *ds, const char *name);   /* index, or -1 */
 /* CRC-32 over the fields' names, dtypes, shapes and values and the ids, in
- * example order: what the offline cache compares to see a stale source. */
+ * example order (for a source's fields, what its checksum hook says of each
+ * row): what the offline cache compares to see a stale source. */
 uint32_t dl_dataset_checksum(const dl_dataset *ds);
 
 /* ------------------------------------------------------------ examples */
@@ -75,6 +88,7 @@ typedef struct {
   dl_exfield f[DL_MAXFIELDS];
   int64_t index;                     /* 0-based example of the source dataset */
   int64_t id;                        /* id for randomness */
+  int skipped;                       /* the source skipped it (unreadable, on_error = "skip") */
 } dl_example;
 
 int dl_example_find(const dl_example *ex, const char *name);    /* index, or -1 */
@@ -89,5 +103,51 @@ void *dl_example_begin(dl_example *ex, int i, dl_dtype d, int ndim, const int64_
 void dl_example_commit(dl_example *ex, int i);
 int64_t dl_exfield_numel(const dl_exfield *f);
 void dl_example_free(dl_example *ex);                 /* frees the scratch buffers */
+
+/* Reads example pos (0-based) of ds into ex: tensor fields point into the
+ * dataset, a source's fields are read into ex's scratch buffers. Returns 0;
+ * 1 when the source skips the row (ex->skipped set, err says why); -1 with
+ * err on a failure (the source's message: the file and why). Thread-safe for
+ * distinct ex; touches no dl_ctx. */
+int dl_dataset_read(const dl_dataset *ds, int64_t pos, dl_example *ex, char *err, size_t errlen);
+
+/* ------------------------------------------------------------ sources */
+
+/* A source: fields produced row by row by a reader, e.g. image files decoded
+ * on the pipeline's worker threads (lua_dataset.c's image folders). The
+ * examples of a field may differ in shape (shape[f][k] = -1 where they do)
+ * but not in dtype or number of dimensions.
+ *
+ * read(src, row, ex, slot, err, errlen) fills ex->f[slot[k]] (already added,
+ * empty) for every source field k with dl_example_begin/commit, and returns 0;
+ * 1 to skip the row (an unreadable file under on_error = "skip"; err says
+ * why); -1 with err on a failure. It runs on worker threads, concurrently for
+ * distinct rows: it must be thread-safe and must not touch a dl_ctx.
+ * checksum(src, row, crc) continues crc with what identifies row's contents
+ * (for image files: the path, size and modification time).
+ * destroy(state) frees state when the last reference goes. */
+typedef struct dl_source {
+  atomic_int refs;
+  int nfields;
+  char names[DL_MAXFIELDS][DL_NAMELEN];
+  dl_dtype dtype[DL_MAXFIELDS];
+  int ndim[DL_MAXFIELDS];
+  int64_t shape[DL_MAXFIELDS][DL_MAXDIM];   /* of one example; -1 where examples differ */
+  int64_t rows;
+  void *state;                       /* owned, freed by destroy */
+  int (*read)(const struct dl_source *src, int64_t row, dl_example *ex, const int *slot, char *err, size_t errlen);
+  uint32_t (*checksum)(const struct dl_source *src, int64_t row, uint32_t crc);
+  void (*destroy)(void *state);
+} dl_source;
+
+/* A source with one reference, over state (owned from now: destroyed on
+ * failure too) and the hooks; the caller fills names, dtype, ndim and shape
+ * for nfields fields. Fails on memory, nfields out of 1..DL_MAXFIELDS,
+ * rows < 0. */
+dl_source *dl_source_new(dl_ctx *ctx, int nfields, int64_t rows, void *state,
+                         int (*read)(const dl_source *, int64_t, dl_example *, const int *, char *, size_t),
+                         uint32_t (*checksum)(const dl_source *, int64_t, uint32_t), void (*destroy)(void *));
+dl_source *dl_source_retain(dl_source *src);
+void dl_source_release(dl_source *src);              /* NULL is a no-op */
 
 #endif

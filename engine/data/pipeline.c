@@ -14,8 +14,15 @@
  * Inside a batch the stages run stage by stage over all its examples, which
  * gives one trace span and one timing per stage and batch.
  *
- * It does not decode files (datasets are in memory), retry, or reorder
- * batches for speed.
+ * Reading an example is the dataset's business (dl_dataset_read): a row of
+ * its tensors, or a source's read (image files decoded here, on the worker
+ * threads). A row the source skips (on_error = "skip") is left out of its
+ * batch, which is then shorter (or padded, with weight 0); a batch left with
+ * no example is not handed out at all, and the skips are counted. The probe
+ * that learns the output fields reads its example on a thread of its own when
+ * there are workers, so the consumer's thread never decodes.
+ *
+ * It does not retry, or reorder batches for speed.
  */
 /* See LICENSE */
 #include "data/pipeline.h"
@@ -30,6 +37,16 @@ typedef struct {
   slot_state state;
   int64_t gen;                      /* batch held or being filled */
   int64_t nreal;                    /* real examples in it */
+  int64_t skipped;                  /* examples of it the source skipped */
+  struct {                          /* unbatched: a field whose shape differs from the first example's */
+    int used;
+    dl_dtype dtype;
+    int ndim;
+    int64_t shape[DL_MAXDIM];
+    void *buf;                      /* malloc'd by the worker, copied into a tensor by the consumer */
+    size_t cap;
+  } var[DL_MAXFIELDS];
+  char skip_msg[512];               /* why the first of them was */
   dl_tensor *t[DL_MAXFIELDS + 1];   /* one per output field, + weight */
   char err[768];
 } slot;
@@ -75,6 +92,8 @@ struct dl_pipe {
   plan *plans;
   /* statistics: stage times are summed by the workers, the rest by the consumer */
   _Atomic int64_t stage_ns[DL_PIPE_MAXTF + 2];
+  int64_t skipped;                   /* examples skipped in the batches taken (consumer's) */
+  char first_skip[512];              /* why the first was skipped */
   int64_t wait_ns, startup_ns, first_ret, last_ret, batches;
 };
 
@@ -185,25 +204,6 @@ static void release_plan(dl_pipe *p, plan *pl) {
 
 /* ------------------------------------------------------------ producing */
 
-/* example pos of the source: fields pointing into the dataset */
-static void read_example(const dl_pipe *p, dl_example *ex, int64_t pos) {
-  const dl_dataset *ds = p->o.ds;
-  int64_t row = dl_dataset_row(ds, pos);
-  ex->n = 0;
-  ex->index = pos;
-  ex->id = dl_dataset_id(ds, pos);
-  for (int f = 0; f < ds->nfields; f++) {
-    const dl_tensor *t = ds->fields[f];
-    int i = dl_example_add(ex, ds->names[f]);
-    dl_exfield *e = &ex->f[i];
-    e->dtype = t->dtype;
-    e->ndim = t->ndim - 1;
-    for (int k = 1; k < t->ndim; k++) e->shape[k - 1] = t->shape[k];
-    size_t rb = (size_t)dl_exfield_numel(e) * dl_dtype_size(t->dtype);   /* a row of a checked tensor */
-    e->data = (const char *)dl_data(t) + (size_t)row * rb;
-  }
-}
-
 /* the position that keys transform s (and names it): its place in the full list of maps */
 static int stage_no(const dl_pipe *p, int s) { return p->tf[s].stage >= 0 ? p->tf[s].stage : s; }
 
@@ -255,7 +255,24 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
     snprintf(s->err, sizeof s->err, "pipeline: out of memory for the order of epoch %lld", (long long)epoch + 1);
     return -1;
   }
-  for (int64_t k = 0; k < n; k++) read_example(p, &w->ex[k], pl->idx[first + k]);
+  char msg[512];
+  int64_t kept = 0;
+  s->skipped = 0;
+  for (int64_t k = 0; k < n; k++) {
+    int rc = dl_dataset_read(p->o.ds, pl->idx[first + k], &w->ex[kept], msg, sizeof msg);
+    if (rc < 0) {
+      release_plan(p, pl);
+      snprintf(s->err, sizeof s->err, "pipeline: reading example %lld (epoch %lld) failed: %s",
+               (long long)pl->idx[first + k] + 1, (long long)epoch + 1, msg);
+      return -1;
+    }
+    if (rc == 0) {
+      kept++;
+      continue;
+    }
+    if (s->skipped++ == 0) snprintf(s->skip_msg, sizeof s->skip_msg, "%s", msg);
+  }
+  n = kept;                                  /* skipped rows were overwritten in place: ex[0..kept) are read */
   release_plan(p, pl);
   int64_t t1 = dl_trace_now();
   atomic_fetch_add_explicit(&p->stage_ns[0], t1 - tb, memory_order_relaxed);
@@ -264,7 +281,6 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
   if (run_transforms(p, w->id, w->ex, n, epoch, ekey, s->err, sizeof s->err, tr ? tid : 0) < 0) return -1;
   /* collate into the slot */
   int64_t tc = dl_trace_now();
-  char msg[512];
   for (int64_t k = 0; k < n; k++) {
     const dl_example *ex = &w->ex[k];
     for (int j = 0; j < p->nout; j++) {
@@ -274,8 +290,28 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
         return collate_fail(s->err, sizeof s->err, ex, epoch, msg);
       }
       const dl_exfield *f = &ex->f[i];
-      if (f->dtype != p->dtype[j] || f->ndim != p->ndim[j] ||
-          memcmp(f->shape, p->shape[j], sizeof(int64_t) * (size_t)f->ndim)) {
+      int differs = f->dtype != p->dtype[j] || f->ndim != p->ndim[j] ||
+                    memcmp(f->shape, p->shape[j], sizeof(int64_t) * (size_t)f->ndim);
+      s->var[j].used = 0;
+      if (differs && p->o.batch == 0) {       /* one example per slot: any shape (images of their own sizes) */
+        size_t bytes = (size_t)dl_exfield_numel(f) * dl_dtype_size(f->dtype);
+        if (bytes > s->var[j].cap) {
+          void *grown = realloc(s->var[j].buf, bytes);
+          if (!grown) {
+            snprintf(msg, sizeof msg, "out of memory for field '%s' (%zu bytes)", f->name, bytes);
+            return collate_fail(s->err, sizeof s->err, ex, epoch, msg);
+          }
+          s->var[j].buf = grown;
+          s->var[j].cap = bytes;
+        }
+        if (bytes) memcpy(s->var[j].buf, f->data, bytes);
+        s->var[j].used = 1;
+        s->var[j].dtype = f->dtype;
+        s->var[j].ndim = f->ndim;
+        memcpy(s->var[j].shape, f->shape, sizeof s->var[j].shape);
+        continue;
+      }
+      if (differs) {
         char a[96], e[96];
         dl_shape_str(f->shape, f->ndim, a, sizeof a);
         dl_shape_str(p->shape[j], p->ndim[j], e, sizeof e);
@@ -294,7 +330,7 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
   if (p->weight) {
     float *wt = dl_data(s->t[p->nout]);
     for (int64_t k = 0; k < n; k++) wt[k] = 1.0f;
-    if (p->o.pad && n < p->rows) {               /* padding: copies of real rows, weight 0 */
+    if (p->o.pad && n > 0 && n < p->rows) {      /* padding: copies of real rows, weight 0 */
       for (int64_t k = n; k < p->rows; k++) {
         for (int j = 0; j < p->nout; j++) {
           char *base = dl_data(s->t[j]);
@@ -354,18 +390,61 @@ static int alloc_slot_tensors(dl_ctx *ctx, dl_pipe *p, slot *s) {
   return 0;
 }
 
+/* the probe's example: the first the source does not skip, read and transformed into
+ * p->w[0].ex[0]; runs on a thread of its own when there are workers (it may decode a file) */
+typedef struct {
+  dl_pipe *p;
+  int rc;
+  int64_t pos;                       /* the example read */
+  char err[768];
+} probe_job;
+
+static void *probe_main(void *arg) {
+  probe_job *j = arg;
+  dl_pipe *p = j->p;
+  dl_example *ex = &p->w[0].ex[0];
+  char msg[512] = "";
+  if (p->o.workers > 0) dl_fp_enter();
+  j->rc = -1;
+  for (j->pos = 0; j->pos < p->o.ds->len; j->pos++) {
+    int rc = dl_dataset_read(p->o.ds, j->pos, ex, msg, sizeof msg);
+    if (rc < 0) {
+      snprintf(j->err, sizeof j->err, "pipeline: reading example %lld failed: %s", (long long)j->pos + 1, msg);
+      return NULL;
+    }
+    if (rc == 0) break;
+  }
+  if (j->pos == p->o.ds->len) {
+    snprintf(j->err, sizeof j->err, "pipeline: every one of the %lld examples was skipped (the last: %s)",
+             (long long)p->o.ds->len, msg);
+    return NULL;
+  }
+  uint64_t ekey = mix(p->aug_key, (uint64_t)p->o.start_epoch);
+  if (run_transforms(p, 0, ex, 1, p->o.start_epoch, ekey, j->err, sizeof j->err, 0) < 0) return NULL;
+  j->rc = 0;
+  return NULL;
+}
+
 /* runs the transforms on one example to learn the output fields */
 static int probe(dl_ctx *ctx, dl_pipe *p) {
   dl_example *ex = &p->w[0].ex[0];
-  read_example(p, ex, 0);
-  char err[768];
-  uint64_t ekey = mix(p->aug_key, (uint64_t)p->o.start_epoch);
-  if (run_transforms(p, 0, ex, 1, p->o.start_epoch, ekey, err, sizeof err, 0) < 0) {
-    dl_fail(ctx, "%s", err);
+  probe_job job = {.p = p, .rc = -1};
+  if (p->o.workers > 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, probe_main, &job) != 0) {
+      dl_fail(ctx, "pipeline: cannot start the thread that reads the first example");
+      return -1;
+    }
+    pthread_join(t, NULL);
+  } else {
+    probe_main(&job);
+  }
+  if (job.rc < 0) {
+    dl_fail(ctx, "%s", job.err);
     return -1;
   }
   if (ex->n == 0) {
-    dl_fail(ctx, "pipeline: the transforms leave no fields (example 1)");
+    dl_fail(ctx, "pipeline: the transforms leave no fields (example %lld)", (long long)job.pos + 1);
     return -1;
   }
   p->nout = ex->n;
@@ -509,8 +588,10 @@ void dl_pipe_free(dl_pipe *p) {
   if (!p) return;
   p->joined = 0;                      /* join whatever was started */
   dl_pipe_stop(p);
-  for (int i = 0; p->slots && i < p->nslots; i++)
+  for (int i = 0; p->slots && i < p->nslots; i++) {
     for (int j = 0; j < DL_MAXFIELDS + 1; j++) dl_tensor_release(p->slots[i].t[j]);
+    for (int j = 0; j < DL_MAXFIELDS; j++) free(p->slots[i].var[j].buf);
+  }
   for (int i = 0; p->w && i < p->nworkers; i++) {
     for (int64_t k = 0; p->w[i].ex && k < p->rows; k++) dl_example_free(&p->w[i].ex[k]);
     free(p->w[i].ex);
@@ -534,7 +615,14 @@ void dl_batch_release(dl_batch *b) {
   b->n = 0;
 }
 
-static dl_tensor *hand_out(dl_ctx *ctx, const dl_pipe *p, dl_tensor *t, int64_t nreal) {
+static dl_tensor *hand_out(dl_ctx *ctx, const dl_pipe *p, const slot *s, int j) {
+  dl_tensor *t = s->t[j];
+  int64_t nreal = s->nreal;
+  if (p->o.batch == 0 && j < DL_MAXFIELDS && s->var[j].used) {   /* an example of its own shape */
+    dl_tensor *o = dl_tensor_new_empty(ctx, s->var[j].dtype, s->var[j].ndim, s->var[j].shape);
+    if (o) memcpy(o->st->data, s->var[j].buf, (size_t)dl_numel(o) * dl_dtype_size(o->dtype));
+    return o;
+  }
   if (p->o.batch == 0)                          /* one example: drop the batch dimension */
     return dl_view_new(ctx, t, t->ndim - 1, t->shape + 1, t->stride + 1, t->offset);
   int64_t shape[DL_MAXDIM];
@@ -543,26 +631,52 @@ static dl_tensor *hand_out(dl_ctx *ctx, const dl_pipe *p, dl_tensor *t, int64_t 
   return dl_view_new(ctx, t, t->ndim, shape, t->stride, t->offset);
 }
 
+/* gives slot s back to the workers and moves on to the next batch; counts its skips */
+static void free_slot(dl_pipe *p, slot *s) {
+  if (s->skipped > 0 && p->skipped == 0) snprintf(p->first_skip, sizeof p->first_skip, "%s", s->skip_msg);
+  p->skipped += s->skipped;
+  s->skipped = 0;
+  pthread_mutex_lock(&p->lock);
+  s->state = SLOT_FREE;
+  p->cons_gen++;
+  pthread_cond_broadcast(&p->can_fill);
+  pthread_mutex_unlock(&p->lock);
+}
+
 int dl_pipe_next(dl_ctx *ctx, dl_pipe *p, dl_batch *out) {
   memset(out, 0, sizeof *out);
   if (p->dead) {
     dl_fail(ctx, "pipeline: stopped after an earlier error");
     return -1;
   }
-  int64_t g = p->cons_gen;
-  if (g >= p->end_gen) return 0;
-  slot *s = &p->slots[g % p->nslots];
-  int64_t t0 = dl_trace_now();
-  if (p->o.workers == 0) {
-    s->gen = g;
-    s->state = produce(p, &p->w[0], s, g) < 0 ? SLOT_FAILED : SLOT_READY;
-  } else {
-    pthread_mutex_lock(&p->lock);
-    while (!((s->state == SLOT_READY || s->state == SLOT_FAILED) && s->gen == g))
-      pthread_cond_wait(&p->can_take, &p->lock);
-    pthread_mutex_unlock(&p->lock);
+  int64_t t0 = dl_trace_now(), t1, empty = 0;
+  slot *s;
+  for (;;) {                                   /* batches whose every example was skipped are passed over */
+    int64_t g = p->cons_gen;
+    if (g >= p->end_gen) return 0;
+    if (empty > 0 && empty >= p->per_epoch) {  /* a whole epoch of nothing: an endless pipeline would spin */
+      dl_fail(ctx, "pipeline: no example of a whole epoch (%lld batches, up to epoch %lld) could be read; the "
+              "first skipped: %s", (long long)p->per_epoch, (long long)(g / p->per_epoch), p->first_skip);
+      p->dead = 1;
+      dl_pipe_stop(p);
+      return -1;
+    }
+    s = &p->slots[g % p->nslots];
+    if (p->o.workers == 0) {
+      s->gen = g;
+      s->state = produce(p, &p->w[0], s, g) < 0 ? SLOT_FAILED : SLOT_READY;
+    } else {
+      pthread_mutex_lock(&p->lock);
+      while (!((s->state == SLOT_READY || s->state == SLOT_FAILED) && s->gen == g))
+        pthread_cond_wait(&p->can_take, &p->lock);
+      pthread_mutex_unlock(&p->lock);
+    }
+    if (s->state == SLOT_FAILED || s->nreal > 0) break;
+    free_slot(p, s);
+    empty++;
   }
-  int64_t t1 = dl_trace_now();
+  int64_t g = p->cons_gen;
+  t1 = dl_trace_now();
   if (p->o.trace) dl_trace_span(p->o.trace, "wait for input", "pipeline", DL_TRACE_MAIN_TID, t0, t1);
   if (s->state == SLOT_FAILED) {
     dl_fail(ctx, "%s", s->err);
@@ -574,7 +688,7 @@ int dl_pipe_next(dl_ctx *ctx, dl_pipe *p, dl_batch *out) {
   out->batch = g % p->per_epoch;
   for (int j = 0; j < p->nout + p->weight; j++) {
     out->names[j] = p->names[j];
-    out->t[j] = hand_out(ctx, p, s->t[j], s->nreal);
+    out->t[j] = hand_out(ctx, p, s, j);
     if (!out->t[j]) goto oom;
     out->n = j + 1;
   }
@@ -583,11 +697,7 @@ int dl_pipe_next(dl_ctx *ctx, dl_pipe *p, dl_batch *out) {
     s->t[j] = NULL;
   }
   if (alloc_slot_tensors(ctx, p, s) < 0) goto oom;
-  pthread_mutex_lock(&p->lock);
-  s->state = SLOT_FREE;
-  p->cons_gen++;
-  pthread_cond_broadcast(&p->can_fill);
-  pthread_mutex_unlock(&p->lock);
+  free_slot(p, s);
   int64_t t2 = dl_trace_now();
   if (p->batches == 0) {
     p->startup_ns = t1 - t0;
@@ -629,4 +739,6 @@ void dl_pipe_get_stats(const dl_pipe *p, dl_pipe_stats *s) {
     s->stage_s[i] = 1e-9 * (double)atomic_load_explicit(&p->stage_ns[i], memory_order_relaxed);
   s->workers = p->o.workers;
   s->prefetch = p->o.prefetch;
+  s->skipped = p->skipped;
+  if (s->skipped > 0) snprintf(s->first_skip, sizeof s->first_skip, "%s", p->first_skip);
 }

@@ -25,6 +25,16 @@
  * stage), and shuffles are keyed by (seed, epoch): which worker produces a
  * batch, or when, never changes its contents. Batches do not cross epochs.
  *
+ * Shapes: batching needs every example's field to have the first example's
+ * dtype and shape (else the batch fails naming both); without batching
+ * (batch 0) each example keeps its own shape (images of different sizes).
+ *
+ * Skips: an example the dataset's source skips (an unreadable image under
+ * on_error = "skip") is left out of its batch, which comes out shorter (or
+ * padded with weight-0 copies under pad); a batch with no example left is
+ * not handed out, and the position moves past it. Skips are counted in the
+ * statistics.
+ *
  * Threads: worker threads only read the dataset, write into batch buffers the
  * consumer allocated, and call transforms; they never touch a dl_ctx (their
  * errors go into per-batch messages the consumer raises). Everything else
@@ -111,6 +121,9 @@ typedef struct {
   const char *stage[DL_PIPE_MAXTF + 2];
   double stage_s[DL_PIPE_MAXTF + 2];  /* summed over workers */
   int workers, prefetch;
+  int64_t skipped;                   /* examples the source skipped (on_error = "skip") in the batches
+                                      * handed out so far (or passed over: all skipped) */
+  char first_skip[512];              /* why the first of them was skipped */
 } dl_pipe_stats;
 
 void dl_pipe_get_stats(const dl_pipe *p, dl_pipe_stats *s);

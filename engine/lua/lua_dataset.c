@@ -1,4 +1,5 @@
-/* lua_dataset.c -- binds datasets (engine/data/dataset.c), the IDX, CSV and NumPy readers,
+/* lua_dataset.c -- binds datasets (engine/data/dataset.c), image-file datasets
+ * (engine/data/imagefiles.c), the IDX, CSV and NumPy readers,
  * the offline cache and raw tensor bytes, as private functions of "dlua.core"
  * (dl.data in lua/dlua/data/ is the public face; read_idx is public).
  *
@@ -14,6 +15,7 @@
 #include "io/npz.h"
 #include "io/fileio.h"
 #include "data/cache.h"
+#include "data/imagefiles.h"
 
 #include <lauxlib.h>
 #include <string.h>
@@ -80,8 +82,37 @@ static int dataset_ds_get(lua_State *L) {
     return luaL_error(L, "get: index %I is out of range for a dataset of %I examples", (lua_Integer)given,
                       (lua_Integer)ds->len);
   int64_t row = dl_dataset_row(ds, i - 1);
+  dl_tensor *read[DL_MAXFIELDS] = {NULL};
+  if (ds->src) {                                 /* the source's fields are read (decoded) here, copied, freed */
+    dl_example ex;
+    memset(&ex, 0, sizeof ex);
+    char err[600];
+    int rc = dl_dataset_read(ds, i - 1, &ex, err, sizeof err), bad = 0;
+    for (int f = 0; rc == 0 && f < ds->nfields; f++) {
+      if (ds->fields[f]) continue;
+      const dl_exfield *e = &ex.f[dl_example_find(&ex, ds->names[f])];
+      read[f] = dl_tensor_new_empty(lt_ctx(L), e->dtype, e->ndim, e->shape);
+      if (!read[f]) bad = 1;
+      else memcpy(read[f]->st->data, e->data, (size_t)dl_exfield_numel(e) * dl_dtype_size(e->dtype));
+    }
+    dl_example_free(&ex);
+    if (rc != 0 || bad) {
+      for (int f = 0; f < ds->nfields; f++) dl_tensor_release(read[f]);
+      if (bad) return lt_raise_plain(L);
+      lua_pushfstring(L, "get: example %I: %s", (lua_Integer)i, err);
+      return lua_error(L);
+    }
+  }
   lua_createtable(L, 0, ds->nfields);
+  for (int f = 0; f < ds->nfields; f++) {        /* the tensors go into boxes first, so nothing leaks on a raise */
+    if (ds->fields[f]) continue;
+    lt_newbox(L);
+    lt_finish(L, read[f]);
+    read[f] = NULL;
+    lua_setfield(L, -2, ds->names[f]);
+  }
   for (int f = 0; f < ds->nfields; f++) {
+    if (!ds->fields[f]) continue;
     push_row(L, ds, f, row);
     lua_setfield(L, -2, ds->names[f]);
   }
@@ -95,15 +126,17 @@ static int dataset_ds_fields(lua_State *L) {
   lua_createtable(L, ds->nfields, 0);
   for (int f = 0; f < ds->nfields; f++) {
     dl_tensor *t = ds->fields[f];
+    int k = ds->src_field[f];                    /* a source's field: -1 where examples differ */
+    int nd = t ? t->ndim - 1 : ds->src->ndim[k];
     lua_createtable(L, 0, 3);
     lua_pushstring(L, ds->names[f]);
     lua_setfield(L, -2, "name");
-    lua_pushstring(L, dl_dtype_name(t->dtype));
+    lua_pushstring(L, dl_dtype_name(t ? t->dtype : ds->src->dtype[k]));
     lua_setfield(L, -2, "dtype");
-    lua_createtable(L, t->ndim - 1, 0);
-    for (int k = 1; k < t->ndim; k++) {
-      lua_pushinteger(L, t->shape[k]);
-      lua_rawseti(L, -2, k);
+    lua_createtable(L, nd, 0);
+    for (int d = 0; d < nd; d++) {
+      lua_pushinteger(L, t ? t->shape[d + 1] : ds->src->shape[k][d]);
+      lua_rawseti(L, -2, d + 1);
     }
     lua_setfield(L, -2, "shape");
     lua_rawseti(L, -2, f + 1);
@@ -181,6 +214,7 @@ static int dataset_ds_column(lua_State *L) {
   int f = dl_dataset_field(ds, name);
   if (f < 0) return luaL_error(L, "dataset has no field '%s'", name);
   dl_tensor *t = ds->fields[f];
+  if (!t) return luaL_error(L, "column: field '%s' is read from files when an example is read, not held in memory", name);
   if (!ds->index) return lt_push(L, dl_tensor_retain(t));
   int64_t shape[DL_MAXDIM];
   memcpy(shape, t->shape, sizeof shape);
@@ -203,6 +237,36 @@ static int dataset_ds_checksum(lua_State *L) {
 }
 
 /* ------------------------------------------------------------ readers */
+
+/* _ds_images(root, paths, labels, channels, skip [, max_pixels]) -> dataset: field image
+ * read from root/paths[i] (decoded when read), field label the int32 tensor labels */
+static int dataset_ds_images(lua_State *L) {
+  const char *root = luaL_checkstring(L, 1);
+  dl_tensor *labels = lt_check(L, 3);
+  dl_imagefiles_opts o = dl_imagefiles_defaults();
+  o.channels = (int)lt_checkinteger(L, 4, "channels");
+  luaL_checktype(L, 5, LUA_TBOOLEAN);
+  o.skip = lua_toboolean(L, 5);
+  o.max_pixels = lt_optinteger(L, 6, "max_pixels", 0);
+  lt_checkargs(L, 6);
+  int64_t n = lt_snapshot(L, 2, 2, 1 << 26);       /* 67M files */
+  int snap = lua_gettop(L);
+  const char **paths = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *paths, 0);   /* the GC frees it */
+  for (int64_t i = 0; i < n; i++) {
+    lua_rawgeti(L, snap, (lua_Integer)i + 1);
+    if (lua_type(L, -1) != LUA_TSTRING) lt_argerror(L, 2, "element %I is a %s, expected a path", (lua_Integer)i + 1, lt_typename(L, -1));
+    paths[i] = lua_tostring(L, -1);                /* the snapshot anchors it */
+    lua_pop(L, 1);
+  }
+  dataset_box *box = lt_new_dataset_box(L);
+  dl_source *src = dl_imagefiles_new(lt_ctx(L), root, n, paths, &o);
+  if (!src) return lt_raise_plain(L);
+  const char *names[1] = {"label"};
+  box->ds = dl_dataset_new_source(lt_ctx(L), src, 1, names, &labels, NULL);
+  dl_source_release(src);
+  if (!box->ds) return lt_raise_plain(L);
+  return 1;
+}
 
 /* the first limit records (all when limit < 0) of the IDX file at path, boxed on the stack */
 static int read_idx(lua_State *L, const char *path, int64_t limit, int plain) {
@@ -463,6 +527,7 @@ static const luaL_Reg dataset_funcs[] = {
   {"_ds_fields", dataset_ds_fields},
   {"_ds_get", dataset_ds_get},
   {"_ds_ids", dataset_ds_ids},
+  {"_ds_images", dataset_ds_images},
   {"_ds_len", dataset_ds_len},
   {"_ds_new", dataset_ds_new},
   {"_ds_split", dataset_ds_split},

@@ -602,6 +602,12 @@ static int pipeline_pipe_stats(lua_State *L) {
   lua_setfield(L, -2, "workers");
   lua_pushinteger(L, s.prefetch);
   lua_setfield(L, -2, "prefetch");
+  lua_pushinteger(L, s.skipped);
+  lua_setfield(L, -2, "skipped");
+  if (s.skipped > 0) {
+    lua_pushstring(L, s.first_skip);
+    lua_setfield(L, -2, "first_skip");
+  }
   lua_createtable(L, s.nstages, 0);
   for (int i = 0; i < s.nstages; i++) {
     lua_createtable(L, 0, 2);

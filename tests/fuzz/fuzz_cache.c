@@ -15,7 +15,7 @@
 
 #include "data/pipeline.h"
 #include "data/cache.h"
-#include "io/fileio.h"
+#include "io/fileio.h"   /* dl_crc32 */
 
 #define CHECK(cond, what)                                      \
   do {                                                         \

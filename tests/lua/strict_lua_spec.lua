@@ -67,6 +67,8 @@ local csv_path = dir .. "/two.csv"
 H.spit(csv_path, "a,b\n1,2\n3,4\n")
 local idx_path = dir .. "/three.idx"
 H.spit(idx_path, "\0\0\8\1" .. string.pack(">I4", 3) .. "abc")
+local images_list = dir .. "/images.csv"          -- data.images reads the files only when an example is read
+H.spit(images_list, "a.png,1\n")
 local ckpt_path = dir .. "/w.ckpt"
 dl.checkpoint.save(ckpt_path, {w = dl.ones(2)}, {step = "1"})
 local text_path = dir .. "/lines.txt"
@@ -126,6 +128,7 @@ local VALID = {
   ["dl.data.fashion_mnist"] = a(function() return {} end, false),
   ["dl.data.fashion_mnist_tensors"] = a(function() return {} end, false),
   ["dl.data.idx"] = a(function() return {images = idx_path} end),
+  ["dl.data.images"] = a(function() return {list = images_list} end),
   ["dl.data.is_dataset"] = a(function() return DS() end),
   ["dl.data.npy"] = a(function() return {x = npy_path} end),
   ["dl.data.npz"] = a(function() return {path = npz_path} end),
@@ -173,6 +176,7 @@ local VALID = {
   ["dl.data.Pipeline.summary"] = a(function() return P() end),
   ["dl.data.Pipeline.take"] = a(function() return P(), 1 end),
   ["dl.data.Pipeline.wait_time"] = a(function() return P() end),
+  ["dl.data.Pipeline.skipped"] = a(function() return P() end),
   ["dl.data.Pipeline.workers"] = a(function() return P(), 1 end),
   ["dl.data.transforms.cast"] = a(function() return "float64", {} end),
   ["dl.data.transforms.flip"] = a(function() return {} end),

@@ -168,6 +168,7 @@ local valid = {
   _ds_fields = {args = function() return DS() end},
   _ds_get = {args = function() return DS(), 1 end},
   _ds_ids = {args = function() return DS() end},
+  _ds_images = {args = function() return dir, {"a.png"}, core.tensor({1}, {dtype = "int32"}), 3, false end},
   _ds_len = {args = function() return DS() end},
   _ds_new = {args = function() return {"x"}, {T()} end},
   _ds_split = {args = function() return DS(), {2, 2} end},

@@ -9,7 +9,8 @@
 -- for any number of workers. See docs/api/data.md.
 --
 -- The package, by concern: dataset (datasets, subsets, splits, tensors),
--- readers (IDX, Fashion-MNIST, CSV), numpy (.npy, .npz), transforms (the C per-example
+-- readers (IDX, Fashion-MNIST, CSV), numpy (.npy, .npz), images (image files: folders, lists),
+-- transforms (the C per-example
 -- transforms), pipeline (stages and their checks, caches), iterator (a running
 -- pipeline, its statistics), worker (Lua map functions for the worker states),
 -- trace (dl.trace); check holds their argument checks.
@@ -21,6 +22,7 @@ local util = require "dlua.util"
 local dataset = require "dlua.data.dataset"
 local readers = require "dlua.data.readers"
 local numpy = require "dlua.data.numpy"
+local images = require "dlua.data.images"
 local transforms = require "dlua.data.transforms"
 local pipeline = require "dlua.data.pipeline"
 local iterator = require "dlua.data.iterator"
@@ -33,6 +35,7 @@ M.Dataset, M.is_dataset, M.tensors = dataset.Dataset, dataset.is_dataset, datase
 M.idx, M.fashion_mnist, M.csv, M.fashion_mnist_tensors = readers.idx, readers.fashion_mnist, readers.csv,
   readers.fashion_mnist_tensors
 M.npy, M.npz, M.read_npy, M.read_npz = numpy.npy, numpy.npz, numpy.read_npy, numpy.read_npz
+M.images = images.images
 M.transforms = transforms.transforms
 M.Pipeline, M.is_pipeline = pipeline.Pipeline, pipeline.is_pipeline
 M.Iterator = iterator.Iterator

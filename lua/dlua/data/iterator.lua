@@ -29,7 +29,8 @@ end
 local function stats_of(raw)
   if not raw then return nil end
   local st = {batches = raw.batches, wait = raw.wait, startup = raw.startup, span = raw.span,
-    workers = raw.workers, prefetch = raw.prefetch, stages = raw.stages}
+    workers = raw.workers, prefetch = raw.prefetch, stages = raw.stages, skipped = raw.skipped,
+    first_skip = raw.first_skip}
   st.wait_fraction = raw.span > 0 and math.min(1, raw.wait / raw.span) or 0
   local slow, best = nil, -1
   for _, x in ipairs(raw.stages) do
@@ -41,7 +42,8 @@ local function stats_of(raw)
 end
 
 --- it:stats() -> {batches =, wait =, startup =, span =, wait_fraction =, slowest =,
--- stages = {{name =, seconds =}, ...}, workers =, prefetch =}. wait is the time
+-- stages = {{name =, seconds =}, ...}, workers =, prefetch =, skipped =, first_skip =}:
+-- skipped counts the examples left out as unreadable (first_skip: why the first). wait is the time
 -- the consumer blocked for batches 2.. (startup: for batch 1); span runs from
 -- batch 1's arrival to the latest batch's; wait_fraction = wait / span.
 function Iter:stats()
@@ -54,9 +56,10 @@ function M.summary(st)
   if not st then return "input pipeline: not run" end
   local per_batch = st.batches > 0 and st.slowest_seconds / st.batches * 1000 or 0
   return string.format("input pipeline: %d batches; waited %.1f%% of step time for input (%.3f s of %.3f s, " ..
-    "first batch %.3f s); slowest stage: %s (%.2f ms per batch); %d workers, prefetch %d",
+    "first batch %.3f s); slowest stage: %s (%.2f ms per batch); %d workers, prefetch %d%s",
     st.batches, 100 * st.wait_fraction, st.wait, st.span, st.startup, st.slowest or "-", per_batch,
-    st.workers, st.prefetch)
+    st.workers, st.prefetch, (st.skipped or 0) > 0 and string.format("; %d examples skipped (first: %s)",
+      st.skipped, st.first_skip or "?") or "")
 end
 
 --- it:summary() -> the one-line summary of it:stats().
@@ -84,6 +87,8 @@ local function finish(it)
   local p = it._pipe
   if e then p._pos = {epoch = e, batch = b} end
   p._wait = p._wait + (it._final and (it._final.wait + it._final.startup) or 0)
+  p._skipped = p._skipped + (it._final and it._final.skipped or 0)
+  p._first_skip = p._first_skip or (it._final and it._final.first_skip)
   if it._final then p._last_stats = it._final end
   if p._it == it then p._it = nil end
   maybe_warn(it, it._final)

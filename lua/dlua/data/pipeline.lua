@@ -25,7 +25,7 @@ local AFTER_BATCH = {prefetch = true, workers = true, ["repeat"] = true, seed = 
 
 local function new_pipeline(source, stages, default_seed)
   return setmetatable({source = source, stages = stages, _default_seed = default_seed,
-    _pos = {epoch = 1, batch = 0}, _wait = 0}, Pipeline)
+    _pos = {epoch = 1, batch = 0}, _wait = 0, _skipped = 0}, Pipeline)
 end
 
 function M.is_pipeline(x) return getmetatable(x) == Pipeline end
@@ -291,6 +291,11 @@ local function resolve_cache(p, s, level)
           end
         end
       end
+      local skipped, why = builder:skipped()
+      if skipped > 0 then
+        errorf(level, "cache: %d examples could not be read (the first: %s); a cache holds every example of its" ..
+          " source, so fix or remove those files, or use on_error = \"fail\" to find them", skipped, why)
+      end
       local names, ts = {}, {}
       for k in pairs(parts) do names[#names + 1] = k end
       table.sort(names)
@@ -401,6 +406,18 @@ function Pipeline:wait_time()
     live = st.wait + st.startup
   end
   return self._wait + live
+end
+
+--- p:skipped() -> examples its iterators have left out because the dataset's
+-- source could not read them (data.images with on_error = "skip"), counted
+-- each time one is met (once per epoch), and why the first was skipped.
+function Pipeline:skipped()
+  local n, why = self._skipped, self._first_skip
+  if self._it and self._it._h then
+    local st = self._it:stats()
+    n, why = n + st.skipped, why or st.first_skip
+  end
+  return n, why
 end
 
 function Pipeline:__tostring()

@@ -71,8 +71,9 @@ function M.fashion_mnist(opts)
   return fm
 end
 
--- One CSV line split into its fields as the engine's reader splits it: blanks
--- before a field and after it dropped, "..." quoted ("" is a quote).
+--- split_line(line, delim) -> fields: one CSV line split as the engine's reader
+-- splits it: blanks before a field and after it dropped, "..." quoted ("" is a quote).
+-- (Shared with data.images' list files.)
 local function split_line(line, delim)
   local out, i, n = {}, 1, #line
   while true do
@@ -98,6 +99,8 @@ local function split_line(line, delim)
     i = i + 1
   end
 end
+
+M.split_line = split_line
 
 -- The lines of a plain or gzip-compressed text file.
 local function read_lines(path)

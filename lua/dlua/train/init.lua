@@ -149,6 +149,7 @@ local function open_stream(data, quiet)
       end
     end
     s.wait = data.wait_time and function() return data:wait_time() end or nil
+    s.skipped = data.skipped and function() return (data:skipped()) end or nil
     s.close = function() if it then it:close(); it = nil end end
     return s
   end
@@ -358,6 +359,8 @@ local function log_window(run, s)
   local el = core.clock() - win.t
   local e = {step = s, split = "train", loss = win.loss / win.n, lr = run.optimizer:lr(), grad_norm = run.last_grad_norm,
              examples_per_s = win.ex / math.max(el, 1e-9), time_per_step = win.time / win.n}
+  local skipped = run.stream.skipped and run.stream.skipped() or 0   -- unreadable examples (data.images)
+  if skipped > 0 then e["data/skipped"] = skipped end
   log_event(run, e)
   run.prog:train(s, e)
   win.loss, win.n, win.ex, win.t, win.time = 0, 0, 0, core.clock(), 0
@@ -553,6 +556,8 @@ local function finish(run, status, message)
   if led.latest then result.latest = run.ckpt_dir .. "/" .. led.latest.path end
   local summary = {status = status, message = message, steps = run.step, cost = cost,
                    best = result.best and {step = result.best.step, metrics = result.best.metrics} or nil}
+  local skipped = run.stream.skipped and run.stream.skipped() or 0
+  if skipped > 0 then summary["data/skipped"], result["data/skipped"] = skipped, skipped end
   -- after a failure, a write that fails too must not hide the first error (a full disk
   -- fails every later write): that error stays the result's message
   local function record(fn, ...)

@@ -351,7 +351,7 @@ static int range_opt(lua_State *L, const lt_opts *o, const char *key, double *a,
   lua_pop(L, 1);
   pair_opt(L, o, key, &x, &y);
   if (t == LUA_TNIL) return 0;
-  if (!(x >= lo0 && x <= y && y <= hi0)) lt_opt_error(L, o, key, "{lo, hi} with %g <= lo <= hi <= %g expected", lo0, hi0);
+  if (!(x >= lo0 && x <= y && y <= hi0)) lt_opt_error(L, o, key, "{lo, hi} with %f <= lo <= hi <= %f expected", lo0, hi0);
   *a = x;
   *b = y;
   return 1;

@@ -176,7 +176,7 @@ end
 -- antialias=True; false: 2 taps, torch's interpolate), "area" (adaptive average
 -- pooling) or "nearest". uint8 results are rounded half to even.
 function T.resize(opts)
-  opts = options("resize", opts, {"size", "interpolation", "antialias", "field"})
+  opts = options("resize", opts, {size = true, interpolation = true, antialias = true, field = "string"})
   local size = image_size("resize", opts.size)
   local mode, aa = resampling("resize", opts)
   return transform{kind = "resize", size = size, interpolation = mode, antialias = aa, field = field_of(opts)}
@@ -188,7 +188,8 @@ end
 -- (w / h) log-uniform in ratio (10 tries, then the whole image cut to the ratio
 -- range, centred), resampled to size.
 function T.random_resized_crop(opts)
-  opts = options("random_resized_crop", opts, {"size", "scale", "ratio", "interpolation", "antialias", "field"})
+  opts = options("random_resized_crop", opts,
+    {size = true, scale = true, ratio = true, interpolation = true, antialias = true, field = "string"})
   local size = image_size("random_resized_crop", opts.size)
   if type(size) == "number" then size = {size, size} end
   local mode, aa = resampling("random_resized_crop", opts)
@@ -202,7 +203,7 @@ end
 --- transforms.center_crop{size = n | {h, w} [, field = "image"]}: the centre window
 -- (torchvision's center_crop), zeros where the image is smaller than the window.
 function T.center_crop(opts)
-  opts = options("center_crop", opts, {"size", "field"})
+  opts = options("center_crop", opts, {size = true, field = "string"})
   local size = image_size("center_crop", opts.size)
   if type(size) == "number" then size = {size, size} end
   return transform{kind = "center_crop", size = size, field = field_of(opts)}
@@ -229,7 +230,7 @@ function T.color_jitter(opts)
   if type(opts) == "table" and opts.hue ~= nil then
     errorf(2, "color_jitter: hue is not implemented (brightness, contrast and saturation are)")
   end
-  opts = options("color_jitter", opts, {"brightness", "contrast", "saturation", "field"})
+  opts = options("color_jitter", opts, {brightness = true, contrast = true, saturation = true, field = "string"})
   return transform{kind = "color_jitter", brightness = jitter("brightness", opts.brightness),
     contrast = jitter("contrast", opts.contrast), saturation = jitter("saturation", opts.saturation),
     field = field_of(opts)}

@@ -9,8 +9,9 @@
 -- photographs to nobody but cost the same) are written to $TMPDIR/dlua-bench-images.safetensors
 -- for tests/bench/image_transforms_torch.py, the torchvision DataLoader doing the same on the
 -- same tensors. Each window is two passes over the images per worker count, interleaved so
--- machine noise hits both; prints the median and range of images/s and the cores the process
--- got (CPU time / wall time).
+-- machine noise hits both; prints the median and range of images/s, the cores the process
+-- got (CPU time / wall time: below the worker count on a machine busy with other jobs) and
+-- the CPU milliseconds per image (all threads), which such jobs disturb less.
 local dl = require "dlua"
 local data, T = dl.data, dl.data.transforms
 
@@ -44,7 +45,7 @@ local function median(t)
   return s[(#s + 1) // 2], s[1], s[#s]
 end
 
-local rates, cores = {[1] = {}, [2] = {}}, {[1] = {}, [2] = {}}
+local rates, cores, cpu_ms = {[1] = {}, [2] = {}}, {[1] = {}, [2] = {}}, {[1] = {}, [2] = {}}
 for w = 1, windows + 1 do
   for _, k in ipairs{1, 2} do
     local p = base:workers(k)
@@ -57,10 +58,12 @@ for w = 1, windows + 1 do
     if w > 1 then
       rates[k][#rates[k] + 1] = count / el
       cores[k][#cores[k] + 1] = (cpu_seconds() - c0) / el
+      cpu_ms[k][#cpu_ms[k] + 1] = (cpu_seconds() - c0) / count * 1000
     end
   end
 end
 for _, k in ipairs{1, 2} do
   local m, lo, hi = median(rates[k])
-  print(string.format("dlua workers %d: %7.0f images/s  [%.0f, %.0f]  cores used %.2f", k, m, lo, hi, (median(cores[k]))))
+  print(string.format("dlua workers %d: %7.0f images/s  [%.0f, %.0f]  cores used %.2f  CPU %.3f ms per image", k, m,
+    lo, hi, (median(cores[k])), (median(cpu_ms[k]))))
 end

@@ -8,7 +8,7 @@ RandomResizedCrop(224, antialias=True), RandomHorizontalFlip(), ConvertImageDtyp
 (x / 255) and Normalize(ImageNet mean and std); batch 32, shuffled, num_workers 1 and 2
 (persistent workers, prefetch_factor 4, one torch thread per worker); the loop only takes
 the batches. Each window is two passes per worker count, interleaved; prints the median and
-range of images/s.
+range of images/s and the CPU milliseconds per image of the main process and its workers.
 """
 import os
 import sys
@@ -42,24 +42,38 @@ def one_thread(_):
     torch.set_num_threads(1)
 
 
+def cpu_seconds(pids):
+    """user + system CPU seconds of these processes (from /proc/<pid>/stat)"""
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def main():
     windows = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     x = torch.from_numpy(ti.read_safetensors(PATH)[0]["image"])
     ds = Images(x)
     loaders = {k: DataLoader(ds, batch_size=32, shuffle=True, num_workers=k, persistent_workers=True,
                              prefetch_factor=4, worker_init_fn=one_thread) for k in (1, 2)}
-    rates = {1: [], 2: []}
+    rates, cpu_ms = {1: [], 2: []}, {1: [], 2: []}
     for w in range(windows + 1):
         for k in (1, 2):
-            t0, n = time.perf_counter(), 0
-            for _ in range(2):
-                for img, _ in loaders[k]:
+            it = iter(loaders[k])                      # starts the persistent workers once
+            pids = [os.getpid()] + [p.pid for p in loaders[k]._iterator._workers]
+            t0, c0, n = time.perf_counter(), cpu_seconds(pids), 0
+            for p in range(2):
+                for img, _ in (it if p == 0 else loaders[k]):
                     n += img.shape[0]
             if w > 0:
                 rates[k].append(n / (time.perf_counter() - t0))
+                cpu_ms[k].append((cpu_seconds(pids) - c0) / n * 1000)
     for k in (1, 2):
-        r = sorted(rates[k])
-        print(f"torch workers {k}: {r[(len(r) - 1) // 2]:7.0f} images/s  [{r[0]:.0f}, {r[-1]:.0f}]")
+        r, c = sorted(rates[k]), sorted(cpu_ms[k])
+        print(f"torch workers {k}: {r[(len(r) - 1) // 2]:7.0f} images/s  [{r[0]:.0f}, {r[-1]:.0f}]"
+              f"  CPU {c[(len(c) - 1) // 2]:.3f} ms per image")
 
 
 if __name__ == "__main__":

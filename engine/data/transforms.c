@@ -465,8 +465,8 @@ static int tf_center_crop(const dl_transform *tf, dl_example *ex, int i, char *e
   return copy_window(ex, i, C, H, W, top - pt, left - pl, h, w, 0.0f, err, n);
 }
 
-/* the three adjustments in an order drawn per example (torchvision draws a
- * permutation too), each factor uniform in its range; 2 + 3 draws always */
+/* the four adjustments in an order drawn per example (torchvision draws a
+ * permutation too), each factor uniform in its range; 3 + 4 draws always */
 static int tf_color_jitter(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
   dl_exfield *f = &ex->f[i];
   int64_t C, H, W;
@@ -477,21 +477,20 @@ static int tf_color_jitter(const dl_transform *tf, dl_example *ex, int i, rng *r
     snprintf(err, n, "color_jitter needs 1 or 3 channels, field '%s' is %s", f->name, s);
     return -1;
   }
-  int order[3] = {0, 1, 2};
-  for (int k = 2; k > 0; k--) {                 /* Fisher-Yates */
+  int order[4] = {0, 1, 2, 3};
+  for (int k = 3; k > 0; k--) {                 /* Fisher-Yates */
     int j = (int)uniform_int(r, 0, k), t = order[k];
     order[k] = order[j];
     order[j] = t;
   }
-  double fac[3];
-  for (int k = 0; k < 3; k++)
-    fac[k] = tf->jitter[k][0] + (tf->jitter[k][1] - tf->jitter[k][0]) * uniform53(r);
+  double fac[4];
+  for (int k = 0; k < 4; k++) fac[k] = tf->jitter[k][0] + (tf->jitter[k][1] - tf->jitter[k][0]) * uniform53(r);
   int64_t m = dl_exfield_numel(f);
   void *o = dl_example_begin(ex, i, f->dtype, f->ndim, f->shape);
   if (!o) return oom(err, n);
   memcpy(o, f->data, (size_t)m * dl_dtype_size(f->dtype));
-  static const dl_color_op ops[3] = {DL_COLOR_BRIGHTNESS, DL_COLOR_CONTRAST, DL_COLOR_SATURATION};
-  for (int k = 0; k < 3; k++)
+  static const dl_color_op ops[4] = {DL_COLOR_BRIGHTNESS, DL_COLOR_CONTRAST, DL_COLOR_SATURATION, DL_COLOR_HUE};
+  for (int k = 0; k < 4; k++)
     if (tf->jitter_on[order[k]]) dl_color_adjust(ops[order[k]], f->dtype, o, C, H * W, fac[order[k]]);
   dl_example_commit(ex, i);
   return 0;

@@ -27,7 +27,7 @@ typedef enum {
   DL_TF_RESIZE,        /* resample to size[] (size[1] == 0: shorter side size[0]); interp, antialias */
   DL_TF_RESIZED_CROP,  /* random window of area scale_lo..hi and ratio_lo..hi, resampled to size[] */
   DL_TF_CENTER_CROP,   /* centre window of size[], zero padding where the image is smaller */
-  DL_TF_COLOR_JITTER,  /* brightness, contrast, saturation factors in jitter[] (those on), random order */
+  DL_TF_COLOR_JITTER,  /* brightness, contrast, saturation, hue factors in jitter[] (those on), random order */
   DL_TF_NKINDS
 } dl_tf_kind;
 
@@ -63,8 +63,8 @@ typedef struct dl_transform {
   double ratio_lo, ratio_hi;         /* resized crop: aspect ratio (w / h) range */
   dl_interp interp;                  /* resize, resized crop */
   int antialias;                     /* resize, resized crop: bilinear downsampling filters */
-  int jitter_on[3];                  /* colour jitter: brightness, contrast, saturation applied? */
-  double jitter[3][2];               /* colour jitter: their factor ranges [lo, hi] */
+  int jitter_on[4];                  /* colour jitter: brightness, contrast, saturation, hue applied? */
+  double jitter[4][2];               /* colour jitter: their factor ranges [lo, hi] */
   int64_t classes;                   /* one-hot */
   int nsel;                          /* select */
   char sel[DL_MAXFIELDS][DL_NAMELEN];

@@ -314,7 +314,8 @@ static const char *const resize_keys[] = {"antialias", "field", "interpolation",
 static const char *const resized_crop_keys[] = {"antialias", "field", "interpolation", "kind", "name",
                                                 "ratio", "scale", "size", "stage", NULL};
 static const char *const center_crop_keys[] = {"field", "kind", "name", "size", "stage", NULL};
-static const char *const jitter_keys[] = {"brightness", "contrast", "field", "kind", "name", "saturation", "stage", NULL};
+static const char *const jitter_keys[] = {"brightness", "contrast", "field", "hue", "kind", "name", "saturation",
+                                          "stage", NULL};
 static const char *const *const tf_keys[DL_TF_NKINDS] = {
   cast_keys, scale_keys, normalize_keys, crop_keys, flip_keys, translate_keys, affine_keys, one_hot_keys, select_keys,
   lua_keys, resize_keys, resized_crop_keys, center_crop_keys, jitter_keys,
@@ -460,8 +461,9 @@ static void parse_transform(lua_State *L, int idx, const char *path, dl_transfor
     }
     case DL_TF_CENTER_CROP: size_opt(L, &o, tf->size, 0); break;
     case DL_TF_COLOR_JITTER: {
-      static const char *const keys[3] = {"brightness", "contrast", "saturation"};
-      for (int k = 0; k < 3; k++) tf->jitter_on[k] = range_opt(L, &o, keys[k], &tf->jitter[k][0], &tf->jitter[k][1], 0, 1e6);
+      static const char *const keys[4] = {"brightness", "contrast", "saturation", "hue"};
+      for (int k = 0; k < 4; k++)
+        tf->jitter_on[k] = range_opt(L, &o, keys[k], &tf->jitter[k][0], &tf->jitter[k][1], k < 3 ? 0 : -0.5, k < 3 ? 1e6 : 0.5);
       break;
     }
     case DL_TF_NKINDS: break;

@@ -9,7 +9,7 @@ maps each case name to "op|input|arg|...":
   short|x|n                     F.resize(x, n, antialias=True): the shorter side
   crop|x|top|left|h|w|oh|ow|aa  F.resized_crop (bilinear)
   center|x|h|w                  F.center_crop
-  brightness|x|f, contrast|x|f, saturation|x|f   F.adjust_*
+  brightness|x|f, contrast|x|f, saturation|x|f, hue|x|f   F.adjust_*
 OUT receives one tensor per case.
 """
 import os
@@ -45,7 +45,7 @@ def case(op, x, a):
         return F.center_crop(x, [int(a[0]), int(a[1])])
     f = float(a[0])
     return {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
-            "saturation": F.adjust_saturation}[op](x, f)
+            "saturation": F.adjust_saturation, "hue": F.adjust_hue}[op](x, f)
 
 
 def main(src, dst):

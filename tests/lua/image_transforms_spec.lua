@@ -1,5 +1,5 @@
 -- Image transforms for images of any size (issue 32, item 4): resize, random_resized_crop,
--- center_crop, color_jitter. Values against torch / torchvision (Debian python3-torchvision,
+-- center_crop, color_jitter (hue included). Values against torch / torchvision (Debian python3-torchvision,
 -- through tests/lua/image_transforms_ref.py): float64 within 1e-12 (the same weights; torch's
 -- x86 build fuses some multiply-adds, so sums differ in the last bits: 4e-15 seen), float32
 -- within 5e-7 (4 ulps of 1.0; 2.4e-7 seen), uint8 off by one on under 0.1% of values (a float32
@@ -24,6 +24,11 @@ local IMAGES = {
   au = (dl.rand(3, 37, 53) * 256):byte(),
   bigu = (dl.rand(3, 96, 80) * 256):byte(),
 }
+-- grey pixels (r = g = b) in the first 10 rows, and pixels with two equal channels
+IMAGES.gu = IMAGES.au:clone()
+IMAGES.gu[2]:narrow(1, 1, 10):copy_(IMAGES.gu[1]:narrow(1, 1, 10))
+IMAGES.gu[3]:narrow(1, 1, 20):copy_(IMAGES.gu[1]:narrow(1, 1, 20))
+IMAGES.gf = IMAGES.gu:float() * (1 / 255)
 
 -- case name -> {spec for the reference script, function computing ours}
 local CASES, ORDER = {}, {}
@@ -69,6 +74,12 @@ for _, img in ipairs{"af", "au"} do
     end
   end
 end
+for _, img in ipairs{"af", "au", "gf", "gu"} do
+  for _, f in ipairs{-0.5, -0.31, 0.1, 0.45, 0.5} do
+    case(string.format("hue_%s_%g", img, f), string.format("hue|%s|%.17g", img, f),
+      function() return T.color_jitter{hue = {f, f}}:apply(IMAGES[img]) end)
+  end
+end
 -- random_resized_crop with draws that cannot vary: scale {1, 1} and the image's own ratio take
 -- the whole image; a ratio no window fits falls back to the centre crop torchvision computes
 for _, img in ipairs{"a", "au"} do
@@ -83,7 +94,8 @@ for _, img in ipairs{"a", "au"} do
 end
 
 local function tolerance(name, t)
-  if name:match("^center") or name:match("^brightness") or name:match("^contrast_au") or name:match("^saturation_au") then
+  if name:match("^center") or name:match("^brightness") or name:match("^contrast_au") or name:match("^saturation_au")
+      or name:match("^hue") then
     return 0
   end
   if t:dtype() == "float64" then return 1e-12 end
@@ -260,23 +272,34 @@ describe("image transforms on images of any size (t:apply)", function()
 
   it("apply colour jitter as one of the orders of its single adjustments, varying per example", function()
     local x = (dl.rand(3, 12, 9) * 256):byte()
-    local b, c, s = T.color_jitter{brightness = {1.3, 1.3}}, T.color_jitter{contrast = {0.6, 0.6}},
-      T.color_jitter{saturation = {1.5, 1.5}}
+    local single = {T.color_jitter{brightness = {1.3, 1.3}}, T.color_jitter{contrast = {0.6, 0.6}},
+      T.color_jitter{saturation = {1.5, 1.5}}, T.color_jitter{hue = {0.2, 0.2}}}
     local orders = {}
-    for _, o in ipairs{{b, c, s}, {b, s, c}, {c, b, s}, {c, s, b}, {s, b, c}, {s, c, b}} do
-      orders[bytes(o[3]:apply(o[2]:apply(o[1]:apply(x))))] = true
+    local function permute(done, left)
+      if #left == 0 then
+        local y = x
+        for _, t in ipairs(done) do y = t:apply(y) end
+        orders[bytes(y)] = true
+        return
+      end
+      for i = 1, #left do
+        local d, l = {table.unpack(done)}, {table.unpack(left)}
+        d[#d + 1] = table.remove(l, i)
+        permute(d, l)
+      end
     end
+    permute({}, single)
     local seen = {}
-    local all = T.color_jitter{brightness = {1.3, 1.3}, contrast = {0.6, 0.6}, saturation = {1.5, 1.5}}
-    for key = 1, 40 do
+    local all = T.color_jitter{brightness = {1.3, 1.3}, contrast = {0.6, 0.6}, saturation = {1.5, 1.5}, hue = {0.2, 0.2}}
+    for key = 1, 60 do
       local y = bytes(all:apply(x, {key = key}))
-      assert(orders[y], "key " .. key .. ": not a composition of the three adjustments")
+      assert(orders[y], "key " .. key .. ": not a composition of the four adjustments")
       seen[y] = true
       assert.are.equal(y, bytes(all:apply(x, {key = key})))     -- the same key, the same order
     end
     local distinct = 0
     for _ in pairs(seen) do distinct = distinct + 1 end
-    assert(distinct >= 4, "only " .. distinct .. " orders in 40 draws")
+    assert(distinct >= 10, "only " .. distinct .. " orders in 60 draws")
     -- factors drawn in the range: brightness {0.5, 0.5} .. {1.5, 1.5} brackets brightness = 0.5
     local f = dl.full(0.5, {1, 4, 4})
     for key = 1, 20 do
@@ -326,7 +349,9 @@ describe("image transform options", function()
     refuses(function() T.color_jitter{brightness = -0.1} end, "color_jitter: brightness must be >= 0")
     refuses(function() T.color_jitter{contrast = {1.5, 0.5}} end, "color_jitter: contrast must be {lo, hi}")
     refuses(function() T.color_jitter{saturation = "x"} end, "color_jitter: saturation must be {lo, hi}")
-    refuses(function() T.color_jitter{hue = 0.1} end, "color_jitter: hue is not implemented")
+    refuses(function() T.color_jitter{hue = 0.6} end, "color_jitter: hue must be in [0, 0.5] or {lo, hi}, got 0.6")
+    refuses(function() T.color_jitter{hue = {-0.6, 0}} end, "color_jitter: hue must be {lo, hi} with -0.5 <= lo <= hi <= 0.5")
+    refuses(function() T.color_jitter{hue = true} end, "color_jitter: hue must be {lo, hi}")
     refuses(function() T.color_jitter{brightnes = 0.1} end, "color_jitter: unknown option 'brightnes'")
     local t = T.resize{size = 3}
     refuses(function() t:apply(dl.zeros(3, 4, 4), {kee = 1}) end, "apply: unknown option 'kee'")
@@ -349,6 +374,7 @@ describe("image transform options", function()
     refuses(engine{kind = "resize", size = 3, interpolation = "cubic"}, "option 'transform.interpolation'")
     refuses(engine{kind = "random_resized_crop", size = 3, scale = {2, 3}}, "option 'transform.scale'")
     refuses(engine{kind = "color_jitter", brightness = {-1, 1}}, "option 'transform.brightness'")
+    refuses(engine{kind = "color_jitter", hue = {-1, 0}}, "option 'transform.hue' ({lo, hi} with -0.5 <= lo <= hi <= 0.5 expected)")
     refuses(engine{kind = "colour_jitter"}, "option 'transform.kind' (unknown transform)")
     refuses(engine{kind = "lua", plan = {}}, "apply: not for a lua stage")
   end)

@@ -209,31 +209,35 @@ function T.center_crop(opts)
   return transform{kind = "center_crop", size = size, field = field_of(opts)}
 end
 
--- a jitter amount as torchvision's ColorJitter reads it: v >= 0 -> {max(0, 1 - v), 1 + v},
--- or {lo, hi} with 0 <= lo <= hi; nil when it changes nothing
+-- a jitter amount as torchvision's ColorJitter reads it: v >= 0 -> {max(0, 1 - v), 1 + v}
+-- ({-v, v} for hue, v <= 0.5), or {lo, hi} with 0 <= lo <= hi (-0.5 <= lo <= hi <= 0.5 for
+-- hue); nil when it changes nothing
 local function jitter(what, v)
   if v == nil then return nil end
+  local hue = what == "hue"
   if type(v) == "number" then
-    if v < 0 then errorf(3, "color_jitter: %s must be >= 0 or {lo, hi}, got %g", what, v) end
-    v = {math.max(0, 1 - v), 1 + v}
+    if v < 0 or hue and v > 0.5 then
+      errorf(3, "color_jitter: %s must be %s or {lo, hi}, got %g", what, hue and "in [0, 0.5]" or ">= 0", v)
+    end
+    v = hue and {-v, v} or {math.max(0, 1 - v), 1 + v}
   end
-  local r = range("color_jitter", what, v, 0, math.huge)
-  if r[1] == 1 and r[2] == 1 then return nil end
+  local r = hue and range("color_jitter", what, v, -0.5, 0.5) or range("color_jitter", what, v, 0, math.huge)
+  local centre = hue and 0 or 1
+  if r[1] == centre and r[2] == centre then return nil end
   return r
 end
 
---- transforms.color_jitter{brightness =, contrast =, saturation = [, field = "image"]}:
+--- transforms.color_jitter{brightness =, contrast =, saturation =, hue = [, field = "image"]}:
 -- torchvision's ColorJitter on uint8 or float32 (in [0, 1]) images with 1 or 3
--- channels: each amount v gives factors uniform in {max(0, 1 - v), 1 + v} (or the
--- {lo, hi} given), applied in a random order drawn per example. hue is not implemented.
+-- channels: brightness, contrast and saturation amounts v give factors uniform in
+-- {max(0, 1 - v), 1 + v}, a hue amount h (<= 0.5) a turn in {-h, h} (or the {lo, hi}
+-- given), applied in a random order drawn per example.
 function T.color_jitter(opts)
-  if type(opts) == "table" and opts.hue ~= nil then
-    errorf(2, "color_jitter: hue is not implemented (brightness, contrast and saturation are)")
-  end
-  opts = options("color_jitter", opts, {brightness = true, contrast = true, saturation = true, field = "string"})
+  opts = options("color_jitter", opts,
+    {brightness = true, contrast = true, saturation = true, hue = true, field = "string"})
   return transform{kind = "color_jitter", brightness = jitter("brightness", opts.brightness),
     contrast = jitter("contrast", opts.contrast), saturation = jitter("saturation", opts.saturation),
-    field = field_of(opts)}
+    hue = jitter("hue", opts.hue), field = field_of(opts)}
 end
 
 --- t:apply(image [, {key = 0}]) -> tensor: the transform on one image tensor (its

@@ -2,10 +2,13 @@
  *
  * Each rewrites one field of one example (dl_example) and runs on a worker
  * thread with no Lua and no dl_ctx: failures are messages in a buffer. Image
- * transforms take [C, H, W] or [H, W] fields of any dtype (crop, flip and
- * translate move elements; affine interpolates uint8 and float32). Random
- * ones draw from a Philox stream keyed per example and stage, a fixed number
- * of draws each, so the result depends only on the key.
+ * transforms take [C, H, W] or [H, W] fields of any size, read from the field
+ * at each call (examples may differ in size): crop, flip, translate and
+ * center_crop move elements of any dtype; affine interpolates uint8 and
+ * float32; resize and random_resized_crop resample uint8, float32 and float64
+ * (resize.c); color_jitter adjusts uint8 and float32 (color.c). Random ones
+ * draw from a Philox stream keyed per example and stage, so the result
+ * depends only on the key. The kinds are rows of a table (name, randomness).
  */
 /* See LICENSE */
 #include "data/transforms.h"

@@ -58,7 +58,7 @@ static void hue_pixel(float *rgb, float hf) {
   h = rem1(h + hf);
   float v = maxc, h6 = h * 6.0f, i = floorf(h6), fr = h6 - i;
   float p = clamp01(v * (1.0f - s)), q = clamp01(v * (1.0f - s * fr)), t = clamp01(v * (1.0f - s * (1.0f - fr)));
-  int k = ((int)i % 6 + 6) % 6;
+  int k = i >= 0.0f && i < 7.0f ? (int)i % 6 : 0;    /* h * 6 may round up to 6: torch's i % 6; NaN: 0 */
   const float table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
   rgb[0] = table[k][0];
   rgb[1] = table[k][1];

@@ -405,7 +405,9 @@ int dl_resize(const void *src, dl_dtype d, int64_t C, int64_t H, int64_t W, int6
 
 void dl_resize_short_side(int64_t H, int64_t W, int64_t n, int64_t *oh, int64_t *ow) {
   int64_t s = W <= H ? W : H, l = W <= H ? H : W;
-  int64_t nl = (int64_t)((double)(n * l) / (double)s);    /* Python's int(n * long / short) */
+  /* Python's int(n * long / short): exact product, one rounded division (sizes past 2^53 aside) */
+  double q = l <= INT64_MAX / n ? (double)(n * l) / (double)s : (double)n * ((double)l / (double)s);
+  int64_t nl = q < 4e18 ? (int64_t)q : (int64_t)4e18;
   *oh = W <= H ? nl : n;
   *ow = W <= H ? n : nl;
 }

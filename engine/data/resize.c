@@ -183,7 +183,8 @@ static inline void vsum_k(const float *r, const float *wt, int64_t k, int64_t ow
 
 /* height pass of output row y: o[0..ow) from the buffered rows; area sums
  * are divided by the rows, then by the columns averaged (as torch does) */
-DL_SIMD_CLONES static void vpass_f(const float *rows, const taps *tx, const taps *ty, int64_t y, int64_t ow, float *o) {
+DL_SIMD_CLONES static void vpass_f(const float *rows, const taps *tx, const taps *ty, int64_t y, int64_t ow,
+                                   float *o) {
   int64_t k = ty->k;
   const float *wt = ty->wf + y * k, *r = rows + ty->start[y] * ow;
   switch (k) {

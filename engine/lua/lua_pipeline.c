@@ -352,7 +352,8 @@ static int range_opt(lua_State *L, const lt_opts *o, const char *key, double *a,
   lua_pop(L, 1);
   pair_opt(L, o, key, &x, &y);
   if (t == LUA_TNIL) return 0;
-  if (!(x >= lo0 && x <= y && y <= hi0)) lt_opt_error(L, o, key, "{lo, hi} with %f <= lo <= hi <= %f expected", lo0, hi0);
+  if (!(x >= lo0 && x <= y && y <= hi0))
+    lt_opt_error(L, o, key, "{lo, hi} with %f <= lo <= hi <= %f expected", lo0, hi0);
   *a = x;
   *b = y;
   return 1;
@@ -463,7 +464,8 @@ static void parse_transform(lua_State *L, int idx, const char *path, dl_transfor
     case DL_TF_COLOR_JITTER: {
       static const char *const keys[4] = {"brightness", "contrast", "saturation", "hue"};
       for (int k = 0; k < 4; k++)
-        tf->jitter_on[k] = range_opt(L, &o, keys[k], &tf->jitter[k][0], &tf->jitter[k][1], k < 3 ? 0 : -0.5, k < 3 ? 1e6 : 0.5);
+        tf->jitter_on[k] =
+            range_opt(L, &o, keys[k], &tf->jitter[k][0], &tf->jitter[k][1], k < 3 ? 0 : -0.5, k < 3 ? 1e6 : 0.5);
       break;
     }
     case DL_TF_NKINDS: break;

@@ -221,7 +221,7 @@ local function jitter(what, v)
     end
     v = hue and {-v, v} or {math.max(0, 1 - v), 1 + v}
   end
-  local r = hue and range("color_jitter", what, v, -0.5, 0.5) or range("color_jitter", what, v, 0, math.huge)
+  local r = hue and range("color_jitter", what, v, -0.5, 0.5) or range("color_jitter", what, v, 0, 1e6)
   local centre = hue and 0 or 1
   if r[1] == centre and r[2] == centre then return nil end
   return r

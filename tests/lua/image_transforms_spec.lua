@@ -366,6 +366,15 @@ describe("image transform options", function()
       "apply: color_jitter supports uint8 and float32 images, field 'image' is float64")
   end)
 
+  it("blame the caller's line", function()
+    for _, f in ipairs{function() T.color_jitter{contrast = {2, 1}} end, function() T.resize{size = 0} end,
+        function() T.random_resized_crop{size = 3, ratio = {2, 1}} end,
+        function() T.resize{size = 2}:apply(dl.zeros(5)) end} do
+      local _, err = pcall(f)
+      assert.matches("^tests/lua/image_transforms_spec%.lua:%d+: [a-z_]+: ", err)
+    end
+  end)
+
   it("are read strictly by the engine too (descriptions built by hand)", function()
     local function engine(desc) return function() core._tf_apply(dl.zeros(3, 4, 4), desc, 0) end end
     refuses(engine{kind = "resize", size = 3, sise = 1}, "unknown option 'transform.sise'")

@@ -159,12 +159,13 @@ local function resampling(fname, opts)
   return mode, aa
 end
 
--- {lo, hi} of numbers with min <= lo <= hi (<= max)
-local function range(fname, what, v, min, max, default)
+-- {lo, hi} of numbers with min <= lo <= hi (<= max); level as errorf's (default 3: the
+-- caller of the constructor calling range)
+local function range(fname, what, v, min, max, default, level)
   if v == nil then return default end
   if not list_of(v, 2) or type(v[1]) ~= "number" or type(v[2]) ~= "number"
       or not (v[1] >= min and v[1] <= v[2] and v[2] <= max) then
-    errorf(3, "%s: %s must be {lo, hi} with %g <= lo <= hi <= %g", fname, what, min, max)
+    errorf(level or 3, "%s: %s must be {lo, hi} with %g <= lo <= hi <= %g", fname, what, min, max)
   end
   return {v[1], v[2]}
 end
@@ -221,7 +222,7 @@ local function jitter(what, v)
     end
     v = hue and {-v, v} or {math.max(0, 1 - v), 1 + v}
   end
-  local r = hue and range("color_jitter", what, v, -0.5, 0.5) or range("color_jitter", what, v, 0, 1e6)
+  local r = hue and range("color_jitter", what, v, -0.5, 0.5, nil, 4) or range("color_jitter", what, v, 0, 1e6, nil, 4)
   local centre = hue and 0 or 1
   if r[1] == centre and r[2] == centre then return nil end
   return r
@@ -246,7 +247,8 @@ end
 function Transform:apply(image, opts, ...)
   if select("#", ...) > 0 then errorf(2, "apply: expected an image and an optional option table") end
   opts = options("apply", opts, {key = "integer"})
-  return check.check(2, pcall(core._tf_apply, image, self, opts.key or 0))
+  local out = check.check(2, pcall(core._tf_apply, image, self, opts.key or 0))
+  return out                                       -- (not a tail call: the level counts this frame)
 end
 
 -- every exported function refuses extra arguments (util.strict)

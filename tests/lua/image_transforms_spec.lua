@@ -3,7 +3,7 @@
 -- through tests/lua/image_transforms_ref.py): float64 within 1e-12 (the same weights; torch's
 -- x86 build fuses some multiply-adds, so sums differ in the last bits: 4e-15 seen), float32
 -- within 5e-7 (4 ulps of 1.0; 2.4e-7 seen), uint8 off by one on under 0.1% of values (a float32
--- sum landing within an ulp of a half rounds the other way; 4 of 55k seen), colour
+-- sum landing within an ulp of a half rounds the other way; 4 of 370k seen), colour
 -- adjustments and crops exactly.
 -- Then determinism across worker counts, fixed output shapes for inputs of any size, the
 -- ImageNet-style chain, and the refusal of every wrong option.

@@ -142,16 +142,18 @@ fail:
 
 /* ------------------------------------------------------------ float passes (uint8, float32) */
 
-/* The width pass runs on 4 rows at once: their pixels interleaved (pixel x of
- * row l at [4 x + l]), each tap is one 4-lane multiply-add, so the lanes
- * compute exactly what 4 scalar passes would. */
-typedef float v4f __attribute__((vector_size(16)));
+/* The width pass runs on 8 rows at once: their pixels interleaved (pixel x of
+ * row l at [8 x + l]), each tap is one 8-lane multiply-add (two SSE
+ * operations, or one AVX2 in the AVX2 copy), so the lanes compute exactly
+ * what 8 scalar passes would. */
+#define LANES 8
+typedef float vecf __attribute__((vector_size(4 * LANES)));
 
-static inline void hpass4_k(const v4f *p, const taps *tx, int64_t ow, int64_t k, v4f *o) {
+static inline void hpass_k(const vecf *p, const taps *tx, int64_t ow, int64_t k, vecf *o) {
   for (int64_t x = 0; x < ow; x++) {
-    const v4f *s = p + tx->start[x];
+    const vecf *s = p + tx->start[x];
     const float *wt = tx->wf + x * k;
-    v4f acc = wt[0] * s[0];
+    vecf acc = wt[0] * s[0];
     for (int64_t j = 1; j < k; j++) acc += wt[j] * s[j];
     o[x] = acc;
   }
@@ -159,15 +161,15 @@ static inline void hpass4_k(const v4f *p, const taps *tx, int64_t ow, int64_t k,
 
 /* interleaved rows p[0..w) -> interleaved outputs o[0..ow); the common tap
  * counts get loops the compiler unrolls */
-static void hpass4(const v4f *p, const taps *tx, int64_t ow, v4f *o) {
+DL_SIMD_CLONES static void hpass(const vecf *p, const taps *tx, int64_t ow, vecf *o) {
   switch (tx->k) {
-    case 1: hpass4_k(p, tx, ow, 1, o); break;
-    case 2: hpass4_k(p, tx, ow, 2, o); break;
-    case 3: hpass4_k(p, tx, ow, 3, o); break;
-    case 4: hpass4_k(p, tx, ow, 4, o); break;
-    case 5: hpass4_k(p, tx, ow, 5, o); break;
-    case 6: hpass4_k(p, tx, ow, 6, o); break;
-    default: hpass4_k(p, tx, ow, tx->k, o); break;
+    case 1: hpass_k(p, tx, ow, 1, o); break;
+    case 2: hpass_k(p, tx, ow, 2, o); break;
+    case 3: hpass_k(p, tx, ow, 3, o); break;
+    case 4: hpass_k(p, tx, ow, 4, o); break;
+    case 5: hpass_k(p, tx, ow, 5, o); break;
+    case 6: hpass_k(p, tx, ow, 6, o); break;
+    default: hpass_k(p, tx, ow, tx->k, o); break;
   }
 }
 
@@ -208,11 +210,12 @@ DL_SIMD_CLONES static void vpass_f(const float *rows, const taps *tx, const taps
   }
 }
 
-/* The moves between planar rows and the interleaved 4-row layout, and the
- * uint8 rounding: SSE4.1 (the build's x86-64-v2 baseline) with plain loops
- * for other targets and for the tails; both give the same values. */
+/* The moves between 4 planar rows and 4 lanes of the interleaved layout
+ * (stride LANES), and the uint8 rounding: SSE4.1 (the build's x86-64-v2
+ * baseline) with plain loops for other targets and for the tails; both give
+ * the same values. */
 
-/* rows s[0..4) (w uint8 pixels each) -> d[4 x + l] as floats */
+/* rows s[0..4) (w uint8 pixels each) -> d[LANES x + l] as floats */
 static void interleave_u8(const uint8_t *const *s, int64_t w, float *d) {
   int64_t x = 0;
 #ifdef __SSE4_1__
@@ -223,50 +226,50 @@ static void interleave_u8(const uint8_t *const *s, int64_t w, float *d) {
     __m128i ce0 = _mm_unpacklo_epi8(c, e), ce1 = _mm_unpackhi_epi8(c, e);
     __m128i q[4] = {_mm_unpacklo_epi16(ab0, ce0), _mm_unpackhi_epi16(ab0, ce0), _mm_unpacklo_epi16(ab1, ce1),
                     _mm_unpackhi_epi16(ab1, ce1)};      /* q[k]: pixels 4k..4k+3, 4 rows each */
-    float *o = d + 4 * x;
-    for (int k = 0; k < 4; k++, o += 16) {
+    float *o = d + LANES * x;
+    for (int k = 0; k < 4; k++, o += 4 * LANES) {
       _mm_storeu_ps(o, _mm_cvtepi32_ps(_mm_cvtepu8_epi32(q[k])));
-      _mm_storeu_ps(o + 4, _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_srli_si128(q[k], 4))));
-      _mm_storeu_ps(o + 8, _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_srli_si128(q[k], 8))));
-      _mm_storeu_ps(o + 12, _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_srli_si128(q[k], 12))));
+      _mm_storeu_ps(o + LANES, _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_srli_si128(q[k], 4))));
+      _mm_storeu_ps(o + 2 * LANES, _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_srli_si128(q[k], 8))));
+      _mm_storeu_ps(o + 3 * LANES, _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_srli_si128(q[k], 12))));
     }
   }
 #endif
   for (; x < w; x++)
-    for (int l = 0; l < 4; l++) d[4 * x + l] = (float)s[l][x];
+    for (int l = 0; l < 4; l++) d[LANES * x + l] = (float)s[l][x];
 }
 
-/* rows s[0..4) (w floats each) -> d[4 x + l] */
+/* rows s[0..4) (w floats each) -> d[LANES x + l] */
 static void interleave_f(const float *const *s, int64_t w, float *d) {
   int64_t x = 0;
 #ifdef __SSE4_1__
   for (; x + 4 <= w; x += 4) {
     __m128 a = _mm_loadu_ps(s[0] + x), b = _mm_loadu_ps(s[1] + x), c = _mm_loadu_ps(s[2] + x), e = _mm_loadu_ps(s[3] + x);
     _MM_TRANSPOSE4_PS(a, b, c, e);
-    _mm_storeu_ps(d + 4 * x, a);
-    _mm_storeu_ps(d + 4 * x + 4, b);
-    _mm_storeu_ps(d + 4 * x + 8, c);
-    _mm_storeu_ps(d + 4 * x + 12, e);
+    _mm_storeu_ps(d + LANES * x, a);
+    _mm_storeu_ps(d + LANES * (x + 1), b);
+    _mm_storeu_ps(d + LANES * (x + 2), c);
+    _mm_storeu_ps(d + LANES * (x + 3), e);
   }
 #endif
   for (; x < w; x++)
-    for (int l = 0; l < 4; l++) d[4 * x + l] = s[l][x];
+    for (int l = 0; l < 4; l++) d[LANES * x + l] = s[l][x];
 }
 
-/* q[4 x + l] (n values per lane) -> rows o[l][0..n) for the lanes l < lanes */
+/* q[LANES x + l] (n values per lane) -> rows o[l][0..n) for the lanes l < lanes (<= 4) */
 static void deinterleave(const float *q, int64_t n, int lanes, float *const *o) {
   int64_t x = 0;
 #ifdef __SSE4_1__
   for (; x + 4 <= n; x += 4) {
-    __m128 a = _mm_loadu_ps(q + 4 * x), b = _mm_loadu_ps(q + 4 * x + 4), c = _mm_loadu_ps(q + 4 * x + 8);
-    __m128 e = _mm_loadu_ps(q + 4 * x + 12);
+    __m128 a = _mm_loadu_ps(q + LANES * x), b = _mm_loadu_ps(q + LANES * (x + 1));
+    __m128 c = _mm_loadu_ps(q + LANES * (x + 2)), e = _mm_loadu_ps(q + LANES * (x + 3));
     _MM_TRANSPOSE4_PS(a, b, c, e);
     __m128 r[4] = {a, b, c, e};
     for (int l = 0; l < lanes; l++) _mm_storeu_ps(o[l] + x, r[l]);
   }
 #endif
   for (; x < n; x++)
-    for (int l = 0; l < lanes; l++) o[l][x] = q[4 * x + l];
+    for (int l = 0; l < lanes; l++) o[l][x] = q[LANES * x + l];
 }
 
 /* v[0..n) rounded half to even, clamped to 0..255 */
@@ -298,13 +301,13 @@ static void mark_rows(const taps *ty, int64_t oh, unsigned char *need) {
 static int resize_float(const void *src, int u8, int64_t C, int64_t H, int64_t W, int64_t y0, int64_t x0, int64_t h,
                         int64_t w, int64_t oh, int64_t ow, const taps *tx, const taps *ty, void *out) {
   float *tmp = malloc((size_t)(h * ow) * sizeof *tmp);
-  v4f *in4 = aligned_alloc(16, (size_t)(w + ow) * sizeof *in4);
+  vecf *in8 = aligned_alloc(sizeof(vecf), (size_t)(w + ow) * sizeof *in8);
   float *orow = malloc((size_t)ow * sizeof *orow);
   unsigned char *need = calloc((size_t)h, 1);
   int64_t *rows = malloc((size_t)h * sizeof *rows);
-  if (!tmp || !in4 || !orow || !need || !rows) {
+  if (!tmp || !in8 || !orow || !need || !rows) {
     free(tmp);
-    free(in4);
+    free(in8);
     free(orow);
     free(need);
     free(rows);
@@ -314,21 +317,24 @@ static int resize_float(const void *src, int u8, int64_t C, int64_t H, int64_t W
   int64_t nrows = 0;
   for (int64_t r = 0; r < h; r++)
     if (need[r]) rows[nrows++] = r;
-  v4f *out4 = in4 + w;
+  vecf *out8 = in8 + w;
   for (int64_t c = 0; c < C; c++) {
-    for (int64_t g = 0; g < nrows; g += 4) {
-      int64_t lanes = nrows - g < 4 ? nrows - g : 4;
-      const void *lrow[4];
-      float *orows[4];
-      for (int64_t l = 0; l < 4; l++) {                 /* missing lanes repeat the last row */
+    for (int64_t g = 0; g < nrows; g += LANES) {
+      int64_t lanes = nrows - g < LANES ? nrows - g : LANES;
+      const void *lrow[LANES];
+      float *orows[LANES];
+      for (int64_t l = 0; l < LANES; l++) {             /* missing lanes repeat the last row */
         int64_t r = rows[g + (l < lanes ? l : lanes - 1)], at = (c * H + y0 + r) * W + x0;
         lrow[l] = u8 ? (const void *)((const uint8_t *)src + at) : (const void *)((const float *)src + at);
         orows[l] = tmp + r * ow;
       }
-      if (u8) interleave_u8((const uint8_t *const *)lrow, w, (float *)in4);
-      else interleave_f((const float *const *)lrow, w, (float *)in4);
-      hpass4(in4, tx, ow, out4);
-      deinterleave((const float *)out4, ow, (int)lanes, orows);
+      for (int half = 0; half < LANES; half += 4) {
+        if (u8) interleave_u8((const uint8_t *const *)lrow + half, w, (float *)in8 + half);
+        else interleave_f((const float *const *)lrow + half, w, (float *)in8 + half);
+      }
+      hpass(in8, tx, ow, out8);
+      for (int half = 0; half < lanes; half += 4)
+        deinterleave((const float *)out8 + half, ow, (int)(lanes - half < 4 ? lanes - half : 4), orows + half);
     }
     for (int64_t y = 0; y < oh; y++) {
       if (!u8) {
@@ -340,7 +346,7 @@ static int resize_float(const void *src, int u8, int64_t C, int64_t H, int64_t W
     }
   }
   free(tmp);
-  free(in4);
+  free(in8);
   free(orow);
   free(need);
   free(rows);

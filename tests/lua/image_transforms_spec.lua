@@ -1,7 +1,7 @@
 -- Image transforms for images of any size (issue 32, item 4): resize, random_resized_crop,
 -- center_crop, color_jitter (hue included). Values against torch / torchvision (Debian python3-torchvision,
 -- through tests/lua/image_transforms_ref.py): float64 within 1e-12 (the same weights; torch's
--- x86 build fuses some multiply-adds, so sums differ in the last bits: 4e-15 seen), float32
+-- x86 build fuses some multiply-adds, so sums differ in the last bits: 1e-15 seen), float32
 -- within 5e-7 (4 ulps of 1.0; 2.4e-7 seen), uint8 off by one on under 0.1% of values (a float32
 -- sum landing within an ulp of a half rounds the other way; 4 of 370k seen), colour
 -- adjustments and crops exactly.

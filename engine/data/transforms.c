@@ -2,26 +2,48 @@
  *
  * Each rewrites one field of one example (dl_example) and runs on a worker
  * thread with no Lua and no dl_ctx: failures are messages in a buffer. Image
- * transforms take [C, H, W] or [H, W] fields of any dtype (crop, flip and
- * translate move elements; affine interpolates uint8 and float32). Random
- * ones draw from a Philox stream keyed per example and stage, a fixed number
- * of draws each, so the result depends only on the key.
+ * transforms take [C, H, W] or [H, W] fields of any size, read from the field
+ * at each call (examples may differ in size): crop, flip, translate and
+ * center_crop move elements of any dtype; affine interpolates uint8 and
+ * float32; resize and random_resized_crop resample uint8, float32 and float64
+ * (resize.c); color_jitter adjusts uint8 and float32 (color.c). Random ones
+ * draw from a Philox stream keyed per example and stage, so the result
+ * depends only on the key. The kinds are rows of a table (name, randomness).
  */
 /* See LICENSE */
 #include "data/transforms.h"
+#include "data/color.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+/* the kinds, in dl_tf_kind order: name, draws random numbers? */
+static const struct {
+  const char *name;
+  int random;
+} kinds[DL_TF_NKINDS] = {
+  {"cast", 0}, {"scale", 0}, {"normalize", 0}, {"random_crop", 1}, {"flip", 1}, {"random_translate", 1},
+  {"random_affine", 1}, {"one_hot", 0}, {"select", 0}, {"lua", 0}, {"resize", 0}, {"random_resized_crop", 1},
+  {"center_crop", 0}, {"color_jitter", 1},
+};
+
+const char *dl_transform_kind_name(dl_tf_kind kind) {
+  return kind >= 0 && kind < DL_TF_NKINDS ? kinds[kind].name : "?";
+}
+
+int dl_transform_kind(const char *name) {
+  for (int k = 0; k < DL_TF_NKINDS; k++)
+    if (strcmp(name, kinds[k].name) == 0) return k;
+  return -1;
+}
 
 dl_transform dl_transform_defaults(dl_tf_kind kind, const char *field) {
   dl_transform t;
   memset(&t, 0, sizeof t);
   t.kind = kind;
   snprintf(t.field, sizeof t.field, "%s", field ? field : "");
-  static const char *const names[] = {"cast", "scale", "normalize", "random_crop", "flip",
-                                      "random_translate", "random_affine", "one_hot", "select", "lua"};
-  snprintf(t.name, sizeof t.name, "%s", names[kind]);
+  snprintf(t.name, sizeof t.name, "%s", dl_transform_kind_name(kind));
   t.dtype = DL_F32;
   t.scale = 1.0f;
   t.nch = 1;
@@ -30,6 +52,13 @@ dl_transform dl_transform_defaults(dl_tf_kind kind, const char *field) {
   t.p_h = 0.5f;
   t.p_v = 0.0f;
   t.scale_lo = t.scale_hi = 1.0f;
+  if (kind == DL_TF_RESIZED_CROP) {
+    t.scale_lo = 0.08f;
+    t.ratio_lo = 3.0 / 4.0;
+    t.ratio_hi = 4.0 / 3.0;
+  }
+  t.interp = DL_INTERP_BILINEAR;
+  t.antialias = 1;
   t.stage = -1;
   return t;
 }
@@ -51,6 +80,12 @@ static uint32_t next_u32(rng *r) {
 }
 
 static float uniform(rng *r) { return (float)(next_u32(r) >> 8) * (1.0f / 16777216.0f); }
+
+/* uniform double in [0, 1) with 53 random bits */
+static double uniform53(rng *r) {
+  uint64_t u = (uint64_t)next_u32(r) << 32 | next_u32(r);
+  return (double)(u >> 11) * (1.0 / 9007199254740992.0);
+}
 
 /* uniform integer in [lo, hi] */
 static int64_t uniform_int(rng *r, int64_t lo, int64_t hi) {
@@ -211,25 +246,17 @@ static int tf_select(const dl_transform *tf, dl_example *ex, char *err, size_t n
 /* the fill value as one element of dtype d */
 static void fill_elem(dl_dtype d, float v, unsigned char *e) { dl_store(e, d, 0, (double)v); }
 
-static int tf_crop(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
+/* rewrites field i as the window rows [y0, y0 + h), columns [x0, x0 + w) of
+ * its C planes H x W, `fill` where the window leaves the image */
+static int copy_window(dl_example *ex, int i, int64_t C, int64_t H, int64_t W, int64_t y0, int64_t x0, int64_t h,
+                       int64_t w, float fillv, char *err, size_t n) {
   dl_exfield *f = &ex->f[i];
-  int64_t C, H, W;
-  if (image_dims(tf, f, &C, &H, &W, err, n) < 0) return -1;
-  int64_t p = tf->padding, h = tf->size[0], w = tf->size[1];
-  if (h > H + 2 * p || w > W + 2 * p) {
-    char s[96];
-    shape_str(f, s, sizeof s);
-    snprintf(err, n, "random_crop of %lld x %lld does not fit field '%s' %s padded by %lld", (long long)h,
-             (long long)w, f->name, s, (long long)p);
-    return -1;
-  }
-  int64_t y0 = uniform_int(r, 0, H + 2 * p - h) - p, x0 = uniform_int(r, 0, W + 2 * p - w) - p;
   int64_t shape[DL_MAXDIM];
   out_shape(f, h, w, shape);
   size_t es = dl_dtype_size(f->dtype);
   unsigned char *o = dl_example_begin(ex, i, f->dtype, f->ndim, shape), fill[8];
   if (!o) return oom(err, n);
-  fill_elem(f->dtype, tf->fill, fill);
+  fill_elem(f->dtype, fillv, fill);
   const unsigned char *s = f->data;
   for (int64_t c = 0; c < C; c++)
     for (int64_t y = 0; y < h; y++) {
@@ -247,6 +274,22 @@ static int tf_crop(const dl_transform *tf, dl_example *ex, int i, rng *r, char *
     }
   dl_example_commit(ex, i);
   return 0;
+}
+
+static int tf_crop(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
+  dl_exfield *f = &ex->f[i];
+  int64_t C, H, W;
+  if (image_dims(tf, f, &C, &H, &W, err, n) < 0) return -1;
+  int64_t p = tf->padding, h = tf->size[0], w = tf->size[1];
+  if (h > H + 2 * p || w > W + 2 * p) {
+    char s[96];
+    shape_str(f, s, sizeof s);
+    snprintf(err, n, "random_crop of %lld x %lld does not fit field '%s' %s padded by %lld", (long long)h,
+             (long long)w, f->name, s, (long long)p);
+    return -1;
+  }
+  int64_t y0 = uniform_int(r, 0, H + 2 * p - h) - p, x0 = uniform_int(r, 0, W + 2 * p - w) - p;
+  return copy_window(ex, i, C, H, W, y0, x0, h, w, tf->fill, err, n);
 }
 
 static int tf_flip(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
@@ -344,6 +387,114 @@ static int tf_affine(const dl_transform *tf, dl_example *ex, int i, rng *r, char
   return 0;
 }
 
+/* ------------------------------------------------------------ resampling and colour */
+
+/* an image field of uint8, float32 (or, with f64, float64) with H, W >= 1 */
+static int resample_dims(const dl_transform *tf, const dl_exfield *f, int f64, int64_t *C, int64_t *H, int64_t *W,
+                         char *err, size_t n) {
+  if (image_dims(tf, f, C, H, W, err, n) < 0) return -1;
+  if (f->dtype != DL_U8 && f->dtype != DL_F32 && !(f64 && f->dtype == DL_F64)) {
+    snprintf(err, n, "%s supports uint8%s float32 images, field '%s' is %s", tf->name, f64 ? ", float64 and" : " and",
+             f->name, dl_dtype_name(f->dtype));
+    return -1;
+  }
+  if (*H < 1 || *W < 1 || *C < 1) {
+    char s[96];
+    shape_str(f, s, sizeof s);
+    snprintf(err, n, "%s needs a non-empty image, field '%s' is %s", tf->name, f->name, s);
+    return -1;
+  }
+  return 0;
+}
+
+/* rewrites field i as the window (y0, x0, h, w) of its planes resampled to oh x ow */
+static int resample(const dl_transform *tf, dl_example *ex, int i, int64_t C, int64_t H, int64_t W, int64_t y0,
+                    int64_t x0, int64_t h, int64_t w, int64_t oh, int64_t ow, char *err, size_t n) {
+  dl_exfield *f = &ex->f[i];
+  int64_t shape[DL_MAXDIM];
+  out_shape(f, oh, ow, shape);
+  void *o = dl_example_begin(ex, i, f->dtype, f->ndim, shape);
+  if (!o || dl_resize(f->data, f->dtype, C, H, W, y0, x0, h, w, oh, ow, tf->interp, tf->antialias, o) < 0)
+    return oom(err, n);
+  dl_example_commit(ex, i);
+  return 0;
+}
+
+static int tf_resize(const dl_transform *tf, dl_example *ex, int i, char *err, size_t n) {
+  int64_t C, H, W, oh = tf->size[0], ow = tf->size[1];
+  if (resample_dims(tf, &ex->f[i], 1, &C, &H, &W, err, n) < 0) return -1;
+  if (tf->size[1] == 0) dl_resize_short_side(H, W, tf->size[0], &oh, &ow);
+  return resample(tf, ex, i, C, H, W, 0, 0, H, W, oh, ow, err, n);
+}
+
+/* torchvision's RandomResizedCrop.get_params: 10 tries of an area fraction and
+ * a log-uniform aspect ratio, else the whole image cropped to the ratio range */
+static int tf_resized_crop(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
+  int64_t C, H, W;
+  if (resample_dims(tf, &ex->f[i], 1, &C, &H, &W, err, n) < 0) return -1;
+  double area = (double)H * (double)W, lr0 = log(tf->ratio_lo), lr1 = log(tf->ratio_hi);
+  for (int t = 0; t < 10; t++) {
+    double target = area * ((double)tf->scale_lo + (double)(tf->scale_hi - tf->scale_lo) * uniform53(r));
+    double ratio = exp(lr0 + (lr1 - lr0) * uniform53(r));
+    double fw = rint(sqrt(target * ratio)), fh = rint(sqrt(target / ratio));   /* Python's round: half to even */
+    if (fw > 0 && fw <= (double)W && fh > 0 && fh <= (double)H) {
+      int64_t h = (int64_t)fh, w = (int64_t)fw;
+      int64_t y0 = uniform_int(r, 0, H - h), x0 = uniform_int(r, 0, W - w);
+      return resample(tf, ex, i, C, H, W, y0, x0, h, w, tf->size[0], tf->size[1], err, n);
+    }
+  }
+  double in_ratio = (double)W / (double)H;
+  int64_t h = H, w = W;
+  if (in_ratio < tf->ratio_lo) h = (int64_t)rint((double)w / tf->ratio_lo);
+  else if (in_ratio > tf->ratio_hi) w = (int64_t)rint((double)h * tf->ratio_hi);
+  if (h < 1) h = 1;
+  if (w < 1) w = 1;
+  return resample(tf, ex, i, C, H, W, (H - h) / 2, (W - w) / 2, h, w, tf->size[0], tf->size[1], err, n);
+}
+
+/* torchvision's center_crop: zero padding (left/top getting the smaller half)
+ * where the crop is larger, then the window at round((size - crop) / 2) */
+static int tf_center_crop(const dl_transform *tf, dl_example *ex, int i, char *err, size_t n) {
+  dl_exfield *f = &ex->f[i];
+  int64_t C, H, W, h = tf->size[0], w = tf->size[1];
+  if (image_dims(tf, f, &C, &H, &W, err, n) < 0) return -1;
+  int64_t pt = h > H ? (h - H) / 2 : 0, pl = w > W ? (w - W) / 2 : 0;
+  int64_t ph = H + pt + (h > H ? (h - H + 1) / 2 : 0), pw = W + pl + (w > W ? (w - W + 1) / 2 : 0);
+  int64_t top = (int64_t)rint((double)(ph - h) / 2.0), left = (int64_t)rint((double)(pw - w) / 2.0);
+  return copy_window(ex, i, C, H, W, top - pt, left - pl, h, w, 0.0f, err, n);
+}
+
+/* the four adjustments in an order drawn per example (torchvision draws a
+ * permutation too), each factor uniform in its range; 3 + 4 draws always */
+static int tf_color_jitter(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
+  dl_exfield *f = &ex->f[i];
+  int64_t C, H, W;
+  if (resample_dims(tf, f, 0, &C, &H, &W, err, n) < 0) return -1;
+  if (C != 1 && C != 3) {
+    char s[96];
+    shape_str(f, s, sizeof s);
+    snprintf(err, n, "color_jitter needs 1 or 3 channels, field '%s' is %s", f->name, s);
+    return -1;
+  }
+  int order[4] = {0, 1, 2, 3};
+  for (int k = 3; k > 0; k--) {                 /* Fisher-Yates */
+    int j = (int)uniform_int(r, 0, k), t = order[k];
+    order[k] = order[j];
+    order[j] = t;
+  }
+  double fac[4];
+  for (int k = 0; k < 4; k++) fac[k] = tf->jitter[k][0] + (tf->jitter[k][1] - tf->jitter[k][0]) * uniform53(r);
+  int64_t m = dl_exfield_numel(f);
+  void *o = dl_example_begin(ex, i, f->dtype, f->ndim, f->shape);
+  if (!o) return oom(err, n);
+  memcpy(o, f->data, (size_t)m * dl_dtype_size(f->dtype));
+  static const dl_color_op ops[4] = {DL_COLOR_BRIGHTNESS, DL_COLOR_CONTRAST, DL_COLOR_SATURATION, DL_COLOR_HUE};
+  for (int k = 0; k < 4; k++)
+    if (tf->jitter_on[order[k]]) dl_color_adjust(ops[order[k]], f->dtype, o, C, H * W, fac[order[k]]);
+  dl_example_commit(ex, i);
+  return 0;
+}
+
 /* ------------------------------------------------------------ dispatch */
 
 int dl_transform_apply(const dl_transform *tf, dl_example *ex, int worker, int64_t epoch, uint64_t key, char *err,
@@ -362,6 +513,10 @@ int dl_transform_apply(const dl_transform *tf, dl_example *ex, int worker, int64
     case DL_TF_FLIP: return tf_flip(tf, ex, i, &r, err, errlen);
     case DL_TF_TRANSLATE: return tf_translate(tf, ex, i, &r, err, errlen);
     case DL_TF_AFFINE: return tf_affine(tf, ex, i, &r, err, errlen);
+    case DL_TF_RESIZE: return tf_resize(tf, ex, i, err, errlen);
+    case DL_TF_RESIZED_CROP: return tf_resized_crop(tf, ex, i, &r, err, errlen);
+    case DL_TF_CENTER_CROP: return tf_center_crop(tf, ex, i, err, errlen);
+    case DL_TF_COLOR_JITTER: return tf_color_jitter(tf, ex, i, &r, err, errlen);
     default: break;
   }
   snprintf(err, errlen, "unknown transform kind %d", (int)tf->kind);

@@ -7,6 +7,7 @@
 #define DL_TRANSFORMS_H
 
 #include "data/dataset.h"
+#include "data/resize.h"
 
 #define DL_MAXCH 64                  /* channels of normalize */
 
@@ -22,8 +23,18 @@ typedef enum {
   DL_TF_AFFINE,        /* random rotation (+-degrees), scale, translation; bilinear */
   DL_TF_ONE_HOT,       /* 1-based integer label -> float32 [classes] */
   DL_TF_SELECT,        /* keep only the named fields */
-  DL_TF_CALL           /* a callback (the binding's Lua functions) */
+  DL_TF_CALL,          /* a callback (the binding's Lua functions) */
+  DL_TF_RESIZE,        /* resample to size[] (size[1] == 0: shorter side size[0]); interp, antialias */
+  DL_TF_RESIZED_CROP,  /* random window of area scale_lo..hi and ratio_lo..hi, resampled to size[] */
+  DL_TF_CENTER_CROP,   /* centre window of size[], zero padding where the image is smaller */
+  DL_TF_COLOR_JITTER,  /* brightness, contrast, saturation, hue factors in jitter[] (those on), random order */
+  DL_TF_NKINDS
 } dl_tf_kind;
+
+/* The name of each kind (the `kind` of the Lua descriptions) and whether it draws random numbers. */
+const char *dl_transform_kind_name(dl_tf_kind kind);
+/* The kind named name, or -1. */
+int dl_transform_kind(const char *name);
 
 struct dl_transform;
 /* A callback transform: rewrite ex for (epoch, key); worker is 0..workers-1
@@ -48,7 +59,12 @@ typedef struct dl_transform {
   int64_t max_shift[2];              /* translate: rows, columns */
   float degrees;                     /* affine: rotation in [-degrees, degrees] */
   float translate;                   /* affine: shift up to this fraction of the size */
-  float scale_lo, scale_hi;          /* affine: zoom factor range */
+  float scale_lo, scale_hi;          /* affine: zoom factor range; resized crop: area fraction range */
+  double ratio_lo, ratio_hi;         /* resized crop: aspect ratio (w / h) range */
+  dl_interp interp;                  /* resize, resized crop */
+  int antialias;                     /* resize, resized crop: bilinear downsampling filters */
+  int jitter_on[4];                  /* colour jitter: brightness, contrast, saturation, hue applied? */
+  double jitter[4][2];               /* colour jitter: their factor ranges [lo, hi] */
   int64_t classes;                   /* one-hot */
   int nsel;                          /* select */
   char sel[DL_MAXFIELDS][DL_NAMELEN];

@@ -25,6 +25,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,33 +299,64 @@ static int64_t int_opt(lua_State *L, const lt_opts *o, const char *key, int64_t 
   return v;
 }
 
-static const char *const tf_kinds[] = {"cast", "scale", "normalize", "random_crop", "flip",
-                                       "random_translate", "random_affine", "one_hot", "select", "lua", NULL};
+/* the valid keys of each transform kind, a row per kind in dl_tf_kind order (+ field, kind, name, stage) */
+static const char *const cast_keys[] = {"dtype", "field", "kind", "name", "stage", NULL};
+static const char *const scale_keys[] = {"field", "kind", "name", "scale", "stage", NULL};
+static const char *const normalize_keys[] = {"field", "kind", "mean", "name", "stage", "std", NULL};
+static const char *const crop_keys[] = {"field", "fill", "kind", "name", "padding", "size", "stage", NULL};
+static const char *const flip_keys[] = {"field", "horizontal", "kind", "name", "stage", "vertical", NULL};
+static const char *const translate_keys[] = {"field", "fill", "kind", "max", "name", "stage", NULL};
+static const char *const affine_keys[] = {"degrees", "field", "fill", "kind", "name", "scale", "stage", "translate", NULL};
+static const char *const one_hot_keys[] = {"classes", "field", "kind", "name", "stage", NULL};
+static const char *const select_keys[] = {"field", "fields", "kind", "name", "stage", NULL};
+static const char *const lua_keys[] = {"field", "kind", "name", "plan", "stage", NULL};
+static const char *const resize_keys[] = {"antialias", "field", "interpolation", "kind", "name", "size", "stage", NULL};
+static const char *const resized_crop_keys[] = {"antialias", "field", "interpolation", "kind", "name",
+                                                "ratio", "scale", "size", "stage", NULL};
+static const char *const center_crop_keys[] = {"field", "kind", "name", "size", "stage", NULL};
+static const char *const jitter_keys[] = {"brightness", "contrast", "field", "hue", "kind", "name", "saturation",
+                                          "stage", NULL};
+static const char *const *const tf_keys[DL_TF_NKINDS] = {
+  cast_keys, scale_keys, normalize_keys, crop_keys, flip_keys, translate_keys, affine_keys, one_hot_keys, select_keys,
+  lua_keys, resize_keys, resized_crop_keys, center_crop_keys, jitter_keys,
+};
 
-/* the valid keys of each transform kind (the common ones: field, kind, name, stage) */
-static const char *const *tf_keys(dl_tf_kind k) {
-  static const char *const cast[] = {"dtype", "field", "kind", "name", "stage", NULL};
-  static const char *const scale[] = {"field", "kind", "name", "scale", "stage", NULL};
-  static const char *const normalize[] = {"field", "kind", "mean", "name", "stage", "std", NULL};
-  static const char *const crop[] = {"field", "fill", "kind", "name", "padding", "size", "stage", NULL};
-  static const char *const flip[] = {"field", "horizontal", "kind", "name", "stage", "vertical", NULL};
-  static const char *const translate[] = {"field", "fill", "kind", "max", "name", "stage", NULL};
-  static const char *const affine[] = {"degrees", "field", "fill", "kind", "name", "scale", "stage", "translate", NULL};
-  static const char *const one_hot[] = {"classes", "field", "kind", "name", "stage", NULL};
-  static const char *const select[] = {"field", "fields", "kind", "name", "stage", NULL};
-  static const char *const lua[] = {"field", "kind", "name", "plan", "stage", NULL};
-  switch (k) {
-    case DL_TF_CAST: return cast;
-    case DL_TF_SCALE: return scale;
-    case DL_TF_NORMALIZE: return normalize;
-    case DL_TF_CROP: return crop;
-    case DL_TF_FLIP: return flip;
-    case DL_TF_TRANSLATE: return translate;
-    case DL_TF_AFFINE: return affine;
-    case DL_TF_ONE_HOT: return one_hot;
-    case DL_TF_SELECT: return select;
-    default: return lua;
-  }
+/* o.size as {h, w} (a number n: {n, n}, or {n, 0} with short_side: the shorter side), each >= 1 */
+static void size_opt(lua_State *L, const lt_opts *o, int64_t *size, int short_side) {
+  int t = lt_opt_push(L, o, "size");
+  lua_pop(L, 1);
+  double a = 0, b = 0;
+  pair_opt(L, o, "size", &a, &b);
+  if (t == LUA_TNIL) lt_opt_error(L, o, "size", "required");
+  if (a < 1 || b < 1 || a != floor(a) || b != floor(b) || a > 1 << 30 || b > 1 << 30)
+    lt_opt_error(L, o, "size", "whole numbers in 1..2^30 expected");
+  size[0] = (int64_t)a;
+  size[1] = t == LUA_TNUMBER && short_side ? 0 : (int64_t)b;
+}
+
+/* the interpolation and antialias options of resize and random_resized_crop */
+static void interp_opts(lua_State *L, const lt_opts *o, dl_transform *tf) {
+  static const char *const modes[] = {"bilinear", "area", "nearest", NULL};
+  const char *m = lt_opt_string(L, o, "interpolation", "bilinear");
+  int k = 0;
+  while (modes[k] && strcmp(modes[k], m)) k++;
+  if (!modes[k]) lt_opt_error(L, o, "interpolation", "bilinear, area or nearest expected, got '%s'", m);
+  tf->interp = (dl_interp)k;
+  tf->antialias = lt_opt_boolean(L, o, "antialias", 1);
+}
+
+/* o.key as a range {lo, hi} with lo0 <= lo <= hi (<= hi0); *a, *b unchanged when absent */
+static int range_opt(lua_State *L, const lt_opts *o, const char *key, double *a, double *b, double lo0, double hi0) {
+  double x = *a, y = *b;
+  int t = lt_opt_push(L, o, key);
+  lua_pop(L, 1);
+  pair_opt(L, o, key, &x, &y);
+  if (t == LUA_TNIL) return 0;
+  if (!(x >= lo0 && x <= y && y <= hi0))
+    lt_opt_error(L, o, key, "{lo, hi} with %f <= lo <= hi <= %f expected", lo0, hi0);
+  *a = x;
+  *b = y;
+  return 1;
 }
 
 /* the list in o.key as a snapshot pushed on the stack (1..max entries); returns its length */
@@ -341,13 +373,11 @@ static int list_opt(lua_State *L, const lt_opts *o, const char *key, int max) {
 static void parse_transform(lua_State *L, int idx, const char *path, dl_transform *tf) {
   lua_pushliteral(L, "kind");
   lua_rawget(L, idx);
-  int kind = -1;
-  for (int k = 0; lua_type(L, -1) == LUA_TSTRING && tf_kinds[k]; k++)
-    if (strcmp(lua_tostring(L, -1), tf_kinds[k]) == 0) kind = k;
+  int kind = lua_type(L, -1) == LUA_TSTRING ? dl_transform_kind(lua_tostring(L, -1)) : -1;
   if (kind < 0) lt_argerror(L, 2, "option '%s.kind' (unknown transform)", path);
   lua_pop(L, 1);
   lt_opts o;
-  lt_options_at(L, 2, idx, path, tf_keys((dl_tf_kind)kind), &o);
+  lt_options_at(L, 2, idx, path, tf_keys[kind], &o);
   const char *field = lt_opt_string(L, &o, "field", "image");       /* the strings stay on the stack */
   if (strlen(field) == 0 || strlen(field) >= DL_NAMELEN)
     lt_opt_error(L, &o, "field", "names have 1 to %d characters", DL_NAMELEN - 1);
@@ -415,6 +445,30 @@ static void parse_transform(lua_State *L, int idx, const char *path, dl_transfor
       lua_pop(L, 1);
       break;
     }
+    case DL_TF_RESIZE:
+      size_opt(L, &o, tf->size, 1);
+      interp_opts(L, &o, tf);
+      break;
+    case DL_TF_RESIZED_CROP: {
+      size_opt(L, &o, tf->size, 0);
+      interp_opts(L, &o, tf);
+      double lo = tf->scale_lo, hi = tf->scale_hi;
+      range_opt(L, &o, "scale", &lo, &hi, 0, 1);
+      tf->scale_lo = (float)lo;
+      tf->scale_hi = (float)hi;
+      range_opt(L, &o, "ratio", &tf->ratio_lo, &tf->ratio_hi, 1e-6, 1e6);
+      if (tf->scale_hi <= 0) lt_opt_error(L, &o, "scale", "the upper end must be positive");
+      break;
+    }
+    case DL_TF_CENTER_CROP: size_opt(L, &o, tf->size, 0); break;
+    case DL_TF_COLOR_JITTER: {
+      static const char *const keys[4] = {"brightness", "contrast", "saturation", "hue"};
+      for (int k = 0; k < 4; k++)
+        tf->jitter_on[k] =
+            range_opt(L, &o, keys[k], &tf->jitter[k][0], &tf->jitter[k][1], k < 3 ? 0 : -0.5, k < 3 ? 1e6 : 0.5);
+      break;
+    }
+    case DL_TF_NKINDS: break;
     case DL_TF_CALL:
       if (lt_opt_push(L, &o, "plan") != LUA_TTABLE) lt_opt_error(L, &o, "plan", "table expected");
       lua_pop(L, 1);
@@ -627,12 +681,45 @@ static int pipeline_pipe_close(lua_State *L) {
   return pipe_gc(L);
 }
 
+
+/* _tf_apply(image, desc, key) -> tensor: one built-in transform (desc as data.lua
+ * builds it) on one image tensor, its stream keyed by key; errors raised plain */
+static int pipeline_tf_apply(lua_State *L) {
+  dl_tensor *t = lt_check(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  int64_t key = lt_checkinteger(L, 3, "key");
+  lt_checkargs(L, 3);
+  dl_transform tf;
+  parse_transform(L, 2, "transform", &tf);
+  if (tf.kind == DL_TF_CALL || tf.kind == DL_TF_SELECT) return luaL_error(L, "apply: not for a %s stage", tf.name);
+  dl_ctx *ctx = lt_ctx(L);
+  dl_tensor *c = dl_is_contiguous(t) ? dl_tensor_retain(t) : dl_tensor_new_contiguous(ctx, t, t->dtype);
+  if (!c) return lt_raise_plain(L);
+  dl_example ex;
+  memset(&ex, 0, sizeof ex);
+  int i = dl_example_add(&ex, tf.field);
+  ex.f[i].dtype = c->dtype;
+  ex.f[i].ndim = c->ndim;
+  for (int k = 0; k < c->ndim; k++) ex.f[i].shape[k] = c->shape[k];
+  ex.f[i].data = dl_data(c);
+  char err[512];
+  int rc = dl_transform_apply(&tf, &ex, 0, 0, (uint64_t)key, err, sizeof err);
+  dl_tensor *out = rc < 0 ? NULL : dl_tensor_new_empty(ctx, ex.f[i].dtype, ex.f[i].ndim, ex.f[i].shape);
+  if (out) memcpy(dl_data(out), ex.f[i].data, (size_t)dl_numel(out) * dl_dtype_size(out->dtype));
+  dl_example_free(&ex);
+  dl_tensor_release(c);
+  if (rc < 0) return luaL_error(L, "apply: %s", err);
+  if (!out) return lt_raise_plain(L);
+  return lt_push(L, out);
+}
+
 static const luaL_Reg pipeline_funcs[] = {
   {"_pipe_close", pipeline_pipe_close},
   {"_pipe_new", pipeline_pipe_new},
   {"_pipe_next", pipeline_pipe_next},
   {"_pipe_position", pipeline_pipe_position},
   {"_pipe_stats", pipeline_pipe_stats},
+  {"_tf_apply", pipeline_tf_apply},
   {NULL, NULL}
 };
 

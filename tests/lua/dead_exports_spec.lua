@@ -78,7 +78,12 @@ end
 
 describe("the engine's exported functions", function()
   it("all have a caller", function()
-    local objects = sh_lines("find " .. H.shquote(BUILD .. "/CMakeFiles") .. " -name '*.o' | sort")
+    local objects = {}
+    for _, o in ipairs(sh_lines("find " .. H.shquote(BUILD .. "/CMakeFiles") .. " -name '*.o' | sort")) do
+      local src = o:match("/(engine/.-%.c)%.o$") or o:match("/(tests/.-%.c)%.o$")
+      local f = src and io.open(src, "r")            -- an object whose source is gone is stale: left out
+      if f then f:close(); objects[#objects + 1] = o elseif not src then objects[#objects + 1] = o end
+    end
     local n_engine = 0
     for _, o in ipairs(objects) do if o:find("/engine/", 1, true) then n_engine = n_engine + 1 end end
     assert.is_true(n_engine >= 40, "found only " .. n_engine .. " engine objects under " .. BUILD .. "/CMakeFiles")

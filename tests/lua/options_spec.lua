@@ -128,6 +128,16 @@ local CASES = {
    "random_affine: unknown option 'degree' (valid: degrees, field, fill, scale, translate); did you mean 'degrees'?"},
   {"transforms.one_hot", function() data.transforms.one_hot(3, {feld = "label"}) end,
    "one_hot: unknown option 'feld' (valid: field); did you mean 'field'?"},
+  {"transforms.resize", function() data.transforms.resize{size = 3, interpolaton = "area"} end,
+   "resize: unknown option 'interpolaton' (valid: antialias, field, interpolation, size); did you mean 'interpolation'?"},
+  {"transforms.random_resized_crop", function() data.transforms.random_resized_crop{size = 3, ratios = {1, 2}} end,
+   "random_resized_crop: unknown option 'ratios' (valid: antialias, field, interpolation, ratio, scale, size); " ..
+   "did you mean 'ratio'?"},
+  {"transforms.center_crop", function() data.transforms.center_crop{sise = 3} end,
+   "center_crop: unknown option 'sise' (valid: field, size); did you mean 'size'?"},
+  {"transforms.color_jitter", function() data.transforms.color_jitter{saturaton = 0.2} end,
+   "color_jitter: unknown option 'saturaton' (valid: brightness, contrast, field, hue, saturation); did you mean " ..
+   "'saturation'?"},
   {"dataset:split", function() pipeline():split{4, 4, sed = 1} end,
    "split: unknown option 'sed' (valid: seed); did you mean 'seed'?"},
   {"pipeline:shuffle", function() pipeline():shuffle{sede = 1} end,

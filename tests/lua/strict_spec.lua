@@ -187,6 +187,7 @@ local valid = {
   _pipe_position = {args = function() return core._pipe_new(DS(), {batch = 2}) end},
   _pipe_stats = {args = function() return core._pipe_new(DS(), {batch = 2}) end},
   _pipe_close = {args = function() return core._pipe_new(DS(), {batch = 2}) end},
+  _tf_apply = {args = function() return T(), {kind = "scale", scale = 2, field = "image"}, 0 end},
   _trace_active = {args = function() end},
   _trace_now = {args = function() end},
   _trace_span = {args = function() return "span", 0, 1, "train" end},

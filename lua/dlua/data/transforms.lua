@@ -3,6 +3,7 @@
 -- Each constructor checks its arguments and returns a description; the pipeline
 -- hands the descriptions to the engine. Randomness comes from (data seed, epoch,
 -- example id), so a transform draws the same for any number of workers.
+local core = require "dlua.core"
 local util = require "dlua.util"
 local check = require "dlua.data.check"
 
@@ -20,7 +21,8 @@ Transform.__index = Transform
 function M.is_transform(x) return getmetatable(x) == Transform end
 
 --- The transforms that draw random numbers (not cacheable).
-M.RANDOM = {random_crop = true, flip = true, random_translate = true, random_affine = true}
+M.RANDOM = {random_crop = true, flip = true, random_translate = true, random_affine = true,
+  random_resized_crop = true, color_jitter = true}
 
 local function transform(desc) return setmetatable(desc, Transform) end
 
@@ -121,7 +123,133 @@ function T.one_hot(classes, opts)
   return transform{kind = "one_hot", classes = check_int("one_hot", "classes", classes, 1), field = field_of(opts, "label")}
 end
 
+-- a plain list of n entries (no other keys)?
+local function list_of(v, n)
+  if type(v) ~= "table" or getmetatable(v) ~= nil or #v ~= n then return false end
+  local count = 0
+  for _ in pairs(v) do count = count + 1 end
+  return count == n
+end
 
+local MAX_SIDE = 1 << 30
+
+-- size = n | {h, w}, whole numbers in 1..2^30
+local function image_size(fname, v)
+  local function side(x) return is_int(x) and x >= 1 and x <= MAX_SIDE end
+  if list_of(v, 2) and side(v[1]) and side(v[2]) then return {math.tointeger(v[1]), math.tointeger(v[2])} end
+  if type(v) == "number" and side(v) then return math.tointeger(v) end
+  errorf(3, "%s: size must be a whole number in 1..2^30 or {h, w} of them, got %s", fname,
+    type(v) == "table" and "a table" or tostring(v))
+end
+
+local INTERP = {bilinear = true, area = true, nearest = true}
+
+-- interpolation and antialias of resize and random_resized_crop
+local function resampling(fname, opts)
+  local mode = opts.interpolation or "bilinear"
+  if not INTERP[mode] then
+    errorf(3, "%s: interpolation must be one of bilinear, area, nearest, got %s", fname, tostring(mode))
+  end
+  local aa = opts.antialias
+  if aa ~= nil and type(aa) ~= "boolean" then errorf(3, "%s: antialias must be a boolean, got %s", fname, type(aa)) end
+  if aa == true and mode ~= "bilinear" then
+    errorf(3, "%s: antialias applies to bilinear interpolation only (got interpolation '%s')", fname, mode)
+  end
+  if aa == nil then aa = true end
+  return mode, aa
+end
+
+-- {lo, hi} of numbers with min <= lo <= hi (<= max); level as errorf's (default 3: the
+-- caller of the constructor calling range)
+local function range(fname, what, v, min, max, default, level)
+  if v == nil then return default end
+  if not list_of(v, 2) or type(v[1]) ~= "number" or type(v[2]) ~= "number"
+      or not (v[1] >= min and v[1] <= v[2] and v[2] <= max) then
+    errorf(level or 3, "%s: %s must be {lo, hi} with %g <= lo <= hi <= %g", fname, what, min, max)
+  end
+  return {v[1], v[2]}
+end
+
+--- transforms.resize{size = n | {h, w} [, interpolation = "bilinear", antialias = true, field = "image"]}:
+-- resamples uint8, float32 or float64 [C, H, W] images of any size to {h, w}, or (size n)
+-- so that the shorter side is n (the other side scaled, truncated). interpolation:
+-- "bilinear" (antialias = true: the filter widened when shrinking, torchvision's
+-- antialias=True; false: 2 taps, torch's interpolate), "area" (adaptive average
+-- pooling) or "nearest". uint8 results are rounded half to even.
+function T.resize(opts)
+  opts = options("resize", opts, {size = true, interpolation = true, antialias = true, field = "string"})
+  local size = image_size("resize", opts.size)
+  local mode, aa = resampling("resize", opts)
+  return transform{kind = "resize", size = size, interpolation = mode, antialias = aa, field = field_of(opts)}
+end
+
+--- transforms.random_resized_crop{size = n | {h, w} [, scale = {0.08, 1}, ratio = {3/4, 4/3},
+-- interpolation = "bilinear", antialias = true, field = "image"]}: torchvision's
+-- RandomResizedCrop: a random window of area scale x the image's and aspect ratio
+-- (w / h) log-uniform in ratio (10 tries, then the whole image cut to the ratio
+-- range, centred), resampled to size.
+function T.random_resized_crop(opts)
+  opts = options("random_resized_crop", opts,
+    {size = true, scale = true, ratio = true, interpolation = true, antialias = true, field = "string"})
+  local size = image_size("random_resized_crop", opts.size)
+  if type(size) == "number" then size = {size, size} end
+  local mode, aa = resampling("random_resized_crop", opts)
+  local scale = range("random_resized_crop", "scale", opts.scale, 0, 1, {0.08, 1})
+  if scale[2] <= 0 then errorf(2, "random_resized_crop: scale's upper end must be positive") end
+  local ratio = range("random_resized_crop", "ratio", opts.ratio, 1e-6, 1e6, {3 / 4, 4 / 3})
+  return transform{kind = "random_resized_crop", size = size, scale = scale, ratio = ratio, interpolation = mode,
+    antialias = aa, field = field_of(opts)}
+end
+
+--- transforms.center_crop{size = n | {h, w} [, field = "image"]}: the centre window
+-- (torchvision's center_crop), zeros where the image is smaller than the window.
+function T.center_crop(opts)
+  opts = options("center_crop", opts, {size = true, field = "string"})
+  local size = image_size("center_crop", opts.size)
+  if type(size) == "number" then size = {size, size} end
+  return transform{kind = "center_crop", size = size, field = field_of(opts)}
+end
+
+-- a jitter amount as torchvision's ColorJitter reads it: v >= 0 -> {max(0, 1 - v), 1 + v}
+-- ({-v, v} for hue, v <= 0.5), or {lo, hi} with 0 <= lo <= hi (-0.5 <= lo <= hi <= 0.5 for
+-- hue); nil when it changes nothing
+local function jitter(what, v)
+  if v == nil then return nil end
+  local hue = what == "hue"
+  if type(v) == "number" then
+    if v < 0 or hue and v > 0.5 then
+      errorf(3, "color_jitter: %s must be %s or {lo, hi}, got %g", what, hue and "in [0, 0.5]" or ">= 0", v)
+    end
+    v = hue and {-v, v} or {math.max(0, 1 - v), 1 + v}
+  end
+  local r = hue and range("color_jitter", what, v, -0.5, 0.5, nil, 4) or range("color_jitter", what, v, 0, 1e6, nil, 4)
+  local centre = hue and 0 or 1
+  if r[1] == centre and r[2] == centre then return nil end
+  return r
+end
+
+--- transforms.color_jitter{brightness =, contrast =, saturation =, hue = [, field = "image"]}:
+-- torchvision's ColorJitter on uint8 or float32 (in [0, 1]) images with 1 or 3
+-- channels: brightness, contrast and saturation amounts v give factors uniform in
+-- {max(0, 1 - v), 1 + v}, a hue amount h (<= 0.5) a turn in {-h, h} (or the {lo, hi}
+-- given), applied in a random order drawn per example.
+function T.color_jitter(opts)
+  opts = options("color_jitter", opts,
+    {brightness = true, contrast = true, saturation = true, hue = true, field = "string"})
+  return transform{kind = "color_jitter", brightness = jitter("brightness", opts.brightness),
+    contrast = jitter("contrast", opts.contrast), saturation = jitter("saturation", opts.saturation),
+    hue = jitter("hue", opts.hue), field = field_of(opts)}
+end
+
+--- t:apply(image [, {key = 0}]) -> tensor: the transform on one image tensor (its
+-- field), its random draws keyed by key: to check or preview a transform on images of
+-- any size. (A pipeline keys each example's draws by data seed, epoch and id instead.)
+function Transform:apply(image, opts, ...)
+  if select("#", ...) > 0 then errorf(2, "apply: expected an image and an optional option table") end
+  opts = options("apply", opts, {key = "integer"})
+  local out = check.check(2, pcall(core._tf_apply, image, self, opts.key or 0))
+  return out                                       -- (not a tail call: the level counts this frame)
+end
 
 -- every exported function refuses extra arguments (util.strict)
 util.strict_table("data.transforms.", M.transforms)

@@ -134,6 +134,9 @@ typedef struct dl_source {
   int ndim[DL_MAXFIELDS];
   int64_t shape[DL_MAXFIELDS][DL_MAXDIM];   /* of one example; -1 where examples differ */
   int64_t rows;
+  int64_t nblocks;                   /* rows come in blocks of consecutive rows (the shards of
+                                      * shards.c): block b starts at row block_start[b]; 0: none */
+  const int64_t *block_start;        /* [nblocks + 1], the last = rows; owned by state */
   void *state;                       /* owned, freed by destroy */
   int (*read)(const struct dl_source *src, int64_t row, dl_example *ex, const int *slot, char *err, size_t errlen);
   uint32_t (*checksum)(const struct dl_source *src, int64_t row, uint32_t crc);

@@ -118,8 +118,40 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 
 int64_t dl_pipe_epoch_examples(const dl_pipe_opts *o) {
   int64_t n = o->ds ? o->ds->len : 0;
-  for (int i = 0; i < o->nindex; i++)
-    if (o->index[i].kind == DL_IX_SHARD) n = n > o->index[i].rank ? (n - o->index[i].rank - 1) / o->index[i].world + 1 : 0;
+  for (int i = 0; i < o->nindex; i++) {
+    const dl_index_stage *st = &o->index[i];
+    if (st->kind != DL_IX_SHARD) continue;
+    if (st->blocks && o->ds && o->ds->src && o->ds->src->nblocks > 0) {   /* the rows of the blocks kept */
+      const dl_source *src = o->ds->src;
+      n = 0;
+      for (int64_t b = st->rank; b < src->nblocks; b += st->world) n += src->block_start[b + 1] - src->block_start[b];
+    } else {
+      n = n > st->rank ? (n - st->rank - 1) / st->world + 1 : 0;
+    }
+  }
+  return n;
+}
+
+/* a stage on blocks: permutes (shuffle) or filters (shard) the block list bl[0..*nbl) and
+ * writes their rows, in order, into idx; returns the new number of positions */
+static int64_t block_stage(const dl_source *src, const dl_index_stage *st, uint64_t key, int64_t *bl, int64_t *nbl,
+                           int64_t *idx) {
+  if (st->kind == DL_IX_SHARD) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < *nbl; i++)
+      if (bl[i] % st->world == st->rank) bl[m++] = bl[i];
+    *nbl = m;
+  } else {
+    for (int64_t i = *nbl - 1; i > 0; i--) {
+      int64_t j = (int64_t)(mix(key, (uint64_t)i) % (uint64_t)(i + 1));
+      int64_t t = bl[i];
+      bl[i] = bl[j];
+      bl[j] = t;
+    }
+  }
+  int64_t n = 0;
+  for (int64_t i = 0; i < *nbl; i++)
+    for (int64_t r = src->block_start[bl[i]]; r < src->block_start[bl[i] + 1]; r++) idx[n++] = r;
   return n;
 }
 
@@ -132,11 +164,25 @@ int64_t dl_pipe_epoch_batches(const dl_pipe_opts *o) {
 /* the order of the examples in epoch e: the index stages applied in turn */
 static int64_t *make_plan(const dl_pipe *p, int64_t epoch) {
   int64_t n = p->o.ds->len;
-  int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx), *tmp = NULL;
+  int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx), *tmp = NULL, *bl = NULL, nbl = 0;
   if (!idx) return NULL;
   for (int64_t i = 0; i < n; i++) idx[i] = i;
   for (int s = 0; s < p->o.nindex; s++) {
     const dl_index_stage *st = &p->o.index[s];
+    if (st->blocks) {                                     /* dl_pipe_new checked: the stages before are too */
+      const dl_source *src = p->o.ds->src;
+      if (!bl) {
+        bl = malloc((size_t)src->nblocks * sizeof *bl);
+        if (!bl) {
+          free(idx);
+          return NULL;
+        }
+        nbl = src->nblocks;
+        for (int64_t b = 0; b < nbl; b++) bl[b] = b;
+      }
+      n = block_stage(src, st, mix(mix(st->seed, 0x626c6f636b000000ull + (uint64_t)s), (uint64_t)epoch), bl, &nbl, idx);
+      continue;
+    }
     if (st->kind == DL_IX_SHARD) {
       int64_t m = 0;
       for (int64_t i = st->rank; i < n; i += st->world) idx[m++] = idx[i];
@@ -171,6 +217,7 @@ static int64_t *make_plan(const dl_pipe *p, int64_t epoch) {
     }
   }
   free(tmp);
+  free(bl);
   return idx;
 }
 
@@ -495,6 +542,16 @@ dl_pipe *dl_pipe_new(dl_ctx *ctx, const dl_pipe_opts *o) {
     if (o->index[i].kind == DL_IX_SHARD && (o->index[i].world < 1 || o->index[i].rank < 0 || o->index[i].rank >= o->index[i].world))
       return dl_fail(ctx, "shard: rank %lld is not in 0..%lld (world %lld)", (long long)o->index[i].rank,
                      (long long)o->index[i].world - 1, (long long)o->index[i].world);
+  for (int i = 0; i < o->nindex; i++) {
+    if (!o->index[i].blocks) continue;
+    const char *what = o->index[i].kind == DL_IX_SHARD ? "shard{by = \"shards\"}" : "shuffle{shards = true}";
+    const dl_dataset *ds = o->ds;
+    if (!ds->src || ds->src->nblocks < 1 || ds->index || ds->len != ds->rows)
+      return dl_fail(ctx, "%s: the dataset has no shards to work on (it needs a whole data.shards dataset, "
+                     "before split or subset)", what);
+    if (i > 0 && !o->index[i - 1].blocks)
+      return dl_fail(ctx, "%s: comes after a shuffle or shard of examples; stages on shards come first", what);
+  }
   if (o->batch < 0) return dl_fail(ctx, "batch: size must be positive, got %lld", (long long)o->batch);
   if (o->workers < 0 || o->workers > 256) return dl_fail(ctx, "workers: count must be 0 to 256, got %d", o->workers);
   if (o->prefetch < 1 || o->prefetch > 1024) return dl_fail(ctx, "prefetch: depth must be 1 to 1024, got %d", o->prefetch);

@@ -12,7 +12,7 @@
  *   tf.scale = 1.0f / 255;
  *   dl_pipe_opts o = dl_pipe_defaults();
  *   o.ds = ds; o.tf = &tf; o.ntf = 1; o.batch = 128; o.workers = 2; o.seed = 1;
- *   o.index[o.nindex++] = (dl_index_stage){DL_IX_SHUFFLE, 1, 0, 0, 1};
+ *   o.index[o.nindex++] = (dl_index_stage){DL_IX_SHUFFLE, 1, 0, 0, 1, 0};
  *   dl_pipe *p = dl_pipe_new(ctx, &o);                // threads start here
  *   dl_batch b;
  *   while (dl_pipe_next(ctx, p, &b) == 1) { ...; dl_batch_release(&b); }
@@ -59,6 +59,10 @@ typedef struct {
   uint64_t seed;                     /* shuffle */
   int64_t window;                    /* shuffle: 0 = full permutation, else a buffer of this size */
   int64_t rank, world;               /* shard: keep positions p with p % world == rank */
+  int blocks;                        /* on the source's blocks (record shards) instead of examples:
+                                      * shuffle permutes the blocks, each kept in order; shard keeps
+                                      * blocks b with b % world == rank. Only on a whole dataset
+                                      * with blocks, before any stage on examples */
 } dl_index_stage;
 
 typedef struct {

@@ -237,3 +237,43 @@ int dl_image_read_file(const char *path, int64_t max_bytes, void **out, size_t *
   *n = got;
   return 0;
 }
+
+/* ------------------------------------------------------------ encoding */
+
+int dl_image_encode_png(const uint8_t *chw, int channels, int64_t height, int64_t width, void **out, size_t *n,
+                        char *err, size_t errlen) {
+  *out = NULL;
+  *n = 0;
+  if ((channels != 1 && channels != 3) || height < 1 || width < 1 || height > 0x7fffffff || width > 0x7fffffff ||
+      height * width > DL_IMAGE_MAX_PIXELS) {
+    snprintf(err, errlen, "PNG: cannot encode [%d, %lld, %lld] (1 or 3 channels, at most %lld pixels)", channels,
+             (long long)height, (long long)width, (long long)DL_IMAGE_MAX_PIXELS);
+    return -1;
+  }
+  size_t plane = (size_t)height * (size_t)width, len = plane * (size_t)channels;
+  uint8_t *hwc = malloc(len);
+  spng_ctx *c = spng_ctx_new(SPNG_CTX_ENCODER);
+  int e = 0;
+  if (!hwc || !c) {
+    snprintf(err, errlen, "PNG: out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < plane; i++)                /* planar [C, H, W] to interleaved rows */
+    for (int k = 0; k < channels; k++) hwc[i * (size_t)channels + (size_t)k] = chw[(size_t)k * plane + i];
+  struct spng_ihdr ihdr = {0};
+  ihdr.width = (uint32_t)width;
+  ihdr.height = (uint32_t)height;
+  ihdr.bit_depth = 8;
+  ihdr.color_type = channels == 1 ? SPNG_COLOR_TYPE_GRAYSCALE : SPNG_COLOR_TYPE_TRUECOLOR;
+  if ((e = spng_set_option(c, SPNG_ENCODE_TO_BUFFER, 1)) != 0 || (e = spng_set_ihdr(c, &ihdr)) != 0 ||
+      (e = spng_encode_image(c, hwc, len, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE)) != 0) {
+    snprintf(err, errlen, "PNG: cannot encode: %s", spng_strerror(e));
+    goto done;
+  }
+  *out = spng_get_png_buffer(c, n, &e);
+  if (!*out) snprintf(err, errlen, "PNG: cannot encode: %s", spng_strerror(e));
+done:
+  free(hwc);
+  spng_ctx_free(c);
+  return *out ? 0 : -1;
+}

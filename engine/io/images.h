@@ -58,4 +58,10 @@ int dl_image_decode(const void *data, size_t n, const char *name, int channels, 
  * DL_IMAGE_MAX_FILE). Returns 0, or -1 with err = "'<path>': <why>". */
 int dl_image_read_file(const char *path, int64_t max_bytes, void **out, size_t *n, char *err, size_t errlen);
 
+/* Encodes [channels, height, width] uint8 (channels 1: gray, 3: RGB) as a PNG
+ * file in a malloc'd buffer (*out, *n; the caller frees it), lossless, so
+ * dl_image_decode gives back the same bytes. Returns 0, or -1 with err. */
+int dl_image_encode_png(const uint8_t *chw, int channels, int64_t height, int64_t width, void **out, size_t *n,
+                        char *err, size_t errlen);
+
 #endif

@@ -189,7 +189,7 @@ void lt_register_dist(lua_State *L, int mod, int cidx);        /* lua_dist.c */
 void lt_register_fileio(lua_State *L, int mod, int cidx);      /* lua_fileio.c */
 void lt_register_gp(lua_State *L, int mod, int cidx);          /* lua_gp.c */
 void lt_register_proc(lua_State *L, int mod, int cidx);        /* lua_proc.c */
-void lt_register_tar(lua_State *L, int mod, int cidx);          /* lua_tar.c */
+void lt_register_shards(lua_State *L, int mod, int cidx);          /* lua_shards.c */
 
 int luaopen_dlua_core(lua_State *L);
 

@@ -106,6 +106,15 @@ static int dataset_ds_get(lua_State *L) {
   lua_createtable(L, 0, ds->nfields);
   for (int f = 0; f < ds->nfields; f++) {        /* the tensors go into boxes first, so nothing leaks on a raise */
     if (ds->fields[f]) continue;
+    if (read[f]->ndim == 0) {                    /* a scalar (a record shard's class) is a number, as a tensor row's is */
+      double v = dl_get_flat(read[f], 0);
+      if (dl_dtype_is_float(read[f]->dtype)) lua_pushnumber(L, v);
+      else lua_pushinteger(L, (lua_Integer)v);
+      dl_tensor_release(read[f]);
+      read[f] = NULL;
+      lua_setfield(L, -2, ds->names[f]);
+      continue;
+    }
     lt_newbox(L);
     lt_finish(L, read[f]);
     read[f] = NULL;

@@ -492,7 +492,7 @@ static pipe_box *check_pipe(lua_State *L, int i) { return luaL_checkudata(L, i, 
 
 static const char *const spec_keys[] = {"batch", "drop_remainder", "epochs", "index", "pad", "prefetch", "rank",
                                         "seed", "start_batch", "start_epoch", "transforms", "workers", NULL};
-static const char *const index_keys[] = {"kind", "rank", "seed", "window", "world", NULL};
+static const char *const index_keys[] = {"blocks", "kind", "rank", "seed", "window", "world", NULL};
 
 /* _pipe_new(ds, spec) -> handle; spec as data/pipeline.lua builds it */
 static int pipeline_pipe_new(lua_State *L) {
@@ -538,6 +538,7 @@ static int pipeline_pipe_new(lua_State *L) {
       st->window = int_opt(L, &io, "window", 0, 0);
       st->rank = int_opt(L, &io, "rank", 0, 0);
       st->world = int_opt(L, &io, "world", 1, 1);
+      st->blocks = lt_opt_boolean(L, &io, "blocks", 0);
       lua_settop(L, ix);
     }
   }

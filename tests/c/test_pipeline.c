@@ -118,7 +118,7 @@ static void test_batches(void) {
   o.batch = 5;
   o.pad = 1;
   o.workers = 2;
-  o.index[o.nindex++] = (dl_index_stage){DL_IX_SHUFFLE, 3, 0, 0, 1};
+  o.index[o.nindex++] = (dl_index_stage){DL_IX_SHUFFLE, 3, 0, 0, 1, 0};
   DL_CHECK(dl_pipe_epoch_batches(&o) == 5);
   dl_pipe *p = dl_pipe_new(ctx, &o);
   DL_CHECK(p != NULL);
@@ -147,7 +147,7 @@ static void test_batches(void) {
     dl_pipe_opts s = dl_pipe_defaults();
     s.ds = ds;
     s.batch = 4;
-    s.index[s.nindex++] = (dl_index_stage){DL_IX_SHARD, 0, 0, r, 4};
+    s.index[s.nindex++] = (dl_index_stage){DL_IX_SHARD, 0, 0, r, 4, 0};
     DL_CHECK(dl_pipe_epoch_examples(&s) == (r < 3 ? 6 : 5));
     dl_pipe *q = dl_pipe_new(ctx, &s);
     while (q && dl_pipe_next(ctx, q, &b) == 1) {
@@ -187,7 +187,7 @@ static void test_determinism(void) {
     o.epochs = 2;
     o.tf = tf;
     o.ntf = 4;
-    o.index[o.nindex++] = (dl_index_stage){DL_IX_SHUFFLE, 17, 0, 0, 1};
+    o.index[o.nindex++] = (dl_index_stage){DL_IX_SHUFFLE, 17, 0, 0, 1, 0};
     unsigned char *got = NULL;
     long n = run_bytes(&o, &got);
     DL_CHECK(n > 0);

@@ -29,6 +29,15 @@ local function bytes(n, seed)
   return table.concat(t)
 end
 
+local function lfs_dir(d)
+  local it, st = require("lfs").dir(d)
+  return function()
+    local f = it(st)
+    while f == "." or f == ".." do f = it(st) end
+    return f
+  end
+end
+
 local function hex(s) return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end)) end
 
 describe("tar shards", function()
@@ -132,5 +141,156 @@ with tarfile.open(f"{d}/link.tar", "w", format=tarfile.USTAR_FORMAT) as t:
     ok, err = pcall(core._tar_write, dir .. "/s.tar", {}, "extra")
     assert.is_false(ok)
     assert.matches("no more than 2 arguments expected, got 3", err, 1, true)
+  end)
+end)
+
+-------------------------------------------------------------------- shard datasets
+
+local dl = require "dlua"
+local data, T = dl.data, dl.data.transforms
+local fs = dl.fs
+
+local function flat(t)
+  local o = {}
+  local function r(x)
+    if type(x) == "table" then for _, y in ipairs(x) do r(y) end else o[#o + 1] = x end
+  end
+  r(t:totable())
+  return table.concat(o, ",")
+end
+
+-- every batch of a pipeline, as text (bit-exact for the dtypes compared)
+local function batches(p, epochs)
+  local out = {}
+  for b in p:iter{epochs = epochs} do
+    out[#out + 1] = flat(b.image) .. "|" .. flat(b.label)
+  end
+  return out
+end
+
+local N = 300
+local fm_sub
+local function fm300()
+  if not fm_sub then
+    local idx = {}
+    for i = 1, N do idx[i] = i end
+    fm_sub = data.fashion_mnist().train:subset(idx)
+  end
+  return fm_sub
+end
+
+describe("data.shards and data.pack", function()
+  local dir
+  setup(function()
+    dir = H.tmpdir("shards-fm")
+    data.pack{dataset = fm300(), dir = dir .. "/fm", per_shard = 64}
+  end)
+
+  it("pack writes 0-based .cls and lossless PNG members that PIL and Python's tarfile read as the IDX bytes", function()
+    local files = {}
+    for f in lfs_dir(dir .. "/fm") do files[#files + 1] = f end
+    table.sort(files)
+    assert.are.same({"shard-000000.tar", "shard-000001.tar", "shard-000002.tar", "shard-000003.tar",
+                     "shard-000004.tar"}, files)
+    local out = python([[
+import glob, gzip, io, sys, tarfile
+import numpy as np
+from PIL import Image
+d, n = sys.argv[1], int(sys.argv[2])
+fm = "/usr/share/datasets/fashion-mnist"
+def idx(path):
+    op = gzip.open if path.endswith(".gz") else open
+    with op(path, "rb") as f:
+        b = f.read()
+    nd = b[3]
+    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
+    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
+imgs = idx(sorted(glob.glob(fm + "/train-images-idx3-ubyte*"))[0])
+labs = idx(sorted(glob.glob(fm + "/train-labels-idx1-ubyte*"))[0])
+k = 0
+for path in sorted(glob.glob(d + "/*.tar")):
+    with tarfile.open(path) as t:
+        names = t.getnames()
+        for i in range(0, len(names), 2):
+            png, cls = names[i], names[i + 1]
+            assert png.endswith(".png") and cls.endswith(".cls") and png[:-4] == cls[:-4], (png, cls)
+            im = np.array(Image.open(io.BytesIO(t.extractfile(png).read())))
+            assert im.shape == (28, 28) and (im == imgs[k]).all(), png
+            assert int(t.extractfile(cls).read()) == labs[k], cls
+            k += 1
+print(k)
+]], dir .. "/fm", tostring(N))
+    assert.are.equal(tostring(N) .. "\n", out)
+  end)
+
+  it("give the IDX pipeline's batches bit for bit (shuffle, random crop and flip, 2 workers, 2 epochs)", function()
+    local sh = data.shards{dir = dir .. "/fm", fields = {image = "png", label = "cls"}, channels = 1,
+                           zero_based = {"label"}}
+    assert.are.equal(N, #sh)
+    local function pipe(ds, workers)
+      return ds:shuffle{seed = 5}:map(T.random_crop(28, {padding = 2}), T.hflip(), T.scale(1 / 255))
+        :batch(32):workers(workers):seed(9)
+    end
+    local want = batches(pipe(fm300(), 0), 2)
+    assert.are.same(want, batches(pipe(sh, 2), 2))
+    assert.are.same(want, batches(pipe(sh, 0), 2))
+  end)
+
+  it("shuffle{shards = true} permutes shards every epoch and mixes within a window, the same at any worker count", function()
+    local sh = data.shards{dir = dir .. "/fm", fields = {image = "png", label = "cls"}, channels = 1,
+                           zero_based = {"label"}}
+    local function order(workers, epochs)
+      local ids = {}
+      local q = sh:shuffle{seed = 4, shards = true, window = 16}:batch(10):workers(workers)
+      for b in q:iter{epochs = epochs} do
+        for _, l in ipairs(b.label:totable()) do ids[#ids + 1] = l end
+      end
+      return ids
+    end
+    local a = order(0, 2)
+    assert.are.equal(2 * N, #a)
+    assert.are.same(a, order(2, 2))
+    local e1, e2 = table.concat(a, ",", 1, N), table.concat(a, ",", N + 1, 2 * N)
+    assert.are_not.equal(e1, e2)                  -- another order in epoch 2
+    local c1, c2 = {}, {}
+    for i = 1, N do c1[a[i]] = (c1[a[i]] or 0) + 1; c2[a[N + i]] = (c2[a[N + i]] or 0) + 1 end
+    assert.are.same(c1, c2)                       -- the same examples (their labels' counts) each epoch
+  end)
+
+  it("shard{by = \"shards\"} gives each rank whole shards, disjoint, together all", function()
+    local sh = data.shards{dir = dir .. "/fm", fields = {image = "png", label = "cls"}, channels = 1,
+                           zero_based = {"label"}}
+    local r0 = sh:shard{rank = 0, world = 2, by = "shards"}:batch(1000)
+    local r1 = sh:shard{rank = 1, world = 2, by = "shards"}:batch(1000)
+    local n0, n1 = 0, 0
+    for b in r0:iter{epochs = 1} do n0 = b.image:size(1) end
+    for b in r1:iter{epochs = 1} do n1 = b.image:size(1) end
+    assert.are.equal(64 + 64 + 44, n0)             -- shards 0, 2 and 4 (of 64, 64, 64, 64, 44)
+    assert.are.equal(64 + 64, n1)                  -- shards 1 and 3
+    assert.error_matches(function() sh:split{100, 200}[1]:shuffle{shards = true}:batch(2):iter() end,
+      "the dataset has no shards to work on", 1, true)
+  end)
+
+  it("name the shard and key of an example without a field, and the member of one that cannot be decoded", function()
+    local d = H.tmpdir("shards-bad")
+    core._tar_write(d .. "/a.tar", {{"k1.png", H.slurp("examples/images/circle/1.png")}, {"k1.cls", "0"},
+                                    {"k2.png", H.slurp("examples/images/circle/2.png")}})
+    local ok, err = pcall(data.shards, {files = {d .. "/a.tar"}, fields = {image = "png", label = "cls"}})
+    assert.is_false(ok)
+    assert.matches("shards: " .. d .. "/a.tar: example 'k2' (at offset 2048) has no .cls member for field 'label'", err,
+      1, true)
+    local sk = data.shards{files = {d .. "/a.tar"}, fields = {image = "png", label = "cls"}, on_error = "skip"}
+    assert.are.equal(1, #sk)
+    assert.are.equal(1, sk.incomplete)
+    core._tar_write(d .. "/b.tar", {{"k1.png", "not a png at all"}, {"k1.cls", "3"}})
+    local bad = data.shards{files = {d .. "/b.tar"}, fields = {image = "png", label = "cls"}}
+    ok, err = pcall(function() return bad:get(1) end)
+    assert.is_false(ok)
+    assert.matches(d .. "/b.tar: member 'k1.png' at offset 0", err, 1, true)
+    assert.matches("not a PNG or JPEG", err, 1, true)
+    assert.error_matches(function() data.shards{files = {d .. "/a.tar"}, fields = {image = "gif"}} end,
+      "shards: fields.image: extension 'gif' is not one dlua reads", 1, true)
+    assert.error_matches(function() data.shards{files = {d .. "/a.tar"}, fields = {image = "png"}, shuffel = 1} end,
+      "shards: unknown option 'shuffel'", 1, true)
   end)
 end)

@@ -175,7 +175,9 @@ function M.images(opts)
   end
   local label = core.tensor(labels, {dtype = "int32"})
   local ud = check(2, pcall(core._ds_images, root, paths, label, channels, on_error == "skip"))
-  return dataset.wrap(ud, classes and {label = classes} or nil)
+  local ds = dataset.wrap(ud, classes and {label = classes} or nil)
+  rawset(ds, "files", {root = root, paths = paths})  -- data.pack copies the files as they are
+  return ds
 end
 
 return M

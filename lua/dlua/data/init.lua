@@ -10,6 +10,7 @@
 --
 -- The package, by concern: dataset (datasets, subsets, splits, tensors),
 -- readers (IDX, Fashion-MNIST, CSV), numpy (.npy, .npz), images (image files: folders, lists),
+-- shards (record shards in tar files, and data.pack that writes them),
 -- transforms (the C per-example
 -- transforms), pipeline (stages and their checks, caches), iterator (a running
 -- pipeline, its statistics), worker (Lua map functions for the worker states),
@@ -23,6 +24,7 @@ local dataset = require "dlua.data.dataset"
 local readers = require "dlua.data.readers"
 local numpy = require "dlua.data.numpy"
 local images = require "dlua.data.images"
+local shards = require "dlua.data.shards"
 local transforms = require "dlua.data.transforms"
 local pipeline = require "dlua.data.pipeline"
 local iterator = require "dlua.data.iterator"
@@ -36,6 +38,7 @@ M.idx, M.fashion_mnist, M.csv, M.fashion_mnist_tensors = readers.idx, readers.fa
   readers.fashion_mnist_tensors
 M.npy, M.npz, M.read_npy, M.read_npz = numpy.npy, numpy.npz, numpy.read_npy, numpy.read_npz
 M.images = images.images
+M.shards, M.pack = shards.shards, shards.pack
 M.transforms = transforms.transforms
 M.Pipeline, M.is_pipeline = pipeline.Pipeline, pipeline.is_pipeline
 M.Iterator = iterator.Iterator

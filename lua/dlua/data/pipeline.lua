@@ -74,11 +74,21 @@ end
 -- (seed, epoch). With a window, a shuffle buffer of w examples instead (for
 -- data too large to permute; order is random only within about w examples).
 -- Without a seed it uses the pipeline's data seed.
+-- With shards = true (a data.shards dataset, first among the shuffles and shards): the
+-- shards' order is permuted every epoch and their examples mixed in a buffer of
+-- `window` examples (default 1000), as WebDataset does; reads stay within a few shards.
 function Pipeline:shuffle(opts)
-  opts = options("shuffle", opts, {"seed", "window"})
+  opts = options("shuffle", opts, {"seed", "window", "shards"})
   local seed = opts.seed
   if seed ~= nil then seed = check_int("shuffle", "seed", seed, 0) end
-  local window = opts.window and check_int("shuffle", "window", opts.window, 1) or 0
+  if opts.shards ~= nil and type(opts.shards) ~= "boolean" then
+    errorf(2, "shuffle: shards must be true or false, got %s", type(opts.shards))
+  end
+  local window = opts.window and check_int("shuffle", "window", opts.window, 1) or (opts.shards and 1000 or 0)
+  if opts.shards then
+    return extend(extend(self, {op = "shuffle", seed = seed, blocks = true}, 1), {op = "shuffle", seed = seed,
+      window = window}, 1)
+  end
   return extend(self, {op = "shuffle", seed = seed, window = window}, 1)
 end
 
@@ -132,14 +142,19 @@ end
 -- at 0-based rank r: disjoint shards that cover the data. Put it before
 -- shuffle (or shuffle with the same seed on every rank); the rank is mixed
 -- into the augmentation keys, so ranks draw different augmentations.
+-- With by = "shards" (a data.shards dataset): each rank keeps whole record shards, shard
+-- s (0-based) on rank s % world, so ranks read disjoint files.
 function Pipeline:shard(opts)
   if type(opts) ~= "table" then errorf(2, "shard: expected {rank = r, world = w}") end
   local rank, world = opts.rank or opts[1], opts.world or opts[2]
-  util.check_options("shard", opts, {rank = true, world = true, [1] = true, [2] = true}, 2)
+  util.check_options("shard", opts, {rank = true, world = true, by = "string", [1] = true, [2] = true}, 2)
   world = check_int("shard", "world", world, 1)
   rank = check_int("shard", "rank", rank, 0)
   if rank >= world then errorf(2, "shard: rank %d is not in 0..%d (world %d)", rank, world - 1, world) end
-  return extend(self, {op = "shard", rank = rank, world = world}, 1)
+  if opts.by ~= nil and opts.by ~= "examples" and opts.by ~= "shards" then
+    errorf(2, "shard: by must be \"examples\" or \"shards\", got \"%s\"", opts.by)
+  end
+  return extend(self, {op = "shard", rank = rank, world = world, blocks = opts.by == "shards" or nil}, 1)
 end
 
 --- p:prefetch(depth): ready batches kept ahead of the consumer (default 2).
@@ -221,7 +236,13 @@ function Pipeline:data_seed() return settings(self).seed end
 local function examples_per_epoch(p, s)
   local n = #p.source
   for _, st in ipairs(s.index) do
-    if st.op == "shard" then n = n > st.rank and (n - st.rank - 1) // st.world + 1 or 0 end
+    local blocks = st.op == "shard" and st.blocks and p.source._ud and core._ds_blocks(p.source._ud)
+    if blocks then                                -- the examples of the shards kept
+      n = 0
+      for b = st.rank + 1, #blocks - 1, st.world do n = n + blocks[b + 1] - blocks[b] end
+    elseif st.op == "shard" then
+      n = n > st.rank and (n - st.rank - 1) // st.world + 1 or 0
+    end
   end
   return n
 end
@@ -346,8 +367,8 @@ function Pipeline:iter(opts)
   end
   local index = {}
   for i, st in ipairs(s.index) do
-    index[i] = st.op == "shard" and {kind = "shard", rank = st.rank, world = st.world}
-      or {kind = "shuffle", seed = st.seed or s.seed, window = st.window}
+    index[i] = st.op == "shard" and {kind = "shard", rank = st.rank, world = st.world, blocks = st.blocks}
+      or {kind = "shuffle", seed = st.seed or s.seed, window = st.window, blocks = st.blocks}
   end
   local spec = {
     index = index, transforms = descs,

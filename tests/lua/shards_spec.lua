@@ -267,7 +267,8 @@ print(k)
     for b in r1:iter{epochs = 1} do n1 = b.image:size(1) end
     assert.are.equal(64 + 64 + 44, n0)             -- shards 0, 2 and 4 (of 64, 64, 64, 64, 44)
     assert.are.equal(64 + 64, n1)                  -- shards 1 and 3
-    assert.error_matches(function() sh:split{100, 200}[1]:shuffle{shards = true}:batch(2):iter() end,
+    local part = sh:split{100, 200}
+    assert.error_matches(function() part:shuffle{shards = true}:batch(2):iter() end,
       "the dataset has no shards to work on", 1, true)
   end)
 

@@ -272,6 +272,56 @@ print(k)
       "the dataset has no shards to work on", 1, true)
   end)
 
+  it("killed (SIGKILL) mid-epoch and resumed, a run on shards ends bit-identical to an uninterrupted one", function()
+    local d = H.tmpdir("shards-resume")
+    H.spit(d .. "/exp.lua", string.format([[
+local dl = require "dlua"
+return dl.experiment{name = "shards-resume", hparams = {steps = 60, delay = 0.004},
+  build = function(hp)
+    local ds = dl.data.shards{dir = %q, fields = {image = "png", label = "cls"}, channels = 1,
+                              zero_based = {"label"}}
+    local m = dl.nn.Sequential{dl.nn.Flatten(), dl.nn.Linear(784, 10)}
+    return {model = m, loss = dl.nn.CrossEntropy(),
+      optimizer = dl.optim.SGD{params = m:parameters(), lr = 0.05, momentum = 0.9},
+      data = ds:shuffle{seed = hp.data_seed, shards = true, window = 50}:map(dl.data.transforms.scale(1 / 255))
+        :batch(16):workers(2),
+      steps = hp.steps, log_every = 1, checkpoint = {every = 10}, tracking = false,
+      forward = function(mm, b)
+        local t = dl.clock()
+        while dl.clock() - t < hp.delay do end
+        return mm(b.image)
+      end}
+  end}
+]], dir .. "/fm"))
+    local out, rc = H.run(d, "exp.lua --out a --quiet")
+    assert.are.equal(0, rc, out)
+    local p = assert(io.popen("cd " .. H.shquote(d) .. " && " .. H.shquote(H.EXE) ..
+      " exp.lua --out b --quiet >b.log 2>&1 & echo $!"))
+    local pid = tonumber(p:read("l"))
+    p:close()
+    local step, t0 = 0, dl.clock()
+    while step < 25 and dl.clock() - t0 < 60 do            -- steps 25-29: mid-epoch (19 batches an epoch)
+      for line in (fs.read(d .. "/b/metrics.jsonl") or ""):gmatch("[^\n]+") do
+        local e = dl.json.decode(line)
+        if e and e.step and e.step > step then step = e.step end
+      end
+      if step < 25 then os.execute("sleep 0.05") end
+    end
+    assert.is_true(os.execute("kill -9 " .. pid))
+    os.execute("sleep 0.2")
+    assert.is_true(step >= 25 and step < 60, "killed at step " .. step)
+    out, rc = H.run(d, "exp.lua --out b --resume --quiet")
+    assert.are.equal(0, rc, out)
+    local wa = assert(dl.checkpoint.load(d .. "/a/checkpoints/ckpt-000000060.safetensors"))
+    local wb = assert(dl.checkpoint.load(d .. "/b/checkpoints/ckpt-000000060.safetensors"))
+    local n = 0
+    for k, t in pairs(wa) do
+      assert.are.equal(flat(t), flat(wb[k]), k)
+      n = n + 1
+    end
+    assert.is_true(n >= 2)
+  end)
+
   it("name the shard and key of an example without a field, and the member of one that cannot be decoded", function()
     local d = H.tmpdir("shards-bad")
     core._tar_write(d .. "/a.tar", {{"k1.png", H.slurp("examples/images/circle/1.png")}, {"k1.cls", "0"},

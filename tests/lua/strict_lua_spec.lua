@@ -67,6 +67,8 @@ local csv_path = dir .. "/two.csv"
 H.spit(csv_path, "a,b\n1,2\n3,4\n")
 local idx_path = dir .. "/three.idx"
 H.spit(idx_path, "\0\0\8\1" .. string.pack(">I4", 3) .. "abc")
+local shards_path = dir .. "/s.tar"
+require("dlua.core")._tar_write(shards_path, {{"a.cls", "1"}})
 local images_list = dir .. "/images.csv"          -- data.images reads the files only when an example is read
 H.spit(images_list, "a.png,1\n")
 local ckpt_path = dir .. "/w.ckpt"
@@ -130,6 +132,8 @@ local VALID = {
   ["dl.data.idx"] = a(function() return {images = idx_path} end),
   ["dl.data.images"] = a(function() return {list = images_list} end),
   ["dl.data.is_dataset"] = a(function() return DS() end),
+  ["dl.data.shards"] = a(function() return {files = {shards_path}, fields = {label = "cls"}} end),
+  ["dl.data.pack"] = a(function() return {dataset = DS(), dir = dir .. "/packed", fields = {}} end),
   ["dl.data.npy"] = a(function() return {x = npy_path} end),
   ["dl.data.npz"] = a(function() return {path = npz_path} end),
   ["dl.data.read_npy"] = a(function() return npy_path, {} end),

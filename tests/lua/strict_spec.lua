@@ -23,7 +23,7 @@ H.spit(csv_path, "a,b\n1,2\n")
 local ckpt_path = dir .. "/w.ckpt"
 local cache_path = dir .. "/ds.cache"
 local tar_path = dir .. "/r.tar"
-core._tar_write(tar_path, {{"0.cls", "1"}})
+core._tar_write(tar_path, {{"0.cls", "1"}, {"1.cls", "2"}})
 
 -- One valid call per function: args() returns its arguments. run = false: the
 -- valid call is not made (it would block in a world of one), only the junk call.
@@ -159,6 +159,9 @@ local valid = {
   _fileio_replace = {args = function() return dir .. "/replace.txt", "x" end},
   _fileio_write_count = {args = function() end},
   _tar_read = {args = function() return tar_path end},
+  _ds_shards = {args = function() return {tar_path}, {{"label", "class", {"cls"}, 1}}, 3, false end},
+  _ds_blocks = {args = function() return DS() end},
+  _png_encode = {args = function() return core.zeros({1, 2, 2}, {dtype = "uint8"}) end},
   _tar_write = {args = function() return dir .. "/w.tar", {{"a.cls", "1"}} end},
   _ops = {args = function() end},
   _gp_fit = {args = function() return {{0.1}, {0.5}, {0.9}}, {1, 2, 3} end},
@@ -388,7 +391,7 @@ describe("dlua.core strictness", function()
   it("rejects unknown keys in nested option tables, naming the path", function()
     local ds = DS()
     assert.error_matches(function() core._pipe_new(ds, {batch = 2, index = {{kind = "shuffle", sed = 1}}}) end,
-      "unknown option 'index%[1%]%.sed'; expected one of: kind, rank, seed, window, world")
+      "unknown option 'index%[1%]%.sed'; expected one of: blocks, kind, rank, seed, window, world")
     assert.error_matches(function()
       core._pipe_new(ds, {transforms = {{kind = "scale", scale = 2}, {kind = "random_crop", sise = {2, 2}}}})
     end, "unknown option 'transforms%[2%]%.sise'; expected one of: field, fill, kind, name, padding, size, stage")

@@ -1,8 +1,10 @@
 -- dl.study pruning: the median rule against a hand-computed case, its `pruned`
 -- status in the journal, trials.csv and the results (with the exploration
--- warning), through a SIGKILL of the study and with two agents; asha pauses a
--- trial at a rung and promotes it later, and the promoted trial ends
--- bit-identical to the same trial never paused.
+-- warning), through a SIGKILL of the study and with two agents; judged inside
+-- each trial at its evals, so a study of fast trials run twice with one trial at
+-- a time prunes the same trials at the same steps; asha pauses a trial at a rung
+-- and promotes it later, and the promoted trial ends bit-identical to the same
+-- trial never paused.
 local dl = require "dlua"
 local json, fs = dl.json, dl.fs
 local prune = require "dlua.study.prune"
@@ -11,9 +13,9 @@ local EXE = os.getenv("DLUA_EXE") or "build/dlua"
 local H = dofile("tests/lua/helpers.lua")
 local write = H.spit
 
--- the toy experiment (tests/fixtures/toy_experiment.lua); the studies here fix its busy-wait `delay`
--- per step (so the agent sees the evals while the trial runs), 30 steps, and an eval and a checkpoint
--- every 5 steps (PRUNE_FIXED)
+-- the toy experiment (tests/fixtures/toy_experiment.lua), 30 steps, and an eval and a checkpoint every
+-- 5 steps (PRUNE_FIXED); MEDIAN's trials busy-wait `delay` seconds a step so that a study can be
+-- killed, and two agents share it, while trials run
 local EXPERIMENT = H.fixture("toy_experiment.lua")
 local PRUNE_FIXED = "steps = 30, eval_every = 5, checkpoint_every = 5"
 
@@ -305,7 +307,7 @@ describe("dl.study prune = {algorithm = \"asha\"}", function()
     -- rung (floor(2 / 3) = 0 promoted) and promoted once t003 arrived
     study_file(dir, "asha.lua", [[
   name = "asha", algorithm = "bayes", parallel = 1, steps = 30, trials = 4,
-  fixed = {delay = 0.03, eval_every = 5, checkpoint_every = 5},
+  fixed = {eval_every = 5, checkpoint_every = 5},
   nuisance = {lr = S.log_uniform(1e-4, 0.5)},
   enqueue = {{lr = 1e-3}, {lr = 0.3}, {lr = 2e-3}, {lr = 1.5e-3}},
   prune = {algorithm = "asha", min_steps = 10, reduction = 3},]])

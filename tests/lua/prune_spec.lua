@@ -250,6 +250,16 @@ describe("pruning judged inside the trial", function()
         end
       end
       assert.are.equal(12, #order, out)
+      -- the GP counts a pruned trial as infeasible: no point is suggested twice (left out of its
+      -- history, 7 of these 12 trials were the same pruned point)
+      local points = {}
+      for _, e in ipairs(events(sd)) do
+        if e.event == "finish" then
+          local key = string.format("%.17g", e.nuisance.lr)
+          assert.is_nil(points[key], e.trial .. " repeats " .. tostring(points[key]))
+          points[key] = e.trial
+        end
+      end
       runs[i] = pruned
     end
     assert.is_true(#runs[1] >= 3, "pruned only " .. #runs[1])

@@ -244,7 +244,9 @@ function Agent:choose_point(t, inputs)
 end
 
 -- bayes inputs of trial t: this group's finished trials (and the warm start's)
--- as history, its running trials with a point as kriging believers
+-- as history, its running trials with a point as kriging believers. A trial that
+-- did not end done (pruned, diverged, failed) is an infeasible point: a pruned
+-- one left out, the GP would suggest its point again and again.
 function Agent:bayes_inputs(t, st, trials)
   local hist, pend = {}, {}
   for _, h in ipairs(self.warm and self.warm[t.group.index] or {}) do hist[#hist + 1] = h end
@@ -252,7 +254,7 @@ function Agent:bayes_inputs(t, st, trials)
     if p.group.index == t.group.index and p.kind == "search" and p.id ~= t.id then
       local s = st.trials[p.id]
       local u = p.u or (st.suggest[p.id] and st.suggest[p.id].u)
-      if u and s and s.finish and not s.running and s.finish.status ~= "pruned" then
+      if u and s and s.finish and not s.running then
         local done = s.finish.status == "done"
         hist[#hist + 1] = {u = u, value = done and s.finish.value or nil, values = done and s.finish.values or nil}
       elseif u and s and s.running then

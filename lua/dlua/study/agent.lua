@@ -1,6 +1,8 @@
 --- dlua.study.agent: the agent that runs a study's trials. It claims the next
 -- unfinished trial in the journal (under its lock), starts it (several at a
--- time), renews its leases while they run, records each outcome, rewrites
+-- time; a search trial of a pruned study with --prune, so that it judges itself
+-- at its evals: dlua.study.prune), renews its leases while they run, records
+-- each outcome (a pruned trial records its own), rewrites
 -- trials.csv, and completes the study once every planned trial settled. Agents
 -- in other processes or on other hosts share a study through the journal; a
 -- trial whose owner died (same host: its pid is gone; other hosts: its lease

@@ -3,7 +3,7 @@
  * reading a row reads that example's members from its shard.
  *
  * The key of a member is its path up to the first '.' of its last component
- * ("train/000123.seg.png": key "train/000123", extension "seg.png"), as
+ * ("a/000123.seg.png": key "a/000123", extension "seg.png"), as
  * WebDataset splits them; an example is a run of consecutive members with one
  * key. Members whose extension no field asks for are passed over.
  */

@@ -347,7 +347,7 @@ describe("dl.dist under mpirun -np 2", function()
   end)
   end
 
-  mpi_it("prunes trials running on rank 1: rank 0's pruner decides, rank 1 stops the process", function()
+  mpi_it("prunes trials running on rank 1: each judges itself in the study's journal and stops", function()
     local d = tmpdir("prune")
     assert(os.execute(string.format("cp %s/tests/mpi/prune_study.lua %s/study.lua && " ..
       "cp %s/tests/fixtures/toy_experiment.lua %s/exp.lua", SRC, d, SRC, d)))

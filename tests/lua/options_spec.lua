@@ -75,7 +75,7 @@ local CASES = {
   -- training
   {"dl.train", function() dl.train{stpes = 1} end,
    "dl.train: unknown option 'stpes' (valid: checkpoint, classes, clip_grad_norm, command, config_path, data, description, " ..
-   "dir, divergence, ema, eval, fields, forward, hparams, log_every, loss, model, name, optimizer, quiet, resume, " ..
+   "dir, divergence, ema, eval, fields, forward, hparams, log_every, loss, model, name, on_eval, optimizer, quiet, resume, " ..
    "schedule, steps, threads, trace, tracking); did you mean 'steps'?"},
   {"dl.train eval", function() dl.train{eval = {evry = 5}} end,
    "dl.train: unknown option 'evry' in eval (valid: batch_size, every, metrics, predictions, sample, sets); " ..
@@ -99,7 +99,7 @@ local CASES = {
   {"dl.experiment", function() dl.experiment{name = "x", build = function() end, hparms = {}} end,
    "dl.experiment: unknown option 'hparms' (valid: build, description, hparams, name); did you mean 'hparams'?"},
   {"experiment:run", function() dl.load_experiment(exp_path):run({}, {qiuet = true}) end,
-   "experiment:run: unknown option 'qiuet' (valid: command, dir, quiet, resume, steps, tracking); did you mean " ..
+   "experiment:run: unknown option 'qiuet' (valid: command, dir, on_eval, quiet, resume, steps, tracking); did you mean " ..
    "'quiet'?"},
   {"dl.evaluate", function() dl.evaluate{experiment = exp_path, checkpoint = "x", set = {}} end,
    "dl.evaluate: unknown option 'set' (valid: batch_size, checkpoint, experiment, metrics, sets); did you mean " ..
@@ -141,11 +141,11 @@ local CASES = {
   {"dataset:split", function() pipeline():split{4, 4, sed = 1} end,
    "split: unknown option 'sed' (valid: seed); did you mean 'seed'?"},
   {"pipeline:shuffle", function() pipeline():shuffle{sede = 1} end,
-   "shuffle: unknown option 'sede' (valid: seed, window); did you mean 'seed'?"},
+   "shuffle: unknown option 'sede' (valid: seed, shards, window); did you mean 'seed'?"},
   {"pipeline:batch", function() pipeline():shuffle{seed = 1}:batch(2, {pad_ = true}) end,
    "batch: unknown option 'pad_' (valid: drop_remainder, pad); did you mean 'pad'?"},
   {"pipeline:shard", function() pipeline():shuffle{seed = 1}:shard{rank = 0, wolrd = 2} end,
-   "shard: unknown option 'wolrd' (valid: rank, world); did you mean 'world'?"},
+   "shard: unknown option 'wolrd' (valid: by, rank, world); did you mean 'world'?"},
   -- search, studies, reports
   {"search.sample", function() S.sample({lr = S.uniform(0, 1)}, 2, {algoritm = "grid"}) end,
    "dl.search.sample: unknown option 'algoritm' (valid: algorithm, context, grid_points, seed, warn); did you mean " ..

@@ -1,8 +1,10 @@
 -- dl.study pruning: the median rule against a hand-computed case, its `pruned`
 -- status in the journal, trials.csv and the results (with the exploration
--- warning), through a SIGKILL of the study and with two agents; asha pauses a
--- trial at a rung and promotes it later, and the promoted trial ends
--- bit-identical to the same trial never paused.
+-- warning), through a SIGKILL of the study and with two agents; judged inside
+-- each trial at its evals, so a study of fast trials run twice with one trial at
+-- a time prunes the same trials at the same steps; asha pauses a trial at a rung
+-- and promotes it later, and the promoted trial ends bit-identical to the same
+-- trial never paused.
 local dl = require "dlua"
 local json, fs = dl.json, dl.fs
 local prune = require "dlua.study.prune"
@@ -11,9 +13,9 @@ local EXE = os.getenv("DLUA_EXE") or "build/dlua"
 local H = dofile("tests/lua/helpers.lua")
 local write = H.spit
 
--- the toy experiment (tests/fixtures/toy_experiment.lua); the studies here fix its busy-wait `delay`
--- per step (so the agent sees the evals while the trial runs), 30 steps, and an eval and a checkpoint
--- every 5 steps (PRUNE_FIXED)
+-- the toy experiment (tests/fixtures/toy_experiment.lua), 30 steps, and an eval and a checkpoint every
+-- 5 steps (PRUNE_FIXED); MEDIAN's trials busy-wait `delay` seconds a step so that a study can be
+-- killed, and two agents share it, while trials run
 local EXPERIMENT = H.fixture("toy_experiment.lua")
 local PRUNE_FIXED = "steps = 30, eval_every = 5, checkpoint_every = 5"
 
@@ -193,6 +195,94 @@ describe("dl.study prune = {algorithm = \"median\"}", function()
   end)
 end)
 
+-- the objective of a run directory at every eval step, from its metrics.jsonl
+local function accuracy_by_step(d)
+  local by = {}
+  for line in (fs.read(d .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
+    local e = json.decode(line)
+    if e.split == "eval" then by[e.step] = e["valid/accuracy"] end
+  end
+  return by
+end
+
+describe("pruning judged inside the trial", function()
+  local dir
+  setup(function() dir = H.tmpdir("inproc"); write(dir .. "/exp.lua", EXPERIMENT) end)
+  teardown(function() fs.rm_rf(dir) end)
+
+  it("prunes the same trials at the same steps on every run with one trial at a time, fast trials too", function()
+    -- no delay: each trial takes a fraction of a second, faster than any poll; bayes, so the points
+    -- themselves depend on which trials were pruned before
+    study_file(dir, "fast.lua", [[
+  name = "fast", algorithm = "bayes", trials = 12, nuisance = {lr = S.log_uniform(1e-4, 0.5)},
+  fixed = {]] .. PRUNE_FIXED .. [[}, prune = {algorithm = "median", warmup = 0, min_trials = 2},]])
+    local runs = {}
+    for i = 1, 2 do
+      local out, rc = run(dir, string.format("fast.lua --out runs%d --no-check --threads 1 --jobs 1", i))
+      assert.are.equal(0, rc, out)
+      local sd = string.format("%s/runs%d/fast", dir, i)
+      local pruned, order, done_before = {}, {}, {}
+      for _, e in ipairs(events(sd)) do
+        if e.event == "finish" then
+          order[#order + 1] = e.trial
+          if e.status == "pruned" then
+            pruned[#pruned + 1] = {e.trial, e.step, e.value, e.message}
+            -- stopped at the eval it was judged at: nothing trained or evaluated past it
+            local by = accuracy_by_step(sd .. "/" .. e.trial)
+            local last = 0
+            for st in pairs(by) do last = math.max(last, st) end
+            assert.are.equal(e.step, last, e.trial)
+            assert.are.equal(e.step, e.steps, e.trial)
+            assert.are.equal(by[e.step], e.value, e.trial)
+            -- the rule, from the run directories of the trials done before it: worse than their median
+            local vals = {}
+            for _, id in ipairs(done_before) do vals[#vals + 1] = accuracy_by_step(sd .. "/" .. id)[e.step] end
+            assert.is_true(#vals >= 2, e.trial)
+            table.sort(vals)
+            local n = #vals
+            local median = n % 2 == 1 and vals[(n + 1) // 2] or (vals[n // 2] + vals[n // 2 + 1]) / 2
+            assert.is_true(e.value < median, e.trial)
+            assert.are.equal(string.format("pruned at step %d: valid/accuracy %.6g is worse than the median %.6g " ..
+              "of %d completed trial(s)", e.step, e.value, median, n), e.message)
+          elseif e.status == "done" then
+            done_before[#done_before + 1] = e.trial
+          end
+        end
+      end
+      assert.are.equal(12, #order, out)
+      -- the GP counts a pruned trial as infeasible: no point is suggested twice (left out of its
+      -- history, 7 of these 12 trials were the same pruned point)
+      local points = {}
+      for _, e in ipairs(events(sd)) do
+        if e.event == "finish" then
+          local key = string.format("%.17g", e.nuisance.lr)
+          assert.is_nil(points[key], e.trial .. " repeats " .. tostring(points[key]))
+          points[key] = e.trial
+        end
+      end
+      runs[i] = pruned
+    end
+    assert.is_true(#runs[1] >= 3, "pruned only " .. #runs[1])
+    assert.are.same(runs[1], runs[2])
+  end)
+
+  it("refuses a --prune file that is not a trial's settings, and runs unjudged without the study's journal", function()
+    write(dir .. "/bad.json", "{\"study\": 3}\n")
+    local out, rc = run(dir, "exp.lua --prune bad.json --out r1 --quiet --no-track --threads 1")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("dlua: --prune: bad.json is not a study trial's pruning settings", 1, true), out)
+    write(dir .. "/lost.json", json.encode(prune.trial_settings(dir .. "/nowhere", {trial = "t", dir = "r2", owner = "o"},
+      {prune = {algorithm = "median", warmup = 0, min_trials = 1}, objective = {metric = "valid/accuracy",
+      mode = "max"}})))
+    out, rc = run(dir, "exp.lua --prune lost.json --out r2 --quiet --no-track --threads 1")
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("dlua: warning: --prune: the study's journal " .. dir .. "/nowhere/journal.jsonl is not " ..
+      "reachable from here; this trial is not judged and runs to its end", 1, true), out)
+    assert.are.equal("done", json.decode(fs.read(dir .. "/r2/result.json")).status)
+    assert.is_false(fs.exists(dir .. "/nowhere"))
+  end)
+end)
+
 describe("dl.study prune settings", function()
   it("are checked when the study is defined", function()
     local dir = H.tmpdir("prunecheck")
@@ -227,7 +317,7 @@ describe("dl.study prune = {algorithm = \"asha\"}", function()
     -- rung (floor(2 / 3) = 0 promoted) and promoted once t003 arrived
     study_file(dir, "asha.lua", [[
   name = "asha", algorithm = "bayes", parallel = 1, steps = 30, trials = 4,
-  fixed = {delay = 0.03, eval_every = 5, checkpoint_every = 5},
+  fixed = {eval_every = 5, checkpoint_every = 5},
   nuisance = {lr = S.log_uniform(1e-4, 0.5)},
   enqueue = {{lr = 1e-3}, {lr = 0.3}, {lr = 2e-3}, {lr = 1.5e-3}},
   prune = {algorithm = "asha", min_steps = 10, reduction = 3},]])

@@ -1,9 +1,9 @@
 -- tests/mpi/prune_study.lua: median pruning under `mpirun -np 2 dlua prune_study.lua`
--- (tests/lua/dist_spec.lua): two good trials first, then bad ones on both ranks; rank
--- 0's pruner must stop the bad trials wherever they run. Its exp.lua is
--- tests/fixtures/toy_experiment.lua, slowed by `delay` seconds of busy waiting per
--- step so that the pruner sees the evals (every 5 of the 40 steps) of a trial
--- running on rank 1 while it runs.
+-- (tests/lua/dist_spec.lua): two good trials first, then bad ones on both ranks; each
+-- trial judges itself at its evals (every 5 of the 40 steps) in the study's journal,
+-- wherever it runs, and stops. Its exp.lua is tests/fixtures/toy_experiment.lua,
+-- slowed by `delay` seconds of busy waiting per step so that both ranks stay busy
+-- (with instant trials rank 0 would run them all).
 local dl = require "dlua"
 return dl.study{
   name = "mpi-prune", goal = "pruned trials stop on every rank",

@@ -2,7 +2,7 @@
 --
 --   dlua examples/fashion_mnist.lua [--out DIR] [--steps N] [--set key=value]...
 --        [--resume] [--seed N] [--threads N] [--trace FILE] [--quiet]
---        [--check-determinism N] [--help]
+--        [--check-determinism N] [--prune FILE] [--help]
 --
 -- `--set` values are typed by the default's type (numbers, integers, booleans,
 -- strings); unknown flags, unknown hyperparameters and bad values are errors
@@ -23,6 +23,7 @@ local checkpoint = require "dlua.train.checkpoint"
 local data = require "dlua.data"
 local ranks = require "dlua.study.ranks"
 local launch = require "dlua.study.launch"
+local prune = require "dlua.study.prune"
 local report = require "dlua.report"
 local diagnose = require "dlua.report.diagnose"
 
@@ -130,8 +131,9 @@ function run_checked(obj, script)
   if o.steps then hp.steps = o.steps end
   local tracking = nil
   if o.no_track then tracking = false end
+  local on_eval = o.prune and prune.judge(o.prune) or nil     -- a study's trial judges its pruning
   local res = obj:run(o.set, {dir = o.out, resume = o.resume, quiet = o.quiet, steps = o.steps,
-                              command = M.command(script, obj, hp, o), tracking = tracking})
+                              command = M.command(script, obj, hp, o), tracking = tracking, on_eval = on_eval})
   if trace then trace.stop() end
   if res.status == "failed" then                    -- "file:line: training failed: step N: what"
     local loc, rest = blame.split(tostring(res.message))

@@ -1,6 +1,8 @@
 --- dlua.study.agent: the agent that runs a study's trials. It claims the next
 -- unfinished trial in the journal (under its lock), starts it (several at a
--- time), renews its leases while they run, records each outcome, rewrites
+-- time; a search trial of a pruned study with --prune, so that it judges itself
+-- at its evals: dlua.study.prune), renews its leases while they run, records
+-- each outcome (a pruned trial records its own), rewrites
 -- trials.csv, and completes the study once every planned trial settled. Agents
 -- in other processes or on other hosts share a study through the journal; a
 -- trial whose owner died (same host: its pid is gone; other hosts: its lease
@@ -79,6 +81,18 @@ function Agent:holder_state(t, now)
   return "free"
 end
 
+-- is the process of trial id (paused by its own judgement) still checkpointing
+-- and ending? Ours: still in self.running; another agent's on this host: its
+-- trial.pid lives. A promotion waits for it (two processes in one run directory).
+-- (A paused trial of another host is promoted at once: its process ends within
+-- a checkpoint's time, and no pid of another host can be asked.)
+function Agent:stopping(id, s)
+  for _, r in ipairs(self.running) do if r.trial.id == id then return true end end
+  if not s or s.host ~= self.host then return false end
+  local tp = tonumber((fs.read(self.dir .. "/" .. id .. "/trial.pid") or ""):match("%d+"))
+  return tp ~= nil and launch.pid_alive(tp)
+end
+
 -- best finished trial of a group from the journal state
 local function group_best(st, plan_ids, mode)
   local best
@@ -148,15 +162,19 @@ function Agent:claim(session_start)
               lease_until = now + self.lease, attempt = (s and s.claims or 0) + 1})
       return t, nil, (not t.nuisance) and self:bayes_inputs(t, st, trials) or nil
     end
+    local why = "none"
     for _, id in ipairs(prune.promotable(study, st)) do
       local t = find(trials, id)
       if t and self:holder_state(st.trials[id], now) == "free" then
-        append({event = "promote", trial = id, rung = st.trials[id].finish.rung})
-        t.promoted = true
-        return take(t, st.trials[id])
+        if self:stopping(id, st.trials[id]) then
+          return nil, "wait"                     -- promotions first: no new trial meanwhile
+        else
+          append({event = "promote", trial = id, rung = st.trials[id].finish.rung})
+          t.promoted = true
+          return take(t, st.trials[id])
+        end
       end
     end
-    local why = "none"
     for _, t in ipairs(trials) do
       local s = st.trials[t.id]
       local f = s and s.finish
@@ -228,7 +246,9 @@ function Agent:choose_point(t, inputs)
 end
 
 -- bayes inputs of trial t: this group's finished trials (and the warm start's)
--- as history, its running trials with a point as kriging believers
+-- as history, its running trials with a point as kriging believers. A trial that
+-- did not end done (pruned, diverged, failed) is an infeasible point: a pruned
+-- one left out, the GP would suggest its point again and again.
 function Agent:bayes_inputs(t, st, trials)
   local hist, pend = {}, {}
   for _, h in ipairs(self.warm and self.warm[t.group.index] or {}) do hist[#hist + 1] = h end
@@ -236,7 +256,7 @@ function Agent:bayes_inputs(t, st, trials)
     if p.group.index == t.group.index and p.kind == "search" and p.id ~= t.id then
       local s = st.trials[p.id]
       local u = p.u or (st.suggest[p.id] and st.suggest[p.id].u)
-      if u and s and s.finish and not s.running and s.finish.status ~= "pruned" then
+      if u and s and s.finish and not s.running then
         local done = s.finish.status == "done"
         hist[#hist + 1] = {u = u, value = done and s.finish.value or nil, values = done and s.finish.values or nil}
       elseif u and s and s.running then
@@ -253,10 +273,17 @@ function Agent:start(t)
   local study = self.study
   local hp = plan.trial_hparams(study, t)
   local dir = self.dir .. "/" .. t.id
-  local args = plan.trial_args(study, hp, {"--out", dir, "--quiet", "--resume", "--no-track",
-                                           "--threads", tostring(self.threads)})
-  local h = (self.opts.launch or launch.launch)(self.exe, args, dir, {agent_pid = self.pid})
-  self.running[#self.running + 1] = {trial = t, handle = h, hp = hp, dir = dir}
+  local flags = {"--out", dir, "--quiet", "--resume", "--no-track", "--threads", tostring(self.threads)}
+  local r = {trial = t, hp = hp, dir = dir}
+  if study.prune and t.kind == "search" then      -- the trial judges itself at each eval (dlua.study.prune)
+    local path = dir .. "/prune.json"
+    fs.mkdir_p(dir)
+    fs.write_atomic(path, json.encode(prune.trial_settings(self.dir, self:record(r), study)) .. "\n")
+    flags[#flags + 1], flags[#flags + 2] = "--prune", path
+  end
+  local args = plan.trial_args(study, hp, flags)
+  r.handle = (self.opts.launch or launch.launch)(self.exe, args, dir, {agent_pid = self.pid})
+  self.running[#self.running + 1] = r
   self.started = self.started + 1
   local parts = {}
   for _, k in ipairs(sorted_keys(t.nuisance or {})) do parts[#parts + 1] = k .. "=" .. fmtv(t.nuisance[k]) end
@@ -335,14 +362,22 @@ function Agent:is_complete(st, session_start)
   return true
 end
 
+-- what the finish event of running trial r holds before its outcome is known
+-- (a pruned trial writes its own finish event from it: dlua.study.prune.judge)
+function Agent:record(r)
+  local t = r.trial
+  return {trial = t.id, owner = self.owner, hp = r.hp, nuisance = t.nuisance, u = t.u and json.array(t.u) or nil,
+          group = t.group.index, kind = t.kind, base = t.base, dir = r.dir}
+end
+
 -- the finish event of running trial r with outcome res
 function Agent:finish_event(r, res, wall)
-  local t = r.trial
-  return {event = "finish", trial = t.id, owner = self.owner, status = res.status, value = res.value,
-          step = res.step, steps = res.steps, wall = wall, message = res.message, hp = r.hp,
-          nuisance = t.nuisance, u = t.u and json.array(t.u) or nil, group = t.group.index, kind = t.kind,
-          base = t.base, dir = r.dir, rung = res.rung, values = res.values,
-          curve = self.study.prune and prune.curve(r.dir, self.study.objective.metric) or nil}
+  local e = self:record(r)
+  e.event, e.status, e.value, e.step, e.steps, e.wall, e.message = "finish", res.status, res.value, res.step,
+    res.steps, wall, res.message
+  e.rung, e.values = res.rung, res.values
+  e.curve = self.study.prune and prune.curve(r.dir, self.study.objective.metric) or nil
+  return e
 end
 
 -- under the lock, after a finish event: trials.csv, and the complete event when
@@ -381,90 +416,39 @@ function Agent:progress_line(st, session_start)
   return self.sprog:line(c, best)
 end
 
+-- trial r's process ended with exit code: its finish event (unless the trial
+-- wrote one itself when it was pruned: then only the bookkeeping), trials.csv,
+-- and the study's completion when it was the last
 function Agent:finish(r, code, session_start)
   local study = self.study
   local res = results.outcome(study, r.dir, code)
   local wall = core.clock() - r.handle.t0
   local t = r.trial
-  local value_txt = res.value and string.format("%s %.4f at step %s", study.objective.metric, res.value,
-    tostring(res.step)) or (res.message or "")
-  self:say("trial %s %s: %s (%.1f s)", t.id, res.status, value_txt, wall)
-  local completed, progress_line
+  local completed, progress_line, own
   self.journal:locked(function(events, append)
     local st = replay(events)
     local s = st.trials[t.id]
-    if not s or s.owner ~= self.owner or not s.running then
+    local f = s and s.finish
+    if s and not s.running and f and s.finish_at > s.claim_at and f.owner == self.owner and f.status == "pruned" then
+      own = f                                      -- pruned at an eval: the trial wrote its finish
+    elseif not s or s.owner ~= self.owner or not s.running then
       common.warn(string.format("trial %s: the claim passed to another agent (lease expired); result dropped", t.id))
       return
+    else
+      append(self:finish_event(r, res, wall))
     end
-    append(self:finish_event(r, res, wall))
-    if res.status ~= "interrupted" then self.sprog:finished(wall) end
+    if own or res.status ~= "interrupted" then self.sprog:finished(wall) end
     completed, progress_line = self:after_finish(events, append, session_start)
   end)
+  if own then
+    res = {status = "pruned", value = own.value, message = own.message}
+    self:say("trial %s pruned: %s", t.id, own.message)
+  elseif progress_line then
+    self:say("trial %s %s: %s (%.1f s)", t.id, res.status, res.value and string.format("%s %.4f at step %s",
+      study.objective.metric, res.value, tostring(res.step)) or (res.message or ""), wall)
+  end
   if progress_line then self:say("%s", progress_line) end
   self.ran[#self.ran + 1] = {id = t.id, status = res.status, value = res.value, message = res.message}
-  if completed then results.complete(study, self.dir, self.opts) end
-end
-
--- the pruning rule on running trial r's evals so far (study.prune): a decision to
--- stop is a finish event (status "pruned") written before the process is stopped
-function Agent:check_prune(r, session_start)
-  local study = self.study
-  local p, mode, t = study.prune, study.objective.mode, r.trial
-  local curve = prune.curve(r.dir, study.objective.metric)
-  local last = curve[#curve]
-  if not last or last[1] == r.seen then return end
-  local from = r.seen
-  r.seen = last[1]
-  local completed, line
-  local d = self.journal:locked(function(events, append)
-    local st = replay(events)
-    local s = st.trials[t.id]
-    if not s or s.owner ~= self.owner or not s.running then return end
-    local d
-    if p.algorithm == "median" then
-      local done = {}
-      for _, x in pairs(st.trials) do
-        local f = x.finish
-        if f and f.status == "done" and f.group == t.group.index and f.kind ~= "seed" and f.curve then
-          done[#done + 1] = f.curve
-        end
-      end
-      local m = prune.median_rule(p, mode, curve, done, from)
-      if m then
-        d = {step = m.step, value = m.value, message = string.format("pruned at step %d: %s %.6g is worse than " ..
-          "the median %.6g of %d completed trial(s)", m.step, study.objective.metric, m.value, m.median, m.n)}
-      end
-    else
-      for k, budget in ipairs(p.rungs) do
-        if not (s.rungs and s.rungs[k]) then
-          local v, vs = prune.rung_value(curve, budget)
-          if v == nil then break end
-          append({event = "rung", trial = t.id, group = t.group.index, rung = k, step = vs, value = v})
-          local records = replay(events).rungs[k][t.group.index]
-          if not prune.in_top(records, t.id, p.reduction, mode) then
-            d = {step = vs, value = v, rung = k, message = string.format("paused at rung %d (%d steps): %s %.6g " ..
-              "is not in the top 1/%g of the %d trial(s) there", k, budget, study.objective.metric, v, p.reduction,
-              #records)}
-            break
-          end
-        end
-      end
-    end
-    if d then
-      append(self:finish_event(r, {status = "pruned", value = d.value, step = d.step, steps = last[1],
-        message = d.message, rung = d.rung}, core.clock() - r.handle.t0))
-      self.sprog:finished(core.clock() - r.handle.t0)
-      completed, line = self:after_finish(events, append, session_start)
-    end
-    return d
-  end)
-  if not d then return end
-  r.pruned = d
-  if r.handle.kill then r.handle:kill("KILL") end    -- resumable: the checkpoints stay
-  self:say("trial %s pruned: %s", t.id, d.message)
-  if line then self:say("%s", line) end
-  self.ran[#self.ran + 1] = {id = t.id, status = "pruned", value = d.value, message = d.message}
   if completed then results.complete(study, self.dir, self.opts) end
 end
 
@@ -515,12 +499,7 @@ function Agent:loop()
       local keep = {}
       for _, r in ipairs(self.running) do
         local code = r.handle:poll()
-        if code then
-          if not r.pruned then self:finish(r, code, session_start) end
-        else
-          if self.study.prune and r.trial.kind == "search" and not r.pruned then self:check_prune(r, session_start) end
-          keep[#keep + 1] = r
-        end
+        if code then self:finish(r, code, session_start) else keep[#keep + 1] = r end
       end
       self.running = keep
       if core.clock() - last_renew > self.lease / 4 then

@@ -1,7 +1,8 @@
 --- dlua.study.journal: a study's append-only event log, journal.jsonl, shared
 -- by every agent of the study. Events (one JSON object a line): claim, renew,
 -- release, suggest, seeds, finish, complete; rung and promote for asha pruning
--- (dlua.study.prune). Writers hold an fcntl lock on
+-- (dlua.study.prune; a pruned trial writes its own rung and finish events from
+-- inside its process, under the same lock). Writers hold an fcntl lock on
 -- journal.lock (released by the kernel if the process dies); a torn last line
 -- is skipped by readers and terminated by the next writer. A trial id names a
 -- directory, so an event whose trial would leave the study directory is an error

@@ -1,7 +1,12 @@
---- dlua.study.prune: stopping trials early from the evals they already record
--- (the objective in each trial's metrics.jsonl, read by the agent while the
--- trial runs; nothing in the training loop changes). Two rules, both within one
--- scientific value (trials of another value are never compared):
+--- dlua.study.prune: stopping trials early, judged inside each trial at each of
+-- its evals (as Optuna's trial.should_prune()): the agent starts a search trial
+-- with `--prune FILE` (the settings below, written into the trial's directory),
+-- the runner turns FILE into dl.train's on_eval hook (M.judge), and at every
+-- eval the hook takes the journal's lock, replays it and applies the rule to the
+-- trial's objective so far against the trials completed by then. A study with
+-- one trial at a time therefore prunes the same trials at the same steps on
+-- every run, and a trial too fast for any poll is judged too. Two rules, both
+-- within one scientific value (trials of another value are never compared):
 --
 --   prune = {algorithm = "median", warmup = 10, min_trials = 3}
 --     a trial whose objective at an eval step after `warmup` steps is worse than
@@ -16,16 +21,20 @@
 --     promoted before any new trial starts: it resumes from its checkpoint
 --     (--resume) and ends bit-identical to a trial never paused.
 --
--- The decisions are journal events written before the trial is stopped
--- (finish with status "pruned" and, for asha, "rung" and "promote"), so they
--- survive a SIGKILL of the agent; seed re-runs are never pruned. Pruning is
--- for exploitation: exploration (quasirandom, random, grid) needs complete
--- trials (playbook 2.2), and the study says so when one prunes.
+-- A decision is journal events written by the trial under the lock (finish with
+-- status "pruned" and, for asha, "rung"; the agent writes "promote"), after which
+-- the trial checkpoints and ends (dl.train's status "stopped"); the agent finds
+-- the finish already written. Decisions survive a SIGKILL of the agent; seed
+-- re-runs are never pruned. Pruning is for exploitation: exploration
+-- (quasirandom, random, grid) needs complete trials (playbook 2.2), and the study
+-- says so when one prunes.
 local util = require "dlua.util"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local algorithms = require "dlua.search.algorithms"
+local core = require "dlua.core"
 local common = require "dlua.study.common"
+local journal = require "dlua.study.journal"
 
 local M = {}
 
@@ -213,6 +222,100 @@ function M.promotable(study, st, group)
     end
   end
   return out
+end
+
+--------------------------------------------------------- judged in the trial
+
+-- the rule on trial tr's curve (tr: {trial, group}; the journal events under the
+-- lock, append writes one): nil, or the decision {step, value, message[, rung]};
+-- asha appends a rung event for each rung newly reached
+local function decide(p, objective, tr, curve, events, append)
+  local st = journal.replay(events)
+  local mode, metric = objective.mode, objective.metric
+  if p.algorithm == "median" then
+    local done = {}
+    for _, x in pairs(st.trials) do
+      local f = x.finish
+      if f and f.status == "done" and f.group == tr.group and f.kind ~= "seed" and f.curve then
+        done[#done + 1] = f.curve
+      end
+    end
+    local m = M.median_rule(p, mode, curve, done)
+    if m then
+      return {step = m.step, value = m.value, message = string.format("pruned at step %d: %s %.6g is worse than " ..
+        "the median %.6g of %d completed trial(s)", m.step, metric, m.value, m.median, m.n)}
+    end
+    return nil
+  end
+  local s = st.trials[tr.trial]
+  for k, budget in ipairs(p.rungs) do
+    if not (s.rungs and s.rungs[k]) then
+      local v, vs = M.rung_value(curve, budget)
+      if v == nil then break end
+      append({event = "rung", trial = tr.trial, group = tr.group, rung = k, step = vs, value = v})
+      local records = journal.replay(events).rungs[k][tr.group]
+      if not M.in_top(records, tr.trial, p.reduction, mode) then
+        return {step = vs, value = v, rung = k, message = string.format("paused at rung %d (%d steps): %s %.6g " ..
+          "is not in the top 1/%g of the %d trial(s) there", k, budget, metric, v, p.reduction, #records)}
+      end
+    end
+  end
+end
+
+--- trial_settings(study_dir, record, study) -> what a trial needs to judge itself
+-- (the agent writes it as JSON into the trial's directory and passes `--prune
+-- FILE`): the study directory, the trial's finish record (trial, owner, group,
+-- kind, dir, hp, ...: the fields of its finish event the agent knows), the
+-- objective and the prune settings.
+function M.trial_settings(study_dir, record, study)
+  return {study = study_dir, record = record, prune = study.prune,
+          objective = {metric = study.objective.metric, mode = study.objective.mode}}
+end
+
+--- judge(path) -> on_eval, dl.train's hook for a study trial (path: the file of
+-- M.trial_settings). At each eval step the hook takes the journal's lock and,
+-- while the trial's claim is still its agent's, applies the rule; when the rule
+-- stops the trial it writes the finish event (status "pruned") and returns the
+-- reason, and dl.train checkpoints and stops. The median rule judges the
+-- objective at the eval (its last value at or before the step) once; asha each
+-- rung once. Returns nil (no hook) with a warning on stderr when the study's
+-- journal is not reachable from this process (an MPI rank on a host without the
+-- study's file system): that trial runs to its end.
+function M.judge(path)
+  local cfg = json.decode(fs.read(path) or "")
+  local rec = type(cfg) == "table" and cfg.record
+  if type(rec) ~= "table" or type(cfg.study) ~= "string" or type(cfg.prune) ~= "table" or
+     type(cfg.objective) ~= "table" or type(rec.trial) ~= "string" or type(rec.dir) ~= "string" then
+    error("--prune: " .. path .. " is not a study trial's pruning settings (dlua.study.prune.trial_settings)", 0)
+  end
+  local j = journal.open(cfg.study)
+  if not fs.exists(j.path) then
+    io.stderr:write(string.format("dlua: warning: --prune: the study's journal %s is not reachable from here; " ..
+      "this trial is not judged and runs to its end\n", j.path))
+    return nil
+  end
+  local p, objective, t0, judged = cfg.prune, cfg.objective, core.clock(), nil
+  return function(step)
+    local curve, cur = json.array(), nil
+    for _, pt in ipairs(M.curve(rec.dir, objective.metric)) do
+      if pt[1] <= step then curve[#curve + 1] = pt; cur = pt end
+    end
+    if not cur or (p.algorithm == "median" and judged and cur[1] <= judged) then return nil end
+    judged = cur[1]
+    local d = j:locked(function(events, append)
+      local s = journal.replay(events).trials[rec.trial]
+      if not s or s.owner ~= rec.owner or not s.running then return nil end   -- the claim passed on
+      local d = decide(p, objective, rec, p.algorithm == "median" and {cur} or curve, events, append)
+      if d then
+        local e = util.copy(rec)
+        e.event, e.status, e.value, e.step, e.steps = "finish", "pruned", d.value, d.step, step
+        e.wall, e.message, e.rung, e.curve = core.clock() - t0, d.message, d.rung, curve
+        append(e)
+      end
+      return d
+    end)
+    return d and d.message or nil
+  end
 end
 
 return M

@@ -3,11 +3,12 @@
 -- tracking row) and starts each trial on the rank with the fewest running; the
 -- other ranks run what they are sent and send back the trial's small files
 -- (result.json, metrics.jsonl, ...), which rank 0 writes into the trial's
--- directory before the agent reads them. While a trial runs, its rank streams
--- the trial's metrics.jsonl to rank 0 (so pruning sees the evals without a
--- shared file system) and rank 0's handle can stop it (kill: a pruned trial, or
--- SIGINT/SIGTERM forwarded by the agent). Each trial runs exactly once, on one
--- rank, as a process of its own (a world of one). The agent reaches the ranks
+-- directory before the agent reads them. While a trial runs, rank 0's handle
+-- can signal it (kill: SIGINT/SIGTERM forwarded by the agent). A pruned trial
+-- judges itself at its evals (dlua.study.prune.judge) in the study's journal, so
+-- pruning needs the ranks to share the study directory (one host, or a shared
+-- file system); elsewhere a trial warns and runs to its end. Each trial runs
+-- exactly once, on one rank, as a process of its own (a world of one). The agent reaches the ranks
 -- through the launch hook of study:main (no patching of dlua.study).
 local core = require "dlua.core"
 local util = require "dlua.util"
@@ -19,8 +20,6 @@ local study_mod = require "dlua.study"
 local M = {}
 
 local RETURNED = {"result.json", "metrics.jsonl", "trial.log", "hparams.json", "checkpoints/index.json"}
-local STREAMED = "metrics.jsonl"       -- sent while the trial runs, for pruning
-local STREAM_EVERY = 0.5               -- seconds between a rank's progress messages
 
 local sleep, hostname = util.sleep, util.hostname
 
@@ -31,7 +30,7 @@ Pool.__index = Pool
 -- contract of dlua.study's launch (a handle with :poll() -> nil | exit code, and .t0),
 -- spreading the trials over the ranks. pool:close() stops the serving ranks.
 function M.trial_pool(local_launch)
-  local self = setmetatable({world = dist.world(), running = {}, next_id = 0, done = {}, dirs = {},
+  local self = setmetatable({world = dist.world(), running = {}, next_id = 0, done = {},
     local_launch = local_launch}, Pool)
   for r = 0, self.world - 1 do self.running[r] = 0 end
   return self
@@ -50,24 +49,11 @@ local function note_dispatch(dir, rank, host)
   fs.write_atomic(dir .. "/dispatch.json", json.encode({rank = rank, host = host}) .. "\n")
 end
 
--- a streamed file of a running trial into rank 0's copy of its directory: only when
--- rank 0's copy is missing or a strict prefix of it (on a shared file system the
--- trial's own file is always at least as long: it is never replaced under the trial)
-local function store_progress(dir, name, text)
-  local path = dir .. "/" .. name
-  local have = fs.read(path)
-  if have and (#have >= #text or text:sub(1, #have) ~= have) then return end
-  fs.write_atomic(path, text)
-end
-
 function Pool:pump()
   for r = 1, self.world - 1 do
     while core._dist_probe(r) do
       local m = json.decode(core._dist_recv(r))
       if m and m.op == "done" then self.done[m.id] = m end
-      if m and m.op == "progress" and self.dirs[m.id] and type(m.text) == "string" then
-        store_progress(self.dirs[m.id], STREAMED, m.text)
-      end
     end
   end
 end
@@ -94,7 +80,6 @@ function Pool:launch(exe, args, dir, opts)
   os.remove(dir .. "/exit")
   os.remove(dir .. "/result.json")
   core._dist_send(r, json.encode({op = "run", id = id, exe = exe, args = json.array(args), dir = dir}))
-  self.dirs[id] = dir
   local h = {dir = dir, t0 = core.clock(), rank = r}
   function h.kill(_, sig)                 -- the serving rank signals the trial's process group
     if not h.code then core._dist_send(r, json.encode({op = "kill", id = id, sig = sig})) end
@@ -104,7 +89,7 @@ function Pool:launch(exe, args, dir, opts)
     pool:pump()
     local m = pool.done[id]
     if not m then return nil end
-    pool.done[id], pool.dirs[id] = nil, nil
+    pool.done[id] = nil
     for name, text in pairs(m.files or {}) do
       local path = dir .. "/" .. name
       if fs.read(path) ~= text then
@@ -127,9 +112,8 @@ end
 
 --- serve_trials([launch]) -> trials run: the loop of a rank other than 0 in a
 -- distributed study: runs each trial it is sent (with launch, dlua.study's by
--- default), streams its metrics while it runs, signals it when rank 0 says kill,
--- and replies with the exit code and the trial's small files, until rank 0 says
--- stop.
+-- default), signals it when rank 0 says kill, and replies with the exit code and
+-- the trial's small files, until rank 0 says stop.
 function M.serve_trials(launch)
   launch = launch or study_mod.launch
   local pid = util.getpid()
@@ -139,8 +123,7 @@ function M.serve_trials(launch)
       local m = json.decode(core._dist_recv(0))
       if m.op == "stop" then return count end
       if m.op == "run" then
-        running[#running + 1] = {id = m.id, dir = m.dir, h = launch(m.exe, m.args, m.dir, {agent_pid = pid}),
-                                 sent = 0, at = core.clock()}
+        running[#running + 1] = {id = m.id, dir = m.dir, h = launch(m.exe, m.args, m.dir, {agent_pid = pid})}
       elseif m.op == "kill" then
         for _, t in ipairs(running) do
           if t.id == m.id and t.h.kill then t.h:kill(m.sig) end
@@ -150,14 +133,6 @@ function M.serve_trials(launch)
     local keep = {}
     for _, t in ipairs(running) do
       local code = t.h:poll()
-      if not code and core.clock() - t.at >= STREAM_EVERY then
-        t.at = core.clock()
-        local text = (fs.read(t.dir .. "/" .. STREAMED) or ""):match("^.*\n")   -- whole lines only
-        if text and #text > t.sent then
-          t.sent = #text
-          core._dist_send(0, json.encode({op = "progress", id = t.id, text = text}))
-        end
-      end
       if code then
         local files = {}
         for _, name in ipairs(RETURNED) do files[name] = fs.read(t.dir .. "/" .. name) end

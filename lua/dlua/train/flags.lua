@@ -25,6 +25,7 @@ M.FLAGS = {
   {"--quiet", nil, "no progress output"},
   {"--no-track", nil, "no row in the tracking spreadsheet (study trials: the study writes its own)"},
   {"--check-determinism", "N", "run N steps twice from the same state and compare the parameters"},
+  {"--prune", "FILE", "judge a study's pruning rule at each eval (FILE: written by the study's agent)"},
   {"--help", nil, "list the hyperparameters and flags"},
 }
 
@@ -102,6 +103,7 @@ function M.parse(args, hparams, opts)
         o.seed = n
       elseif name == "--threads" then o.threads = positive_int(name, v)
       elseif name == "--trace" then o.trace = v
+      elseif name == "--prune" then o.prune = v
       elseif name == "--check-determinism" then o.check_determinism = positive_int(name, v)
       elseif name == "--resume" then o.resume = true
       elseif name == "--quiet" then o.quiet = true

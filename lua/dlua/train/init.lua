@@ -9,7 +9,8 @@
 --   local result = dl.train{model = m, loss = nn.CrossEntropy(), optimizer = opt,
 --     data = pipe, steps = 1000, eval = {every = 100, sets = {valid = v}},
 --     checkpoint = {keep_best = 2, metric = "valid/accuracy", mode = "max"}, dir = "runs/x"}
---   result.status --> "done" | "diverged" | "failed";  result.best.checkpoint --> path
+--   result.status --> "done" | "diverged" | "failed" | "interrupted" | "stopped" (config.on_eval);
+--   result.best.checkpoint --> path
 --
 -- Files in the run directory (docs/formats.md): hparams.json, metrics.jsonl,
 -- checkpoints/ckpt-<step>.safetensors, checkpoints/index.json, predictions/.
@@ -51,6 +52,7 @@ local CONFIG = {
   hparams = true, name = true, quiet = true, divergence = {factor = "number"},
   fields = {input = true, target = true, weight = true}, tracking = true, classes = "table",
   description = true, command = true, config_path = true, forward = true, threads = true, trace = true,
+  on_eval = "function",
 }
 
 -- The optimizer against the model: parameters it updates that the model does not
@@ -118,6 +120,9 @@ function M.config_problem(c)
   end
   if ck.mode and ck.mode ~= "max" and ck.mode ~= "min" then
     return "dl.train: checkpoint.mode must be \"max\" or \"min\", got " .. tostring(ck.mode)
+  end
+  if c.on_eval and dist.world() > 1 then
+    return "dl.train: on_eval cannot stop a run that is data parallel over ranks (mpirun): leave it out"
   end
 end
 
@@ -366,12 +371,13 @@ local function log_window(run, s)
   win.loss, win.n, win.ex, win.t, win.time = 0, 0, 0, core.clock(), 0
 end
 
--- after step s, when a SIGINT or SIGTERM was caught: the steps since the last train
--- line are logged and a checkpoint of step s is written (unless it was just written),
--- so the run resumes exactly here. Returns "interrupted", message (nil when none came).
+-- after step s, when a SIGINT or SIGTERM was caught or config.on_eval asked to stop:
+-- the steps since the last train line are logged and a checkpoint of step s is
+-- written (unless it was just written), so the run resumes exactly here. Returns
+-- "interrupted" or "stopped", message (nil when neither came).
 local function stop_if_interrupted(run, s)
   local sig = run.catching and proc.interrupted()
-  if not sig then return end
+  if not sig and not run.stop then return end
   if run.window.n > 0 then log_window(run, s) end
   local latest = run.ledger.data.latest
   if not (latest and latest.step == s) then
@@ -379,6 +385,7 @@ local function stop_if_interrupted(run, s)
     state.save(run)
     if csp then csp:close() end
   end
+  if run.stop then return "stopped", run.stop end
   run.signal = sig
   return "interrupted", string.format("interrupted by %s at step %d", sig, s)
 end
@@ -474,6 +481,16 @@ local function run_eval(run)
   run.cost.eval = run.cost.eval + (core.clock() - t0)
 end
 
+-- config.on_eval(step, metrics) after the eval of step s: nil continues, a message
+-- stops the run after this step (run.stop; stop_if_interrupted checkpoints it)
+local function ask_on_eval(run, s)
+  local why = run.config.on_eval(s, run.last_metrics)
+  if why ~= nil and type(why) ~= "string" then
+    error("dl.train: on_eval must return nil (go on) or a message (stop the run), got " .. type(why), 0)
+  end
+  run.stop = why
+end
+
 -- after step s: the eval when one is due (in eval mode, under no grad), then the checkpoint
 local function eval_and_checkpoint(run, s)
   local ev, model = run.ev, run.model
@@ -487,6 +504,7 @@ local function eval_and_checkpoint(run, s)
     core.set_grad_enabled(true)
     model:train()
     if not eok then error(eerr, 0) end
+    if run.config.on_eval and run.lead then ask_on_eval(run, s) end
   end
   if s % run.ck.every == 0 or s == run.steps then
     local csp = trace.active() and trace.span("checkpoint")
@@ -529,6 +547,7 @@ local function finish(run, status, message)
   if run.stream.close then run.stream.close() end
   prog:finish()
   if status == "diverged" then prog:message("diverged: " .. message) end
+  if status == "stopped" then prog:message("stopped by on_eval: " .. message) end
   if status == "interrupted" then                 -- shown even when quiet: the run stopped early
     local latest = run.ledger.data.latest
     io.stderr:write(string.format("dlua: %s; checkpoint %s\n", message,

@@ -73,6 +73,25 @@ static int l_gelu(lua_State *L) { return unary(L, DL_GELU); }
 static int l_sign(lua_State *L) { return unary(L, DL_SIGN); }
 static int l_square(lua_State *L) { return unary(L, DL_SQUARE); }
 static int l_rsqrt(lua_State *L) { return unary(L, DL_RSQRT); }
+static int l_sin(lua_State *L) { return unary(L, DL_SIN); }
+static int l_cos(lua_State *L) { return unary(L, DL_COS); }
+static int l_tan(lua_State *L) { return unary(L, DL_TAN); }
+static int l_asin(lua_State *L) { return unary(L, DL_ASIN); }
+static int l_acos(lua_State *L) { return unary(L, DL_ACOS); }
+static int l_atan(lua_State *L) { return unary(L, DL_ATAN); }
+static int l_sinh(lua_State *L) { return unary(L, DL_SINH); }
+static int l_cosh(lua_State *L) { return unary(L, DL_COSH); }
+static int l_asinh(lua_State *L) { return unary(L, DL_ASINH); }
+static int l_acosh(lua_State *L) { return unary(L, DL_ACOSH); }
+static int l_atanh(lua_State *L) { return unary(L, DL_ATANH); }
+static int l_expm1(lua_State *L) { return unary(L, DL_EXPM1); }
+static int l_log1p(lua_State *L) { return unary(L, DL_LOG1P); }
+static int l_log2(lua_State *L) { return unary(L, DL_LOG2); }
+static int l_log10(lua_State *L) { return unary(L, DL_LOG10); }
+static int l_erf(lua_State *L) { return unary(L, DL_ERF); }
+static int l_erfc(lua_State *L) { return unary(L, DL_ERFC); }
+static int l_softplus(lua_State *L) { return unary(L, DL_SOFTPLUS); }
+static int l_silu(lua_State *L) { return unary(L, DL_SILU); }
 
 static int l_clamp(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
@@ -594,21 +613,32 @@ static int m_len(lua_State *L) {
 
 static const luaL_Reg op_funcs[] = {
   {"abs", l_abs},
+  {"acos", l_acos},
+  {"acosh", l_acosh},
   {"add", l_add},
   {"add_", l_add_},
   {"argmax", l_argmax},
   {"argmin", l_argmin},
+  {"asin", l_asin},
+  {"asinh", l_asinh},
+  {"atan", l_atan},
+  {"atanh", l_atanh},
   {"byte", l_byte},
   {"cat", l_cat},
   {"clamp", l_clamp},
   {"clone", l_clone},
   {"contiguous", l_contiguous},
   {"copy_", l_copy_},
+  {"cos", l_cos},
+  {"cosh", l_cosh},
   {"div", l_div},
   {"double", l_double},
   {"eq", l_eq},
+  {"erf", l_erf},
+  {"erfc", l_erfc},
   {"exp", l_exp},
   {"expand", l_expand},
+  {"expm1", l_expm1},
   {"fill_", l_fill_},
   {"flatten", l_flatten},
   {"float", l_float},
@@ -621,6 +651,9 @@ static const luaL_Reg op_funcs[] = {
   {"le", l_le},
   {"linear", l_linear},
   {"log", l_log},
+  {"log10", l_log10},
+  {"log1p", l_log1p},
+  {"log2", l_log2},
   {"log_softmax", l_log_softmax},
   {"logsumexp", l_logsumexp},
   {"long", l_long},
@@ -646,13 +679,18 @@ static const luaL_Reg op_funcs[] = {
   {"select", l_select},
   {"sigmoid", l_sigmoid},
   {"sign", l_sign},
+  {"silu", l_silu},
+  {"sin", l_sin},
+  {"sinh", l_sinh},
   {"softmax", l_softmax},
+  {"softplus", l_softplus},
   {"sqrt", l_sqrt},
   {"square", l_square},
   {"squeeze", l_squeeze},
   {"stack", l_stack},
   {"sub", l_sub},
   {"sum", l_sum},
+  {"tan", l_tan},
   {"tanh", l_tanh},
   {"to", l_to},
   {"transpose", l_transpose},

@@ -107,6 +107,38 @@ DL_SIMD_CLONES static int binary_fast_f(int op, float *o, const float *a, const 
 }
 #undef ELEM_LOOP
 
+/* softplus log(1 + e^x) without overflow or cancellation; sigmoid, its derivative */
+static inline double softplus_d(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+static inline double sigmoid_d(double x) { return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)); }
+
+#define TWO_OVER_SQRT_PI 1.12837916709551257390
+
+/* d op(x) / dx for the unary ops from DL_SIN on (their backward multiplies g by it) */
+static double deriv_d(int op, double x) {
+  switch (op) {
+    case DL_SIN: return cos(x);
+    case DL_COS: return -sin(x);
+    case DL_TAN: { double c = cos(x); return 1 / (c * c); }
+    case DL_ASIN: return 1 / sqrt(1 - x * x);
+    case DL_ACOS: return -1 / sqrt(1 - x * x);
+    case DL_ATAN: return 1 / (1 + x * x);
+    case DL_SINH: return cosh(x);
+    case DL_COSH: return sinh(x);
+    case DL_ASINH: return 1 / sqrt(x * x + 1);
+    case DL_ACOSH: return 1 / sqrt((x - 1) * (x + 1));
+    case DL_ATANH: return 1 / (1 - x * x);
+    case DL_EXPM1: return exp(x);
+    case DL_LOG1P: return 1 / (1 + x);
+    case DL_LOG2: return 1 / (x * 0.69314718055994530942);
+    case DL_LOG10: return 1 / (x * 2.30258509299404568402);
+    case DL_ERF: return TWO_OVER_SQRT_PI * exp(-x * x);
+    case DL_ERFC: return -TWO_OVER_SQRT_PI * exp(-x * x);
+    case DL_SOFTPLUS: return sigmoid_d(x);
+    case DL_SILU: { double s = sigmoid_d(x); return s * (1 + x * (1 - s)); }
+    default: return 0;
+  }
+}
+
 static inline double un_d(int op, double x) {
   switch (op) {
     case DL_NEG: return -x;
@@ -121,10 +153,29 @@ static inline double un_d(int op, double x) {
     case DL_SIGN: return (x > 0) - (x < 0);
     case DL_SQUARE: return x * x;
     case DL_RSQRT: return 1 / sqrt(x);
+    case DL_SIN: return sin(x);
+    case DL_COS: return cos(x);
+    case DL_TAN: return tan(x);
+    case DL_ASIN: return asin(x);
+    case DL_ACOS: return acos(x);
+    case DL_ATAN: return atan(x);
+    case DL_SINH: return sinh(x);
+    case DL_COSH: return cosh(x);
+    case DL_ASINH: return asinh(x);
+    case DL_ACOSH: return acosh(x);
+    case DL_ATANH: return atanh(x);
+    case DL_EXPM1: return expm1(x);
+    case DL_LOG1P: return log1p(x);
+    case DL_LOG2: return log2(x);
+    case DL_LOG10: return log10(x);
+    case DL_ERF: return erf(x);
+    case DL_ERFC: return erfc(x);
+    case DL_SOFTPLUS: return softplus_d(x);
+    case DL_SILU: return x * sigmoid_d(x);
     case DL_U_STEP: return x > 0;
     case DL_U_GELU_GRAD:
       return 0.5 * (1 + erf(x * 0.70710678118654752)) + x * exp(-0.5 * x * x) * 0.39894228040143268;
-    default: return 0;
+    default: return op >= DL_U_DERIV ? deriv_d(op - DL_U_DERIV, x) : 0;
   }
 }
 

@@ -90,6 +90,7 @@ static int l_log2(lua_State *L) { return unary(L, DL_LOG2); }
 static int l_log10(lua_State *L) { return unary(L, DL_LOG10); }
 static int l_erf(lua_State *L) { return unary(L, DL_ERF); }
 static int l_erfc(lua_State *L) { return unary(L, DL_ERFC); }
+static int l_erfinv(lua_State *L) { return unary(L, DL_ERFINV); }
 static int l_softplus(lua_State *L) { return unary(L, DL_SOFTPLUS); }
 static int l_silu(lua_State *L) { return unary(L, DL_SILU); }
 
@@ -636,6 +637,7 @@ static const luaL_Reg op_funcs[] = {
   {"eq", l_eq},
   {"erf", l_erf},
   {"erfc", l_erfc},
+  {"erfinv", l_erfinv},
   {"exp", l_exp},
   {"expand", l_expand},
   {"expm1", l_expm1},

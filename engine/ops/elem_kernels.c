@@ -113,6 +113,34 @@ static inline double sigmoid_d(double x) { return x >= 0 ? 1 / (1 + exp(-x)) : e
 
 #define TWO_OVER_SQRT_PI 1.12837916709551257390
 
+/* the inverse of erf on [-1, 1] (+-inf at +-1, NaN outside): a single-precision
+ * polynomial in w = -log(1 - y^2) as the start (Giles 2010), then two Newton steps on
+ * erf (erfc near +-1, where 1 - |y| is exact and erf(x) is not) */
+static double erfinv_d(double y) {
+  if (!(y > -1 && y < 1)) return y == 1 ? (double)INFINITY : y == -1 ? -(double)INFINITY : (double)NAN;
+  if (y == 0) return y;
+  double w = -log((1 - y) * (1 + y)), p;
+  if (w < 5) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w; p = -0.00125372503 + p * w; p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w; p = 1.50140941 + p * w;
+  } else {
+    w = sqrt(w) - 3;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w; p = 2.83297682 + p * w;
+  }
+  double x = p * y, ay = fabs(y), s = y < 0 ? -1 : 1;
+  for (int k = 0; k < 2; k++) {
+    double ax = fabs(x), r = ay > 0.5 ? (1 - ay) - erfc(ax) : erf(ax) - ay;
+    x = s * (ax - r / (TWO_OVER_SQRT_PI * exp(-ax * ax)));
+  }
+  return x;
+}
+
 /* d op(x) / dx for the unary ops from DL_SIN on (their backward multiplies g by it) */
 static double deriv_d(int op, double x) {
   switch (op) {
@@ -133,6 +161,7 @@ static double deriv_d(int op, double x) {
     case DL_LOG10: return 1 / (x * 2.30258509299404568402);
     case DL_ERF: return TWO_OVER_SQRT_PI * exp(-x * x);
     case DL_ERFC: return -TWO_OVER_SQRT_PI * exp(-x * x);
+    case DL_ERFINV: { double v = erfinv_d(x); return 1 / (TWO_OVER_SQRT_PI * exp(-v * v)); }
     case DL_SOFTPLUS: return sigmoid_d(x);
     case DL_SILU: { double s = sigmoid_d(x); return s * (1 + x * (1 - s)); }
     default: return 0;
@@ -170,6 +199,7 @@ static inline double un_d(int op, double x) {
     case DL_LOG10: return log10(x);
     case DL_ERF: return erf(x);
     case DL_ERFC: return erfc(x);
+    case DL_ERFINV: return erfinv_d(x);
     case DL_SOFTPLUS: return softplus_d(x);
     case DL_SILU: return x * sigmoid_d(x);
     case DL_U_STEP: return x > 0;

@@ -91,6 +91,7 @@ typedef int (*dl_backward_fn)(dl_ctx *ctx, dl_node *n, dl_tensor *gout, dl_tenso
   X(LOG10, "log10", fw, bw, "log10")                                     \
   X(ERF, "erf", fw, bw, "erf")                                           \
   X(ERFC, "erfc", fw, bw, "erfc")                                        \
+  X(ERFINV, "erfinv", fw, bw, "erfinv")                                  \
   X(SOFTPLUS, "softplus", fw, bw, "softplus")                            \
   X(SILU, "silu", fw, bw, "silu")
 

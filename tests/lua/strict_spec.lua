@@ -61,6 +61,7 @@ local valid = {
   cosh = {args = function() return T() end},
   erf = {args = function() return T() end},
   erfc = {args = function() return T() end},
+  erfinv = {args = function() return T() end},
   expm1 = {args = function() return T() end},
   log10 = {args = function() return T() end},
   log1p = {args = function() return T() end},

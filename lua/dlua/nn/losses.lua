@@ -6,6 +6,7 @@
 -- Class weights and label smoothing combine as torch combines them (the smoothing
 -- term weighted per class, the mean taken over the weights of the labels).
 local core = require "dlua.core"
+local autograd = require "dlua.nn.autograd"
 local module = require "dlua.nn.module"
 local util = require "dlua.util"
 
@@ -230,14 +231,40 @@ function SmoothL1:forward(input, target)
   return reduce(smooth_l1(input, target, self.beta), self.reduction)
 end
 
+-- The elementwise binary cross entropy of logits x against targets y with the positive
+-- term weighted by lw = 1 + (p - 1) y, written so that no term cancels another (each is
+-- >= 0 for y in [0, 1], p >= 0):
+--   l = relu(x) (1 - y) + relu(-x) p y + lw log(1 + e^-|x|),   p y = lw + y - 1
+-- (for p = 1: max(x, 0) - x y + log(1 + e^-|x|)), and its gradient in x the same way:
+--   dl/dx = (1 - y) sigmoid(x) - p y sigmoid(-x)   (= sigmoid(x) - y for p = 1)
+-- A composition of ops would differentiate the first form into 1 - y - sigmoid(-x), which is 0
+-- instead of 1e-27 at x = -60, y = 0; hence a Function with the backward written out.
+local bce = autograd.Function{
+  name = "bce_with_logits",
+  forward = function(ctx, x, y, lw)
+    local py = lw and lw + y - 1 or y
+    local sp = x:abs():neg():exp():log1p()
+    ctx.x, ctx.y, ctx.py, ctx.sp, ctx.has_lw = x, y, py, sp, lw ~= nil
+    local l = x:relu() * (1 - y) + x:neg():relu() * py
+    return l + (lw and sp * lw or sp)
+  end,
+  backward = function(ctx, g)
+    local x, y = ctx.x, ctx.y
+    local gx = g * (x:sigmoid() * (1 - y) - x:neg():sigmoid() * ctx.py)
+    local gy = g * x:neg()                                  -- with lw held fixed
+    if not ctx.has_lw then return gx, gy end
+    return gx, gy, g * (ctx.sp + x:neg():relu())            -- softplus(-x)
+  end,
+}
+
 local BCEWithLogits = Module:extend("BCEWithLogits", {init = {"table?"}})
 M.BCEWithLogits = BCEWithLogits
 
 --- nn.BCEWithLogits([{weight = nil, pos_weight = nil, reduction = "mean"}]): binary cross
--- entropy of sigmoid(input) against target in [0, 1], from the logits without
--- overflow: (1 - y) x + (1 + (p - 1) y) softplus(-x), which for p = 1 is
--- max(x, 0) - x y + log(1 + e^-|x|). pos_weight p (broadcast along the last dim,
--- [C] for C labels) weighs the positive term; weight rescales each element.
+-- entropy of sigmoid(input) against target in [0, 1], from the logits without overflow
+-- or cancellation: max(x, 0) - x y + log(1 + e^-|x|), with pos_weight p (broadcast along
+-- the last dim, [C] for C labels) weighing the positive term: (1 - y) x + (1 + (p - 1) y)
+-- log(1 + e^-x). weight (broadcast to the input) rescales each element.
 function BCEWithLogits:init(opts)
   opts = options("BCEWithLogits", opts, {weight = false, pos_weight = false, reduction = "mean"},
                  {weight = "tensor", pos_weight = "tensor", reduction = "string"})
@@ -250,13 +277,13 @@ function BCEWithLogits:forward(input, target)
   check_pair("BCEWithLogits", input, target)
   local dt = input:dtype()
   local y = target:to(dt)
-  local sp = input:neg():softplus()                       -- log(1 + e^-x), stable both ways
   local l
   if self.pos_weight then
     local lw = y * (self.pos_weight:to(dt) - 1) + 1
-    l = (input - input * y) + lw * sp
+    if lw:dim() ~= y:dim() or lw:numel() ~= y:numel() then lw = lw:expand(y:shape()):contiguous() end
+    l = bce(input, y, lw)
   else
-    l = (input - input * y) + sp
+    l = bce(input, y)
   end
   if self.weight then l = l * self.weight:to(dt) end
   return reduce(l, self.reduction)

@@ -175,12 +175,18 @@ static void softmax_rows(float *x, int64_t rows, int64_t R, int log_) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < R; i++) if (p[i] > mx) mx = p[i];
     double s = 0, m = mx;
-    for (int64_t i = 0; i < R; i++) s += exp((double)p[i] - m);
     if (log_) {
+      for (int64_t i = 0; i < R; i++) s += exp((double)p[i] - m);
       double ls = log(s);
       for (int64_t i = 0; i < R; i++) p[i] = (float)(((double)p[i] - m) - ls);
-    } else {
-      for (int64_t i = 0; i < R; i++) p[i] = (float)(exp((double)p[i] - m) / s);
+    } else {           /* e^(x - max) kept in the row (rounded once), then scaled: within 2 ulp */
+      for (int64_t i = 0; i < R; i++) {
+        double e = exp((double)p[i] - m);
+        s += e;
+        p[i] = (float)e;
+      }
+      double inv = 1 / s;
+      for (int64_t i = 0; i < R; i++) p[i] = (float)((double)p[i] * inv);
     }
   }
 }

@@ -191,6 +191,10 @@ describe("loss options and arguments", function()
       "NLL: log-probabilities must be [N, C], got [4]", nil, true)
     assert.error_matches(function() nn.Huber()(dl.zeros(4, 1), dl.zeros(4)) end,
       "Huber: input [4, 1] and target [4] differ in shape", nil, true)
+    assert.error_matches(function() nn.BCEWithLogits{pos_weight = dl.ones(3)}(dl.zeros(2, 4), dl.zeros(2, 4)) end,
+      "BCEWithLogits: pos_weight [3] does not broadcast to the input [2, 4]", nil, true)
+    assert.error_matches(function() nn.BCEWithLogits{weight = dl.ones(3, 2, 4)}(dl.zeros(2, 4), dl.zeros(2, 4)) end,
+      "BCEWithLogits: weight [3, 2, 4] does not broadcast to the input [2, 4]", nil, true)
     assert.error_matches(function() nn.BCEWithLogits()(dl.zeros(2), {0, 1}) end,
       "BCEWithLogits: input and target must be tensors, got a tensor and table", nil, true)
   end)

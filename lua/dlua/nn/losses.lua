@@ -273,19 +273,35 @@ function BCEWithLogits:init(opts)
   rawset(self, "pos_weight", opts.pos_weight)
 end
 
+-- w must broadcast to the input's shape without growing it
+local function check_broadcast(key, w, input)
+  local ws, xs = w:shape(), input:shape()
+  local ok = #ws <= #xs
+  for i = 1, #ws do
+    local d = ws[#ws + 1 - i]
+    ok = ok and (d == 1 or d == xs[#xs + 1 - i])
+  end
+  if not ok then
+    error(string.format("BCEWithLogits: %s %s does not broadcast to the input %s", key, shape_str(w), shape_str(input)), 3)
+  end
+end
+
 function BCEWithLogits:forward(input, target)
   check_pair("BCEWithLogits", input, target)
   local dt = input:dtype()
   local y = target:to(dt)
   local l
   if self.pos_weight then
+    check_broadcast("pos_weight", self.pos_weight, input)
     local lw = y * (self.pos_weight:to(dt) - 1) + 1
-    if lw:dim() ~= y:dim() or lw:numel() ~= y:numel() then lw = lw:expand(y:shape()):contiguous() end
     l = bce(input, y, lw)
   else
     l = bce(input, y)
   end
-  if self.weight then l = l * self.weight:to(dt) end
+  if self.weight then
+    check_broadcast("weight", self.weight, input)
+    l = l * self.weight:to(dt)
+  end
   return reduce(l, self.reduction)
 end
 

@@ -93,6 +93,13 @@ static int l_erfc(lua_State *L) { return unary(L, DL_ERFC); }
 static int l_erfinv(lua_State *L) { return unary(L, DL_ERFINV); }
 static int l_softplus(lua_State *L) { return unary(L, DL_SOFTPLUS); }
 static int l_silu(lua_State *L) { return unary(L, DL_SILU); }
+static int l_mish(lua_State *L) { return unary(L, DL_MISH); }
+static int l_log_sigmoid(lua_State *L) { return unary(L, DL_LOG_SIGMOID); }
+static int l_exp2(lua_State *L) { return unary(L, DL_EXP2); }
+static int l_floor_op(lua_State *L) { return unary(L, DL_FLOOR); }  /* l_floor is a macro of luaconf.h */
+static int l_ceil(lua_State *L) { return unary(L, DL_CEIL); }
+static int l_round(lua_State *L) { return unary(L, DL_ROUND); }
+static int l_trunc(lua_State *L) { return unary(L, DL_TRUNC); }
 
 static int l_clamp(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
@@ -626,6 +633,7 @@ static const luaL_Reg op_funcs[] = {
   {"atanh", l_atanh},
   {"byte", l_byte},
   {"cat", l_cat},
+  {"ceil", l_ceil},
   {"clamp", l_clamp},
   {"clone", l_clone},
   {"contiguous", l_contiguous},
@@ -639,11 +647,13 @@ static const luaL_Reg op_funcs[] = {
   {"erfc", l_erfc},
   {"erfinv", l_erfinv},
   {"exp", l_exp},
+  {"exp2", l_exp2},
   {"expand", l_expand},
   {"expm1", l_expm1},
   {"fill_", l_fill_},
   {"flatten", l_flatten},
   {"float", l_float},
+  {"floor", l_floor_op},
   {"gather", l_gather},
   {"ge", l_ge},
   {"gelu", l_gelu},
@@ -656,6 +666,7 @@ static const luaL_Reg op_funcs[] = {
   {"log10", l_log10},
   {"log1p", l_log1p},
   {"log2", l_log2},
+  {"log_sigmoid", l_log_sigmoid},
   {"log_softmax", l_log_softmax},
   {"logsumexp", l_logsumexp},
   {"long", l_long},
@@ -666,6 +677,7 @@ static const luaL_Reg op_funcs[] = {
   {"mean", l_mean},
   {"min", l_min},
   {"minimum", l_minimum},
+  {"mish", l_mish},
   {"mul", l_mul},
   {"narrow", l_narrow},
   {"ne", l_ne},
@@ -675,6 +687,7 @@ static const luaL_Reg op_funcs[] = {
   {"pow", l_pow},
   {"relu", l_relu},
   {"reshape", l_reshape},
+  {"round", l_round},
   {"rsqrt", l_rsqrt},
   {"scale", l_scale},
   {"scatter_add", l_scatter_add},
@@ -696,6 +709,7 @@ static const luaL_Reg op_funcs[] = {
   {"tanh", l_tanh},
   {"to", l_to},
   {"transpose", l_transpose},
+  {"trunc", l_trunc},
   {"unsqueeze", l_unsqueeze},
   {"var", l_var},
   {"view", l_view},

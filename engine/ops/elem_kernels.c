@@ -164,6 +164,13 @@ static double deriv_d(int op, double x) {
     case DL_ERFINV: { double v = erfinv_d(x); return 1 / (TWO_OVER_SQRT_PI * exp(-v * v)); }
     case DL_SOFTPLUS: return sigmoid_d(x);
     case DL_SILU: { double s = sigmoid_d(x); return s * (1 + x * (1 - s)); }
+    case DL_MISH: {           /* tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2) */
+      double t = tanh(softplus_d(x));
+      return t + x * sigmoid_d(x) * (1 - t * t);
+    }
+    case DL_LOG_SIGMOID: return sigmoid_d(-x);
+    case DL_EXP2: return exp2(x) * 0.69314718055994530942;
+    case DL_FLOOR: case DL_CEIL: case DL_ROUND: case DL_TRUNC: return 0;
     default: return 0;
   }
 }
@@ -202,6 +209,13 @@ static inline double un_d(int op, double x) {
     case DL_ERFINV: return erfinv_d(x);
     case DL_SOFTPLUS: return softplus_d(x);
     case DL_SILU: return x * sigmoid_d(x);
+    case DL_MISH: return x * tanh(softplus_d(x));
+    case DL_LOG_SIGMOID: return -softplus_d(-x);
+    case DL_EXP2: return exp2(x);
+    case DL_FLOOR: return floor(x);
+    case DL_CEIL: return ceil(x);
+    case DL_ROUND: return nearbyint(x);       /* halves to even, as torch.round */
+    case DL_TRUNC: return trunc(x);
     case DL_U_STEP: return x > 0;
     case DL_U_GELU_GRAD:
       return 0.5 * (1 + erf(x * 0.70710678118654752)) + x * exp(-0.5 * x * x) * 0.39894228040143268;
@@ -441,7 +455,7 @@ dl_tensor *dl_binary_raw(dl_ctx *ctx, int op, dl_tensor *a, dl_tensor *b, dl_dty
 dl_tensor *dl_unary_raw(dl_ctx *ctx, int op, dl_tensor *a) {
   dl_dtype outd = a->dtype;
   if (!dl_dtype_is_float(outd) && op != DL_NEG && op != DL_ABS && op != DL_RELU && op != DL_SIGN &&
-      op != DL_SQUARE)
+      op != DL_SQUARE && op != DL_FLOOR && op != DL_CEIL && op != DL_ROUND && op != DL_TRUNC)
     outd = DL_F32;
   dl_tensor *out = dl_tensor_new_empty(ctx, outd, a->ndim, a->shape);
   if (!out) return NULL;

@@ -93,7 +93,14 @@ typedef int (*dl_backward_fn)(dl_ctx *ctx, dl_node *n, dl_tensor *gout, dl_tenso
   X(ERFC, "erfc", fw, bw, "erfc")                                        \
   X(ERFINV, "erfinv", fw, bw, "erfinv")                                  \
   X(SOFTPLUS, "softplus", fw, bw, "softplus")                            \
-  X(SILU, "silu", fw, bw, "silu")
+  X(SILU, "silu", fw, bw, "silu")                                        \
+  X(MISH, "mish", fw, bw, "mish")                                        \
+  X(LOG_SIGMOID, "log_sigmoid", fw, bw, "log_sigmoid")                   \
+  X(EXP2, "exp2", fw, bw, "exp2")                                        \
+  X(FLOOR, "floor", fw, bw, "floor")                                     \
+  X(CEIL, "ceil", fw, bw, "ceil")                                        \
+  X(ROUND, "round", fw, bw, "round")                                     \
+  X(TRUNC, "trunc", fw, bw, "trunc")
 
 #define DL_REDUCE_OPS(X, fw, bw)                                         \
   X(SUM, "sum", fw, bw, "sum")                                           \

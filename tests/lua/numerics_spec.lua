@@ -181,10 +181,16 @@ describe("elementwise functions against torch", function()
     {"erfinv", UNIT, "torch.erfinv(x)", tol = 3e-14, gtol = 1e-13},
     -- torch's softplus returns x itself above its threshold 20; dlua's is log(1 + e^x) everywhere
     {"softplus", {-30, -15, -3, -1e-5, 0, 0.5, 2, 15, 19.5}, "F.softplus(x)"},
-    {"silu", WIDE, "F.silu(x)"},
+    {"silu", WIDE, "F.silu(x)"}, {"mish", WIDE, "F.mish(x)"}, {"log_sigmoid", WIDE, "F.logsigmoid(x)"},
+    {"exp2", {-20, -1.5, 0, 0.3, 10, 100}, "torch.exp2(x)"},
+    -- piecewise constant, gradient 0; round takes halves to even (as torch.round)
+    {"floor", {-2.5, -1.5, -0.2, 0, 0.5, 1.5, 2.7}, "torch.floor(x)", keeps = true},
+    {"ceil", {-2.5, -1.5, -0.2, 0, 0.5, 1.5, 2.7}, "torch.ceil(x)", keeps = true},
+    {"round", {-2.5, -1.5, -0.5, -0.2, 0.5, 1.5, 2.5, 2.7}, "torch.round(x)", keeps = true},
+    {"trunc", {-2.5, -1.5, -0.2, 0, 0.5, 1.5, 2.7}, "torch.trunc(x)", keeps = true},
   }
   local W = {}      -- the backward's weights: distinct, so a misplaced gradient shows
-  for i = 1, 9 do W[i] = 1 + i / 8 end
+  for i = 1, 12 do W[i] = 1 + i / 8 end
   local function w_of(n) return {table.unpack(W, 1, n)} end
 
   local torch
@@ -221,9 +227,10 @@ describe("elementwise functions against torch", function()
     end)
   end
 
-  it("gives float32 results for integer tensors, like exp", function()
+  it("gives float32 results for integer tensors, like exp (floor, ceil, round, trunc keep the dtype)", function()
     local i = dl.tensor({0, 1, 2}, {dtype = "int32"})
-    for _, o in ipairs(OPS) do assert.are.equal("float32", i[o[1]](i):dtype(), o[1]) end
+    for _, o in ipairs(OPS) do assert.are.equal(o.keeps and "int32" or "float32", i[o[1]](i):dtype(), o[1]) end
+    assert.are.same({-3, 0, 7}, dl.tensor({-3, 0, 7}, {dtype = "int64"}):round():totable())
     local s = dl.tensor({0, 1}, {dtype = "int64"}):sin():totable()
     assert.are.equal(0, s[1]); assert.is_true(math.abs(s[2] - math.sin(1)) < 6e-8)
   end)

@@ -51,6 +51,13 @@ local valid = {
   zeros = {args = function() return 2, 3 end},
   -- ops
   abs = {args = function() return T() end},
+  mish = {args = function() return T() end},
+  log_sigmoid = {args = function() return T() end},
+  exp2 = {args = function() return T() end},
+  floor = {args = function() return T() end},
+  ceil = {args = function() return T() end},
+  round = {args = function() return T() end},
+  trunc = {args = function() return T() end},
   acos = {args = function() return T() end},
   acosh = {args = function() return T() end},
   asin = {args = function() return T() end},

@@ -108,6 +108,7 @@ describe("gradient conventions (as torch defines them)", function()
   local W = {{1, 2, 3}, {4, 5, 6}}
   local X = {{1, 3, 3}, {2, 2, 0}, {5, 5, 5}}
   local PA, PB = {0, 0, 0, 0, 2, 0, -1}, {0, 2, 0.5, -1, 0, 1, 2}
+  local X3 = {{{1, 3, 3}, {2, 2, 0}}, {{5, 5, 5}, {0, 1, 1}}}
 
   local torch
   setup(function()
@@ -122,6 +123,9 @@ describe("gradient conventions (as torch defines them)", function()
       "x = T(X, True); v, i = x.min(dim=0); (v * T([1, 2, 3])).sum().backward(); out('min_dim', x.grad); out('min_idx', i + 1)",
       "x = T(X, True); x.max().backward(); out('max_all', x.grad)",
       "x = T(X, True); x.amin(dim=(0, 1)).backward(); out('min_all', x.grad)",
+      "X3 = " .. lit(X3),
+      "x = T(X3, True); x.max(2, keepdim=True)[0].sum().backward(); out('max3', x.grad)",
+      "x = T(X3, True); x.min(1)[0].sum().backward(); out('min3', x.grad)",
     }, "\n")):run()
   end)
 
@@ -145,6 +149,10 @@ describe("gradient conventions (as torch defines them)", function()
     assert.are.same(torch.min_idx, flat(i))
     ;(v * dl.tensor({1, 2, 3}, {dtype = "float64"})):sum():backward()
     assert.are.same(torch.min_dim, flat(x.grad))
+    x = leaf(X3); x:max(3, true):sum():backward()
+    assert.are.same(torch.max3, flat(x.grad))
+    x = leaf(X3); x:min(2):sum():backward()
+    assert.are.same(torch.min3, flat(x.grad))
     x = leaf(X); x:max():backward()
     assert.are.same(torch.max_all, flat(x.grad))
     x = leaf(X); x:min({1, 2}):backward()

@@ -6,19 +6,21 @@
 # libclang-rt-14-dev: the libFuzzer harnesses of tests/fuzz, whose runtime,
 # libclang_rt.fuzzer, that package ships; tmux: the progress line checked in a real
 # terminal, tests/lua/progress_spec.lua; luarocks and man-db: the luarocks make and man -l
-# of tests/lua/install_spec.lua; python3-torchvision, with python3-torch: the reference
-# values of tests/lua/image_transforms_spec.lua). Idempotent: packages already present are left alone.
+# of tests/lua/install_spec.lua; python3-torch and python3-torchvision: the reference values of
+# tests/lua/image_transforms_spec.lua and the torch twins of tests/lua/numerics_spec.lua and
+# losses_spec.lua, with python3-mpmath through sympy). Idempotent: packages already present are left alone.
 # Run as root.
 #   scripts/setup.sh          build + test + run dependencies
-#   scripts/setup.sh --bench  also PyTorch and numpy for the side-by-side benchmarks
+#   scripts/setup.sh --bench  also optuna and scipy for the side-by-side benchmarks
 set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
       lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
-      chromium clang libclang-rt-14-dev tmux luarocks man-db
-      libturbojpeg0-dev libspng-dev python3-pil python3-torchvision"
+# of tests/lua/install_spec.lua; python3-torch and python3-torchvision: the reference values of
+# tests/lua/image_transforms_spec.lua and the torch twins of tests/lua/numerics_spec.lua and
+# losses_spec.lua, with python3-mpmath through sympy). Idempotent: packages already present are left alone.
 case "${1:-}" in
-  --bench) pkgs="$pkgs python3-torch python3-optuna python3-scipy" ;;
+  --bench) pkgs="$pkgs python3-optuna python3-scipy" ;;
 esac
 
 missing=""

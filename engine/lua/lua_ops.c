@@ -73,6 +73,33 @@ static int l_gelu(lua_State *L) { return unary(L, DL_GELU); }
 static int l_sign(lua_State *L) { return unary(L, DL_SIGN); }
 static int l_square(lua_State *L) { return unary(L, DL_SQUARE); }
 static int l_rsqrt(lua_State *L) { return unary(L, DL_RSQRT); }
+static int l_sin(lua_State *L) { return unary(L, DL_SIN); }
+static int l_cos(lua_State *L) { return unary(L, DL_COS); }
+static int l_tan(lua_State *L) { return unary(L, DL_TAN); }
+static int l_asin(lua_State *L) { return unary(L, DL_ASIN); }
+static int l_acos(lua_State *L) { return unary(L, DL_ACOS); }
+static int l_atan(lua_State *L) { return unary(L, DL_ATAN); }
+static int l_sinh(lua_State *L) { return unary(L, DL_SINH); }
+static int l_cosh(lua_State *L) { return unary(L, DL_COSH); }
+static int l_asinh(lua_State *L) { return unary(L, DL_ASINH); }
+static int l_acosh(lua_State *L) { return unary(L, DL_ACOSH); }
+static int l_atanh(lua_State *L) { return unary(L, DL_ATANH); }
+static int l_expm1(lua_State *L) { return unary(L, DL_EXPM1); }
+static int l_log1p(lua_State *L) { return unary(L, DL_LOG1P); }
+static int l_log2(lua_State *L) { return unary(L, DL_LOG2); }
+static int l_log10(lua_State *L) { return unary(L, DL_LOG10); }
+static int l_erf(lua_State *L) { return unary(L, DL_ERF); }
+static int l_erfc(lua_State *L) { return unary(L, DL_ERFC); }
+static int l_erfinv(lua_State *L) { return unary(L, DL_ERFINV); }
+static int l_softplus(lua_State *L) { return unary(L, DL_SOFTPLUS); }
+static int l_silu(lua_State *L) { return unary(L, DL_SILU); }
+static int l_mish(lua_State *L) { return unary(L, DL_MISH); }
+static int l_log_sigmoid(lua_State *L) { return unary(L, DL_LOG_SIGMOID); }
+static int l_exp2(lua_State *L) { return unary(L, DL_EXP2); }
+static int l_floor_op(lua_State *L) { return unary(L, DL_FLOOR); }  /* l_floor is a macro of Lua's configuration header */
+static int l_ceil(lua_State *L) { return unary(L, DL_CEIL); }
+static int l_round(lua_State *L) { return unary(L, DL_ROUND); }
+static int l_trunc(lua_State *L) { return unary(L, DL_TRUNC); }
 
 static int l_clamp(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
@@ -594,24 +621,39 @@ static int m_len(lua_State *L) {
 
 static const luaL_Reg op_funcs[] = {
   {"abs", l_abs},
+  {"acos", l_acos},
+  {"acosh", l_acosh},
   {"add", l_add},
   {"add_", l_add_},
   {"argmax", l_argmax},
   {"argmin", l_argmin},
+  {"asin", l_asin},
+  {"asinh", l_asinh},
+  {"atan", l_atan},
+  {"atanh", l_atanh},
   {"byte", l_byte},
   {"cat", l_cat},
+  {"ceil", l_ceil},
   {"clamp", l_clamp},
   {"clone", l_clone},
   {"contiguous", l_contiguous},
   {"copy_", l_copy_},
+  {"cos", l_cos},
+  {"cosh", l_cosh},
   {"div", l_div},
   {"double", l_double},
   {"eq", l_eq},
+  {"erf", l_erf},
+  {"erfc", l_erfc},
+  {"erfinv", l_erfinv},
   {"exp", l_exp},
+  {"exp2", l_exp2},
   {"expand", l_expand},
+  {"expm1", l_expm1},
   {"fill_", l_fill_},
   {"flatten", l_flatten},
   {"float", l_float},
+  {"floor", l_floor_op},
   {"gather", l_gather},
   {"ge", l_ge},
   {"gelu", l_gelu},
@@ -621,6 +663,10 @@ static const luaL_Reg op_funcs[] = {
   {"le", l_le},
   {"linear", l_linear},
   {"log", l_log},
+  {"log10", l_log10},
+  {"log1p", l_log1p},
+  {"log2", l_log2},
+  {"log_sigmoid", l_log_sigmoid},
   {"log_softmax", l_log_softmax},
   {"logsumexp", l_logsumexp},
   {"long", l_long},
@@ -631,6 +677,7 @@ static const luaL_Reg op_funcs[] = {
   {"mean", l_mean},
   {"min", l_min},
   {"minimum", l_minimum},
+  {"mish", l_mish},
   {"mul", l_mul},
   {"narrow", l_narrow},
   {"ne", l_ne},
@@ -640,22 +687,29 @@ static const luaL_Reg op_funcs[] = {
   {"pow", l_pow},
   {"relu", l_relu},
   {"reshape", l_reshape},
+  {"round", l_round},
   {"rsqrt", l_rsqrt},
   {"scale", l_scale},
   {"scatter_add", l_scatter_add},
   {"select", l_select},
   {"sigmoid", l_sigmoid},
   {"sign", l_sign},
+  {"silu", l_silu},
+  {"sin", l_sin},
+  {"sinh", l_sinh},
   {"softmax", l_softmax},
+  {"softplus", l_softplus},
   {"sqrt", l_sqrt},
   {"square", l_square},
   {"squeeze", l_squeeze},
   {"stack", l_stack},
   {"sub", l_sub},
   {"sum", l_sum},
+  {"tan", l_tan},
   {"tanh", l_tanh},
   {"to", l_to},
   {"transpose", l_transpose},
+  {"trunc", l_trunc},
   {"unsqueeze", l_unsqueeze},
   {"var", l_var},
   {"view", l_view},

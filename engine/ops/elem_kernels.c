@@ -103,6 +103,74 @@ DL_SIMD_CLONES static int binary_fast_f(int op, float *o, const float *a, const 
 }
 #undef ELEM_LOOP
 
+/* softplus log(1 + e^x) without overflow or cancellation; sigmoid, its derivative */
+static inline double softplus_d(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+static inline double sigmoid_d(double x) { return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)); }
+
+#define TWO_OVER_SQRT_PI 1.12837916709551257390
+
+/* the inverse of erf on [-1, 1] (+-inf at +-1, NaN outside): a single-precision
+ * polynomial in w = -log(1 - y^2) as the start (Giles 2010), then two Newton steps on
+ * erf (erfc near +-1, where 1 - |y| is exact and erf(x) is not) */
+static double erfinv_d(double y) {
+  if (!(y > -1 && y < 1)) return y == 1 ? (double)INFINITY : y == -1 ? -(double)INFINITY : (double)NAN;
+  if (y == 0) return y;
+  double w = -log((1 - y) * (1 + y)), p;
+  if (w < 5) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w; p = -0.00125372503 + p * w; p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w; p = 1.50140941 + p * w;
+  } else {
+    w = sqrt(w) - 3;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w; p = 2.83297682 + p * w;
+  }
+  double x = p * y, ay = fabs(y), s = y < 0 ? -1 : 1;
+  for (int k = 0; k < 2; k++) {
+    double ax = fabs(x), r = ay > 0.5 ? (1 - ay) - erfc(ax) : erf(ax) - ay;
+    x = s * (ax - r / (TWO_OVER_SQRT_PI * exp(-ax * ax)));
+  }
+  return x;
+}
+
+/* d op(x) / dx for the unary ops from DL_SIN on (their backward multiplies g by it) */
+static double deriv_d(int op, double x) {
+  switch (op) {
+    case DL_SIN: return cos(x);
+    case DL_COS: return -sin(x);
+    case DL_TAN: { double c = cos(x); return 1 / (c * c); }
+    case DL_ASIN: return 1 / sqrt(1 - x * x);
+    case DL_ACOS: return -1 / sqrt(1 - x * x);
+    case DL_ATAN: return 1 / (1 + x * x);
+    case DL_SINH: return cosh(x);
+    case DL_COSH: return sinh(x);
+    case DL_ASINH: return 1 / sqrt(x * x + 1);
+    case DL_ACOSH: return 1 / sqrt((x - 1) * (x + 1));
+    case DL_ATANH: return 1 / (1 - x * x);
+    case DL_EXPM1: return exp(x);
+    case DL_LOG1P: return 1 / (1 + x);
+    case DL_LOG2: return 1 / (x * 0.69314718055994530942);
+    case DL_LOG10: return 1 / (x * 2.30258509299404568402);
+    case DL_ERF: return TWO_OVER_SQRT_PI * exp(-x * x);
+    case DL_ERFC: return -TWO_OVER_SQRT_PI * exp(-x * x);
+    case DL_ERFINV: { double v = erfinv_d(x); return 1 / (TWO_OVER_SQRT_PI * exp(-v * v)); }
+    case DL_SOFTPLUS: return sigmoid_d(x);
+    case DL_SILU: { double s = sigmoid_d(x); return s * (1 + x * (1 - s)); }
+    case DL_MISH: {           /* tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2) */
+      double t = tanh(softplus_d(x));
+      return t + x * sigmoid_d(x) * (1 - t * t);
+    }
+    case DL_LOG_SIGMOID: return sigmoid_d(-x);
+    case DL_EXP2: return exp2(x) * 0.69314718055994530942;
+    case DL_FLOOR: case DL_CEIL: case DL_ROUND: case DL_TRUNC: return 0;
+    default: return 0;
+  }
+}
+
 static inline double un_d(int op, double x) {
   switch (op) {
     case DL_NEG: return -x;
@@ -117,10 +185,37 @@ static inline double un_d(int op, double x) {
     case DL_SIGN: return (x > 0) - (x < 0);
     case DL_SQUARE: return x * x;
     case DL_RSQRT: return 1 / sqrt(x);
+    case DL_SIN: return sin(x);
+    case DL_COS: return cos(x);
+    case DL_TAN: return tan(x);
+    case DL_ASIN: return asin(x);
+    case DL_ACOS: return acos(x);
+    case DL_ATAN: return atan(x);
+    case DL_SINH: return sinh(x);
+    case DL_COSH: return cosh(x);
+    case DL_ASINH: return asinh(x);
+    case DL_ACOSH: return acosh(x);
+    case DL_ATANH: return atanh(x);
+    case DL_EXPM1: return expm1(x);
+    case DL_LOG1P: return log1p(x);
+    case DL_LOG2: return log2(x);
+    case DL_LOG10: return log10(x);
+    case DL_ERF: return erf(x);
+    case DL_ERFC: return erfc(x);
+    case DL_ERFINV: return erfinv_d(x);
+    case DL_SOFTPLUS: return softplus_d(x);
+    case DL_SILU: return x * sigmoid_d(x);
+    case DL_MISH: return x * tanh(softplus_d(x));
+    case DL_LOG_SIGMOID: return -softplus_d(-x);
+    case DL_EXP2: return exp2(x);
+    case DL_FLOOR: return floor(x);
+    case DL_CEIL: return ceil(x);
+    case DL_ROUND: return nearbyint(x);       /* halves to even, as torch.round */
+    case DL_TRUNC: return trunc(x);
     case DL_U_STEP: return x > 0;
     case DL_U_GELU_GRAD:
       return 0.5 * (1 + erf(x * 0.70710678118654752)) + x * exp(-0.5 * x * x) * 0.39894228040143268;
-    default: return 0;
+    default: return op >= DL_U_DERIV ? deriv_d(op - DL_U_DERIV, x) : 0;
   }
 }
 
@@ -356,7 +451,7 @@ dl_tensor *dl_binary_raw(dl_ctx *ctx, int op, dl_tensor *a, dl_tensor *b, dl_dty
 dl_tensor *dl_unary_raw(dl_ctx *ctx, int op, dl_tensor *a) {
   dl_dtype outd = a->dtype;
   if (!dl_dtype_is_float(outd) && op != DL_NEG && op != DL_ABS && op != DL_RELU && op != DL_SIGN &&
-      op != DL_SQUARE)
+      op != DL_SQUARE && op != DL_FLOOR && op != DL_CEIL && op != DL_ROUND && op != DL_TRUNC)
     outd = DL_F32;
   dl_tensor *out = dl_tensor_new_empty(ctx, outd, a->ndim, a->shape);
   if (!out) return NULL;

@@ -17,7 +17,8 @@
 #include "ops/ops.h"
 
 /* internal elementwise selectors past the public ones, for backward functions */
-enum { DL_U_STEP = DL_NUNARY, DL_U_GELU_GRAD };  /* x > 0 ? 1 : 0; d gelu(x) / dx */
+/* x > 0 ? 1 : 0; d gelu(x) / dx; DL_U_DERIV + op: d op(x) / dx for the unary ops from DL_SIN on */
+enum { DL_U_STEP = DL_NUNARY, DL_U_GELU_GRAD, DL_U_DERIV };
 enum { DL_B_MASK = DL_NBINARY };                /* a where b > 0, else 0: ReLU's backward in one pass */
 
 /* ------------------------------------------------------------ elementwise (elem_kernels.c) */

@@ -73,7 +73,34 @@ typedef int (*dl_backward_fn)(dl_ctx *ctx, dl_node *n, dl_tensor *gout, dl_tenso
   X(GELU, "gelu", fw, bw, "gelu")                                        \
   X(SIGN, "sign", fw, bw, "sign")                                        \
   X(SQUARE, "square", fw, bw, "square")                                  \
-  X(RSQRT, "rsqrt", fw, bw, "rsqrt")
+  X(RSQRT, "rsqrt", fw, bw, "rsqrt")                                     \
+  X(SIN, "sin", fw, bw, "sin")                                           \
+  X(COS, "cos", fw, bw, "cos")                                           \
+  X(TAN, "tan", fw, bw, "tan")                                           \
+  X(ASIN, "asin", fw, bw, "asin")                                        \
+  X(ACOS, "acos", fw, bw, "acos")                                        \
+  X(ATAN, "atan", fw, bw, "atan")                                        \
+  X(SINH, "sinh", fw, bw, "sinh")                                        \
+  X(COSH, "cosh", fw, bw, "cosh")                                        \
+  X(ASINH, "asinh", fw, bw, "asinh")                                     \
+  X(ACOSH, "acosh", fw, bw, "acosh")                                     \
+  X(ATANH, "atanh", fw, bw, "atanh")                                     \
+  X(EXPM1, "expm1", fw, bw, "expm1")                                     \
+  X(LOG1P, "log1p", fw, bw, "log1p")                                     \
+  X(LOG2, "log2", fw, bw, "log2")                                        \
+  X(LOG10, "log10", fw, bw, "log10")                                     \
+  X(ERF, "erf", fw, bw, "erf")                                           \
+  X(ERFC, "erfc", fw, bw, "erfc")                                        \
+  X(ERFINV, "erfinv", fw, bw, "erfinv")                                  \
+  X(SOFTPLUS, "softplus", fw, bw, "softplus")                            \
+  X(SILU, "silu", fw, bw, "silu")                                        \
+  X(MISH, "mish", fw, bw, "mish")                                        \
+  X(LOG_SIGMOID, "log_sigmoid", fw, bw, "log_sigmoid")                   \
+  X(EXP2, "exp2", fw, bw, "exp2")                                        \
+  X(FLOOR, "floor", fw, bw, "floor")                                     \
+  X(CEIL, "ceil", fw, bw, "ceil")                                        \
+  X(ROUND, "round", fw, bw, "round")                                     \
+  X(TRUNC, "trunc", fw, bw, "trunc")
 
 #define DL_REDUCE_OPS(X, fw, bw)                                         \
   X(SUM, "sum", fw, bw, "sum")                                           \

@@ -50,55 +50,66 @@ int dl_bw_binary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
         if (grad_reduce(ctx, t, b, &gin[1]) < 0) return -1;
       }
       return 0;
-    case DL_POW:
+    case DL_POW: {
+      /* as torch defines it at the edges: d/da is 0 where b == 0 (even at a == 0, where
+       * b * a^(b-1) is 0 * inf), d/db is 0 where a == 0 and b >= 0 (out * log a is 0 * -inf
+       * or 1 * -inf there) */
+      dl_tensor *zero = dl_tensor_new_scalar(ctx, g->dtype, 0);
+      if (!zero) return -1;
+      int rc = 0;
       if (need_a) {
         /* g * b * a^(b-1) = g * b * out / a, computed without dividing by a */
         dl_tensor *one = dl_tensor_new_scalar(ctx, b->dtype, 1);
-        if (!one) return -1;
-        dl_tensor *bm1 = dl_binary_raw(ctx, DL_SUB, b, one, g->dtype);
+        dl_tensor *bm1 = one ? dl_binary_raw(ctx, DL_SUB, b, one, g->dtype) : NULL;
         dl_tensor_release(one);
-        if (!bm1) return -1;
-        t = dl_binary_raw(ctx, DL_POW, a, bm1, g->dtype);
+        t = bm1 ? dl_binary_raw(ctx, DL_POW, a, bm1, g->dtype) : NULL;
         dl_tensor_release(bm1);
-        if (!t) return -1;
-        u = dl_binary_raw(ctx, DL_MUL, t, b, g->dtype);
+        u = t ? dl_binary_raw(ctx, DL_MUL, t, b, g->dtype) : NULL;
         dl_tensor_release(t);
-        if (!u) return -1;
-        t = dl_binary_raw(ctx, DL_MUL, u, g, g->dtype);
+        t = u ? dl_binary_raw(ctx, DL_MUL, u, g, g->dtype) : NULL;
         dl_tensor_release(u);
-        if (grad_reduce(ctx, t, a, &gin[0]) < 0) return -1;
-      }
-      if (need_b) {
-        dl_tensor *la = dl_unary_raw(ctx, DL_LOG, a);
-        if (!la) return -1;
-        t = dl_binary_raw(ctx, DL_MUL, la, n->saved[0], g->dtype);
-        dl_tensor_release(la);
-        if (!t) return -1;
-        u = dl_binary_raw(ctx, DL_MUL, t, g, g->dtype);
+        dl_tensor *b0 = t ? dl_binary_raw(ctx, DL_EQ, b, zero, DL_U8) : NULL;
+        u = b0 ? dl_where_raw(ctx, b0, zero, t, g->dtype) : NULL;
+        dl_tensor_release(b0);
         dl_tensor_release(t);
-        if (grad_reduce(ctx, u, b, &gin[1]) < 0) return -1;
+        rc = grad_reduce(ctx, u, a, &gin[0]);
       }
-      return 0;
+      if (!rc && need_b) {
+        dl_tensor *la = dl_unary_raw(ctx, DL_LOG, a);
+        t = la ? dl_binary_raw(ctx, DL_MUL, la, n->saved[0], g->dtype) : NULL;
+        dl_tensor_release(la);
+        u = t ? dl_binary_raw(ctx, DL_MUL, t, g, g->dtype) : NULL;
+        dl_tensor_release(t);
+        dl_tensor *a0 = u ? dl_binary_raw(ctx, DL_EQ, a, zero, DL_U8) : NULL;
+        dl_tensor *bp = a0 ? dl_binary_raw(ctx, DL_GE, b, zero, DL_U8) : NULL;
+        dl_tensor *c = bp ? dl_binary_raw(ctx, DL_MUL, a0, bp, DL_U8) : NULL;
+        t = c ? dl_where_raw(ctx, c, zero, u, g->dtype) : NULL;
+        dl_tensor_release(a0); dl_tensor_release(bp); dl_tensor_release(c); dl_tensor_release(u);
+        rc = grad_reduce(ctx, t, b, &gin[1]);
+      }
+      dl_tensor_release(zero);
+      return rc;
+    }
     case DL_MAXIMUM:
     case DL_MINIMUM: {
-      /* the gradient goes to the selected operand (a on ties) */
-      dl_tensor *m = dl_binary_raw(ctx, op == DL_MAXIMUM ? DL_GE : DL_LE, a, b, g->dtype);
-      if (!m) return -1;
-      if (need_a && grad_reduce(ctx, dl_binary_raw(ctx, DL_MUL, g, m, g->dtype), a, &gin[0]) < 0) {
-        dl_tensor_release(m);
+      /* the gradient goes to the selected operand, split evenly on ties (as torch):
+       * a's share is w = [a beats b] + [a == b] / 2, b's is g - g * w */
+      dl_tensor *m = dl_binary_raw(ctx, op == DL_MAXIMUM ? DL_GT : DL_LT, a, b, g->dtype);
+      dl_tensor *e = m ? dl_binary_raw(ctx, DL_EQ, a, b, g->dtype) : NULL;
+      dl_tensor *h = e ? dl_scale_shift_raw(ctx, e, 0.5, 0) : NULL;
+      dl_tensor *w = h ? dl_binary_raw(ctx, DL_ADD, m, h, g->dtype) : NULL;
+      dl_tensor_release(m); dl_tensor_release(e); dl_tensor_release(h);
+      if (!w) return -1;
+      dl_tensor *gw = dl_binary_raw(ctx, DL_MUL, g, w, g->dtype);
+      dl_tensor_release(w);
+      if (!gw) return -1;
+      if (need_a && grad_reduce(ctx, dl_tensor_retain(gw), a, &gin[0]) < 0) {
+        dl_tensor_release(gw);
         return -1;
       }
-      if (need_b) {
-        dl_tensor *gm = dl_binary_raw(ctx, DL_MUL, g, m, g->dtype);
-        dl_tensor *r = gm ? dl_binary_raw(ctx, DL_SUB, g, gm, g->dtype) : NULL;
-        dl_tensor_release(gm);
-        if (grad_reduce(ctx, r, b, &gin[1]) < 0) {
-          dl_tensor_release(m);
-          return -1;
-        }
-      }
-      dl_tensor_release(m);
-      return 0;
+      int rc = need_b ? grad_reduce(ctx, dl_binary_raw(ctx, DL_SUB, g, gw, g->dtype), b, &gin[1]) : 0;
+      dl_tensor_release(gw);
+      return rc;
     }
     default:
       return 0;
@@ -181,7 +192,10 @@ int dl_bw_unary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
         r = t ? dl_scale_shift_raw(ctx, t, -0.5, 0) : NULL;
       }
       break;
-    default: break;
+    default:                    /* the ops from DL_SIN on: g * op'(a), from the derivative kernel */
+      t = dl_unary_raw(ctx, DL_U_DERIV + op, a);
+      r = t ? dl_binary_raw(ctx, DL_MUL, g, t, g->dtype) : NULL;
+      break;
   }
   dl_tensor_release(t);
   if (!r) return -1;

@@ -28,6 +28,25 @@ static dl_tensor *expand_back(dl_ctx *ctx, dl_tensor *g, const dl_tensor *a, uns
   return e;
 }
 
+/* ge [a's shape] kept only at the positions idx [a's shape without dim, or size 1 there; 0-based
+ * along dim] names: ge * (iota along dim == idx) */
+static dl_tensor *to_index(dl_ctx *ctx, dl_tensor *ge, const dl_tensor *a, int dim, dl_tensor *idx) {
+  int64_t sh[DL_MAXDIM], shk[DL_MAXDIM];
+  for (int d = 0; d < a->ndim; d++) {
+    sh[d] = d == dim ? a->shape[d] : 1;
+    shk[d] = d == dim ? 1 : a->shape[d];
+  }
+  dl_tensor *iota = dl_tensor_new_empty(ctx, DL_I64, a->ndim, sh);
+  if (!iota) return NULL;
+  int64_t *p = iota->st->data;
+  for (int64_t i = 0; i < a->shape[dim]; i++) p[i] = i;
+  dl_tensor *ik = dl_view_new_reshape(ctx, idx, a->ndim, shk);
+  dl_tensor *m = ik ? dl_binary_raw(ctx, DL_EQ, iota, ik, ge->dtype) : NULL;
+  dl_tensor *r = m ? bin(ctx, DL_MUL, ge, m) : NULL;
+  dl_tensor_release(iota); dl_tensor_release(ik); dl_tensor_release(m);
+  return r;
+}
+
 /* g [reduced shape] -> ga [a's shape] */
 int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
@@ -40,18 +59,23 @@ int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   switch (op) {
     case DL_RSUM: r = dl_contiguous_raw(ctx, ge); break;
     case DL_RMEAN: r = dl_scale_shift_raw(ctx, ge, 1.0 / R, 0); break;
-    case DL_RMAX: case DL_RMIN: {
-      /* split evenly among ties */
-      dl_tensor *oe = expand_back(ctx, n->saved[0], a, mask);
-      dl_tensor *m = oe ? bin(ctx, DL_EQ, a, oe) : NULL;
-      dl_tensor *mf = m ? dl_tensor_new_contiguous(ctx, m, g->dtype) : NULL;
-      dl_tensor *cnt = mf ? dl_reduce_raw(ctx, DL_RSUM, mf, mask, 1, 0, NULL) : NULL;
-      dl_tensor *w = cnt ? bin(ctx, DL_DIV, mf, cnt) : NULL;
-      r = w ? bin(ctx, DL_MUL, ge, w) : NULL;
-      dl_tensor_release(oe); dl_tensor_release(m); dl_tensor_release(mf);
-      dl_tensor_release(cnt); dl_tensor_release(w);
-      break;
-    }
+    case DL_RMAX: case DL_RMIN:
+      if (n->saved[1]) {
+        /* max(dim) / min(dim), which returned indices: all of it to the returned index (as torch) */
+        r = to_index(ctx, ge, a, __builtin_ctz(mask), n->saved[1]);
+        break;
+      } else {
+        /* over all (or several) dims: split evenly among ties (as torch's max() and amax) */
+        dl_tensor *oe = expand_back(ctx, n->saved[0], a, mask);
+        dl_tensor *m = oe ? bin(ctx, DL_EQ, a, oe) : NULL;
+        dl_tensor *mf = m ? dl_tensor_new_contiguous(ctx, m, g->dtype) : NULL;
+        dl_tensor *cnt = mf ? dl_reduce_raw(ctx, DL_RSUM, mf, mask, 1, 0, NULL) : NULL;
+        dl_tensor *w = cnt ? bin(ctx, DL_DIV, mf, cnt) : NULL;
+        r = w ? bin(ctx, DL_MUL, ge, w) : NULL;
+        dl_tensor_release(oe); dl_tensor_release(m); dl_tensor_release(mf);
+        dl_tensor_release(cnt); dl_tensor_release(w);
+        break;
+      }
     case DL_RVAR: {
       dl_tensor *mean = dl_reduce_raw(ctx, DL_RMEAN, a, mask, 1, 0, NULL);
       dl_tensor *dv = mean ? bin(ctx, DL_SUB, a, mean) : NULL;
@@ -61,11 +85,16 @@ int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
       break;
     }
     case DL_RLOGSUMEXP: {
-      dl_tensor *oe = expand_back(ctx, n->saved[0], a, mask);
-      dl_tensor *dlt = oe ? bin(ctx, DL_SUB, a, oe) : NULL;
+      /* g * softmax(a) = g * exp(a - max) / sum exp(a - max): not exp(a - out), since out is
+       * rounded to a's dtype at the scale of max (a float32 row near 1e6 would be off by 1e-1) */
+      dl_tensor *mx = dl_reduce_raw(ctx, DL_RMAX, a, mask, 1, 0, NULL);
+      dl_tensor *dlt = mx ? bin(ctx, DL_SUB, a, mx) : NULL;
       dl_tensor *e = dlt ? dl_unary_raw(ctx, DL_EXP, dlt) : NULL;
-      r = e ? bin(ctx, DL_MUL, ge, e) : NULL;
-      dl_tensor_release(oe); dl_tensor_release(dlt); dl_tensor_release(e);
+      dl_tensor *se = e ? dl_reduce_raw(ctx, DL_RSUM, e, mask, 1, 0, NULL) : NULL;
+      dl_tensor *p = se ? bin(ctx, DL_DIV, e, se) : NULL;
+      r = p ? bin(ctx, DL_MUL, ge, p) : NULL;
+      dl_tensor_release(mx); dl_tensor_release(dlt); dl_tensor_release(e);
+      dl_tensor_release(se); dl_tensor_release(p);
       break;
     }
   }
@@ -85,7 +114,13 @@ static dl_tensor *record_reduce(dl_ctx *ctx, dl_redop op, dl_tensor *a, unsigned
     n->iv[1] = mask;
     n->sc[0] = (double)R;
     n->sc[1] = correction;
-    if ((op == DL_RMAX || op == DL_RMIN || op == DL_RLOGSUMEXP) && !(n->saved[0] = dl_detach(ctx, out))) {
+    if ((op == DL_RMAX || op == DL_RMIN) && !(n->saved[0] = dl_detach(ctx, out))) {
+      dl_tensor_release(out);
+      out = NULL;
+    }
+    /* the indices the caller gets, copied (the binding shifts its own to 1-based) */
+    if (out && (op == DL_RMAX || op == DL_RMIN) && idx &&
+        !(n->saved[1] = dl_tensor_new_contiguous(ctx, *idx, DL_I64))) {
       dl_tensor_release(out);
       out = NULL;
     }
@@ -130,20 +165,28 @@ dl_tensor *dl_argmax(dl_ctx *ctx, dl_tensor *a, int dim, int keepdim, int min) {
 
 /* ------------------------------------------------------------ softmax */
 
-/* x [rows, R] in place: each row -> softmax (or log_softmax) of the row, a double sum */
+/* x [rows, R] in place: each row -> softmax (or log_softmax) of the row. The shift by the
+ * row's max comes first and log(sum) is subtracted from x - max, never added to max: max +
+ * log(sum) rounded to the row's scale loses the low bits (a float32 row near 1e6 by 6e-2).
+ * float32 rows compute in double and round once. */
 static void softmax_rows(float *x, int64_t rows, int64_t R, int log_) {
   for (int64_t r = 0; r < rows; r++) {
     float *p = x + r * R;
     float mx = -INFINITY;
     for (int64_t i = 0; i < R; i++) if (p[i] > mx) mx = p[i];
-    double s = 0;
-    for (int64_t i = 0; i < R; i++) s += exp((double)(p[i] - mx));
+    double s = 0, m = mx;
     if (log_) {
-      float ls = (float)log(s) + mx;
-      for (int64_t i = 0; i < R; i++) p[i] -= ls;
-    } else {
-      float inv = (float)(1.0 / s);
-      for (int64_t i = 0; i < R; i++) p[i] = expf(p[i] - mx) * inv;
+      for (int64_t i = 0; i < R; i++) s += exp((double)p[i] - m);
+      double ls = log(s);
+      for (int64_t i = 0; i < R; i++) p[i] = (float)(((double)p[i] - m) - ls);
+    } else {           /* e^(x - max) kept in the row (rounded once), then scaled: within 2 ulp */
+      for (int64_t i = 0; i < R; i++) {
+        double e = exp((double)p[i] - m);
+        s += e;
+        p[i] = (float)e;
+      }
+      double inv = 1 / s;
+      for (int64_t i = 0; i < R; i++) p[i] = (float)((double)p[i] * inv);
     }
   }
 }
@@ -153,8 +196,8 @@ static void softmax_rows_d(double *x, int64_t rows, int64_t R, int log_) {
     double *p = x + r * R, mx = -(double)INFINITY, s = 0;
     for (int64_t i = 0; i < R; i++) if (p[i] > mx) mx = p[i];
     for (int64_t i = 0; i < R; i++) s += exp(p[i] - mx);
-    double ls = log(s) + mx;
-    for (int64_t i = 0; i < R; i++) p[i] = log_ ? p[i] - ls : exp(p[i] - ls);
+    double ls = log(s);
+    for (int64_t i = 0; i < R; i++) p[i] = log_ ? (p[i] - mx) - ls : exp(p[i] - mx) / s;
   }
 }
 

@@ -220,9 +220,12 @@ static void test_family_rows(void) {
   static const char *const binary[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                        "eq", "ne", "lt", "le", "gt", "ge"};
   static const char *const unary[] = {"neg", "exp", "log", "sqrt", "abs", "relu", "sigmoid", "tanh",
-                                      "gelu", "sign", "square", "rsqrt"};
+                                      "gelu", "sign", "square", "rsqrt", "sin", "cos", "tan", "asin",
+                                      "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1",
+                                      "log1p", "log2", "log10", "erf", "erfc", "erfinv", "softplus", "silu", "mish",
+                                      "log_sigmoid", "exp2", "floor", "ceil", "round", "trunc"};
   static const char *const reduce[] = {"sum", "mean", "max", "min", "var", "logsumexp"};
-  DL_CHECK(DL_NBINARY == 13 && DL_EQ == 7 && DL_NUNARY == 12 && DL_NREDUCE == 6);
+  DL_CHECK(DL_NBINARY == 13 && DL_EQ == 7 && DL_NUNARY == 39 && DL_NREDUCE == 6);
   dl_ctx *ctx = dl_ctx_new();
   int64_t s2[1] = {2};
   dl_tensor *a = from(ctx, DL_F64, 1, s2, (const double[]){0.5, 2});

@@ -36,6 +36,34 @@ local cases = {
   sign = {function(a) return a:sign() end, function() return {dl.tensor({-1.5, 0.7, 2.1})} end},
   square = {function(a) return a:square() end, function() return {dl.randn(3, 4)} end},
   rsqrt = {function(a) return a:rsqrt() end, function() return {pos(3, 4)} end},
+  sin = {function(a) return a:sin() end, function() return {dl.randn(3, 4) * 3} end},
+  cos = {function(a) return a:cos() end, function() return {dl.randn(3, 4) * 3} end},
+  tan = {function(a) return a:tan() end, function() return {dl.rand(3, 4) * 2.6 - 1.3} end},
+  asin = {function(a) return a:asin() end, function() return {dl.rand(3, 4) * 1.8 - 0.9} end},
+  acos = {function(a) return a:acos() end, function() return {dl.rand(3, 4) * 1.8 - 0.9} end},
+  atan = {function(a) return a:atan() end, function() return {dl.randn(3, 4) * 2} end},
+  sinh = {function(a) return a:sinh() end, function() return {dl.randn(3, 4)} end},
+  cosh = {function(a) return a:cosh() end, function() return {dl.randn(3, 4)} end},
+  asinh = {function(a) return a:asinh() end, function() return {dl.randn(3, 4) * 2} end},
+  acosh = {function(a) return a:acosh() end, function() return {pos(3, 4) + 0.7} end},
+  atanh = {function(a) return a:atanh() end, function() return {dl.rand(3, 4) * 1.8 - 0.9} end},
+  expm1 = {function(a) return a:expm1() end, function() return {dl.randn(3, 4)} end},
+  log1p = {function(a) return a:log1p() end, function() return {dl.rand(3, 4) * 3 - 0.5} end},
+  log2 = {function(a) return a:log2() end, function() return {pos(3, 4)} end},
+  log10 = {function(a) return a:log10() end, function() return {pos(3, 4)} end},
+  erf = {function(a) return a:erf() end, function() return {dl.randn(3, 4)} end},
+  erfc = {function(a) return a:erfc() end, function() return {dl.randn(3, 4)} end},
+  erfinv = {function(a) return a:erfinv() end, function() return {dl.rand(3, 4) * 1.8 - 0.9} end},
+  softplus = {function(a) return a:softplus() end, function() return {dl.randn(3, 4) * 4} end},
+  silu = {function(a) return a:silu() end, function() return {dl.randn(3, 4) * 3} end},
+  mish = {function(a) return a:mish() end, function() return {dl.randn(3, 4) * 3} end},
+  log_sigmoid = {function(a) return a:log_sigmoid() end, function() return {dl.randn(3, 4) * 4} end},
+  exp2 = {function(a) return a:exp2() end, function() return {dl.randn(3, 4)} end},
+  -- piecewise constant: the gradient is 0 (as torch's); inputs away from the steps
+  floor = {function(a) return a:floor() end, function() return {dl.tensor({-1.5, -0.3, 0.4, 2.7})} end},
+  ceil = {function(a) return a:ceil() end, function() return {dl.tensor({-1.5, -0.3, 0.4, 2.7})} end},
+  round = {function(a) return a:round() end, function() return {dl.tensor({-1.3, -0.3, 0.4, 2.7})} end},
+  trunc = {function(a) return a:trunc() end, function() return {dl.tensor({-1.5, -0.3, 0.4, 2.7})} end},
   scale = {function(a) return a:scale(0.5, 2) end, function() return {dl.randn(5)} end},
   clamp = {function(a) return a:clamp(-0.5, 0.5) end, function() return {dl.tensor({-1, -0.2, 0.3, 0.9})} end},
   where = {function(a, b) return dl.where(a:gt(0), a, b) end, function() return {dl.randn(3, 4), dl.randn(4)} end},
@@ -74,7 +102,7 @@ describe("dlua op table", function()
   local ops = core._ops()
 
   it("lists every differentiable op once, with its forward, backward and Lua name", function()
-    assert.is_true(#ops >= 47)
+    assert.is_true(#ops >= 74)
     local seen = {}
     for _, o in ipairs(ops) do
       assert.is_nil(seen[o.name], "op listed twice: " .. o.name)

@@ -64,7 +64,7 @@ local CASES = {
    "BatchNorm: unknown option 'momentun' (valid: affine, eps, momentum, replicas, sync, virtual_batch); did you " ..
    "mean 'momentum'?"},
   {"nn.CrossEntropy", function() nn.CrossEntropy{label_smothing = 0.1} end,
-   "CrossEntropy: unknown option 'label_smothing' (valid: label_smoothing); did you mean 'label_smoothing'?"},
+   "CrossEntropy: unknown option 'label_smothing' (valid: label_smoothing, reduction, weight); did you mean 'label_smoothing'?"},
   {"module:load_state_dict", function() nn.Linear(2, 3):load_state_dict({}, {stric = false}) end,
    "load_state_dict: unknown option 'stric' (valid: strict); did you mean 'strict'?"},
   {"autograd.gradcheck", function() dl.autograd.gradcheck(function(x) return x end, {dl.ones(2)}, {epsilon = 1e-6}) end,

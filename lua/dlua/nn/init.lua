@@ -4,11 +4,13 @@
 -- else (parameter lists, dotted names, train/eval, state dicts) follows.
 -- Layers written here are differentiable through the tensor autograd with
 -- no backward code; Conv2d and pooling call C kernels. The base class lives in
--- nn/module.lua, BatchNorm in nn/batchnorm.lua (both below this file).
+-- nn/module.lua, BatchNorm in nn/batchnorm.lua, the losses in nn/losses.lua (all below
+-- this file).
 local core = require "dlua.core"
 local init = require "dlua.nn.init_fns"
 local module = require "dlua.nn.module"
 local BatchNorm = require "dlua.nn.batchnorm"
+local losses = require "dlua.nn.losses"
 local util = require "dlua.util"
 
 local M = {}
@@ -254,90 +256,10 @@ end
 
 -------------------------------------------------------------------- losses
 
-local CrossEntropy = Module:extend("CrossEntropy", {init = {"table?"}})
-M.CrossEntropy = CrossEntropy
-
---- nn.CrossEntropy([{label_smoothing = 0}]): loss(logits [N, C], labels [N] 1-based [, weights [N]]).
--- Mean over examples, or over the weight sum when weights are given, so
--- weight-0 (padding) examples contribute nothing.
-function CrossEntropy:init(opts)
-  opts = options("CrossEntropy", opts, {label_smoothing = 0})
-  if opts.label_smoothing < 0 or opts.label_smoothing >= 1 then
-    error("CrossEntropy: label_smoothing must be in [0, 1)", 3)
-  end
-  rawset(self, "smoothing", opts.label_smoothing)
-end
+-- CrossEntropy, NLL, BCEWithLogits, MSE, Huber, SmoothL1 (nn/losses.lua)
+for name, cls in pairs(losses) do M[name] = cls end
 
 local function shape_str(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
-
--- labels must be [N] (one per row of the logits) and each in [1, classes]; an
--- error names the loss, the first label out of range and its position in the batch
-local function check_labels(name, labels, n, c, level)
-  if not is_tensor(labels) then
-    error(string.format("%s: labels must be a tensor, got %s", name, type(labels)), level + 1)
-  end
-  if labels:dim() ~= 1 or labels:size(1) ~= n then
-    error(string.format("%s: labels %s must be [%d], one per row of the logits [%d, %d]", name,
-      shape_str(labels), n, n, c), level + 1)
-  end
-  if n == 0 then return end
-  local lo, hi = labels:min():item(), labels:max():item()
-  if lo >= 1 and hi <= c then return end
-  for i, v in ipairs(labels:totable()) do
-    if not (v >= 1 and v <= c) then
-      local hint = ""
-      if v == 0 then
-        hint = " (class labels are 1-based; labels stored 0-based, as in most CSV and NumPy files, are read " ..
-          "with zero_based, e.g. data.csv{..., zero_based = {\"label\"}}, or shifted with labels + 1)"
-      end
-      error(string.format("%s: label %s at position %d of the batch is outside [1, %d]%s", name,
-        math.tointeger(v) or tostring(v), i, c, hint), level + 1)
-    end
-  end
-end
-
-function CrossEntropy:forward(logits, labels, weights)
-  if not is_tensor(logits) or logits:dim() ~= 2 then
-    error(string.format("CrossEntropy: logits must be [N, C], got %s",
-      is_tensor(logits) and shape_str(logits) or type(logits)), 2)
-  end
-  local n, c = logits:size(1), logits:size(2)
-  check_labels("CrossEntropy", labels, n, c, 2)
-  local logp = logits:log_softmax(2)
-  local nll = -logp:gather(2, labels:reshape(n, 1)):reshape(n)
-  if self.smoothing > 0 then
-    nll = nll:scale(1 - self.smoothing) - logp:mean(2):scale(self.smoothing)
-  end
-  if weights then
-    if not is_tensor(weights) or weights:dim() ~= 1 or weights:size(1) ~= n then
-      error(string.format("CrossEntropy: weights %s must be [%d], one per row of the logits [%d, %d]",
-        is_tensor(weights) and shape_str(weights) or type(weights), n, n, c), 2)
-    end
-    local w = weights:to(logits:dtype())
-    return (nll * w):sum() / w:sum():clamp(1e-12)
-  end
-  return nll:mean()
-end
-
-local MSE = Module:extend("MSE")
-M.MSE = MSE
---- nn.MSE(): mean of (input - target)^2 over every element; input and target
--- must have the same shape (no broadcasting: [4, 1] against [4] would silently
--- compare every input with every target).
--- @usage nn.MSE()(model(x), y)
-function MSE:forward(input, target)
-  if not is_tensor(input) or not is_tensor(target) then
-    error(string.format("MSE: input and target must be tensors, got %s and %s",
-      is_tensor(input) and "a tensor" or type(input), is_tensor(target) and "a tensor" or type(target)), 2)
-  end
-  local a, b = input:shape(), target:shape()
-  local same = #a == #b
-  for i = 1, #a do same = same and a[i] == b[i] end
-  if not same then
-    error(string.format("MSE: input %s and target %s differ in shape", shape_str(input), shape_str(target)), 2)
-  end
-  return (input - target):square():mean()
-end
 
 -------------------------------------------------------------------- metrics
 

@@ -423,3 +423,40 @@ describe("dl.diagnose: runs without a study", function()
     fs.rm_rf(root)
   end)
 end)
+
+describe("dl.diagnose: input-bound trials", function()
+  local root
+  before_each(function() root = F.tmpdir("input") end)
+  after_each(function() fs.rm_rf(root) end)
+
+  -- a directory of runs whose result.json say what share of their time waited for input
+  local function runs(shares)
+    for i, s in ipairs(shares) do
+      local dir = F.run(root .. "/r" .. i, {steps = 20, eval_every = 10, eval = function(step)
+        return {["valid/accuracy"] = 0.5 + step / 100}
+      end})
+      fs.write_atomic(dir .. "/result.json", dl.json.encode({status = "done", steps = 20,
+        cost = {seconds = 10, input = 10 * s, input_fraction = s}}) .. "\n")
+    end
+    return root
+  end
+
+  it("warns when the median trial waited for input 10% of its time or more, naming the worst", function()
+    local f = find(diag(runs({0.02, 0.3, 0.15, 0.4, 0.12})), "input")
+    assert.are.equal(1, #f)
+    assert.are.equal("warn", f[1].level)
+    assert.are.equal(0.15, f[1].data.median)
+    assert.are.equal(5, f[1].data.trials)
+    assert.truthy(f[1].message:find("trials were input-bound: the median trial waited for its input pipeline 15% " ..
+      "of its time (5 trials; most: r4 40%, r2 30%, r3 15%)", 1, true), f[1].message)
+  end)
+
+  it("notes from 5% and says ok below", function()
+    assert.are.equal("note", find(diag(runs({0.06, 0.07, 0.01})), "input")[1].level)
+    fs.rm_rf(root)
+    root = F.tmpdir("input")
+    local f = find(diag(runs({0.01, 0.0, 0.02})), "input")
+    assert.are.equal("ok", f[1].level)
+    assert.truthy(f[1].message:find("trials waited for input 1.0% of their time (median of 3", 1, true), f[1].message)
+  end)
+end)

@@ -130,7 +130,7 @@ function run_checked(obj, script)
   local tracking = nil
   if o.no_track then tracking = false end
   local res = obj:run(o.set, {dir = o.out, resume = o.resume, quiet = o.quiet, steps = o.steps,
-                              command = M.command(script, obj, hp, o), tracking = tracking})
+                              command = M.command(script, obj, hp, o), tracking = tracking, objective = o.objective})
   if trace then trace.stop() end
   if res.status == "failed" then                    -- "file:line: training failed: step N: what"
     local loc, rest = blame.split(tostring(res.message))

@@ -257,6 +257,44 @@ describe("progress lines", function()
   end)
 end)
 
+-- dl.train against a scripted clock: the test hooks (proc.test_pause) advance it by 1 s per
+-- training step, 10 s per eval batch and 5 s per checkpoint, so every ETA is known exactly
+describe("progress of dl.train", function()
+  it("predicts the time its evals and checkpoints take (scripted clock)", function()
+    local dl = require "dlua"
+    local core, fs = require "dlua.core", require "dlua.util.fs"
+    local H2 = dofile("tests/lua/helpers.lua")
+    local t = 0
+    local cost = {step = 1, eval = 10, checkpoint = 5}
+    local real_clock, real_pause = core.clock, proc.test_pause
+    core.clock = function() return t end
+    proc.test_pause = function(phase) t = t + (cost[phase] or 0) end
+    local dir = H2.tmpdir("eta")
+    dl.seed(1)
+    local x = dl.randn(80, 4)
+    local y = x:matmul(dl.randn(4, 3)):argmax(2)
+    local batch = {image = x:narrow(1, 1, 8), label = y:narrow(1, 1, 8)}
+    local va = dl.data.tensors{image = x:narrow(1, 41, 40), label = y:narrow(1, 41, 40)}
+    local model = dl.nn.Sequential{dl.nn.Linear(4, 3)}
+    local so = io.stdout
+    io.stdout = io.open(dir .. "/out.txt", "w")
+    local ok, err = pcall(dl.train, {model = model, loss = dl.nn.CrossEntropy(), data = function() return batch end, steps = 40,
+      optimizer = dl.optim.SGD{params = model:parameters(), lr = 0.1}, log_every = 10, tracking = false, dir = dir,
+      eval = {every = 10, sets = {valid = va}, batch_size = 40}, checkpoint = {every = 20}})
+    io.stdout:close()
+    io.stdout = so
+    core.clock, proc.test_pause = real_clock, real_pause
+    assert(ok, err)
+    local text = fs.read(dir .. "/out.txt")
+    -- step 10: 30 steps x 1 s (no eval measured yet); step 20: 20 s + 2 evals (30, 40) x 10 s;
+    -- step 30: 10 s + 1 eval x 10 s + 1 checkpoint (40) x 5 s = what is left exactly
+    assert.truthy(text:find("step 10/40 [^\n]-ETA 30s"), text)
+    assert.truthy(text:find("step 20/40 [^\n]-ETA 40s"), text)
+    assert.truthy(text:find("step 30/40 [^\n]-ETA 25s"), text)
+    fs.rm_rf(dir)
+  end)
+end)
+
 describe("study progress", function()
   it("counts trials, shows the best so far and an ETA from the mean trial time", function()
     local s = progress.study{total = 12, jobs = 2, metric = "valid/accuracy"}
@@ -275,7 +313,9 @@ end)
 -- many times while the run goes (evaluations are slowed with DLUA_TEST_PAUSE so
 -- their indicator is on screen for a while). No progress row may fill the pane's
 -- width (a progress line that wrapped would; the final summary lines may), and
--- `eval valid i/5` must show up.
+-- `eval valid i/5` must show up. At 80 columns the objective (valid/accuracy,
+-- the default of a classification loss) must show on the live line, and every
+-- eval's line must still be on the screen when the run ends.
 local H = dofile("tests/lua/helpers.lua")
 local fs = require "dlua.util.fs"
 local util = require "dlua.util"
@@ -340,7 +380,7 @@ describe("progress in a terminal (tmux)", function()
       "--threads 1; echo finished-run; sleep 30", H.shquote(dir), H.shquote(EXE), name)
     tmux("new-session -d -s %s -x %d -y 30 %s", name, width, H.shquote(cmd))
     local seen, after, t0 = {}, {}, core.clock()
-    local resized = false
+    local resized, last = false, ""
     while core.clock() - t0 < 60 do
       if resize and not resized and core.clock() - t0 > resize.after then
         tmux("resize-window -t %s -x %d", name, resize.width)
@@ -348,6 +388,7 @@ describe("progress in a terminal (tmux)", function()
         core._sleep(0.05)
       end
       local screen = tmux("capture-pane -p -t %s", name)
+      last = screen
       for row in screen:gmatch("([^\n]*)\n") do
         seen[#seen + 1] = row
         if resized then after[#after + 1] = row end
@@ -356,7 +397,7 @@ describe("progress in a terminal (tmux)", function()
       core._sleep(0.03)
     end
     tmux("kill-session -t %s", name)
-    return seen, after
+    return seen, after, last
   end
 
   local function check(rows, width)
@@ -377,8 +418,20 @@ describe("progress in a terminal (tmux)", function()
   end
 
   for _, width in ipairs({80, 200}) do
-    it_tmux("fits " .. width .. " columns and shows the eval indicator", function()
-      check((watch("w" .. width, width)), width)
+    it_tmux("fits " .. width .. " columns, shows the eval indicator and the objective, and keeps the eval lines", function()
+      local seen, _, last = watch("w" .. width, width)
+      check(seen, width)
+      local objective = false
+      for _, row in ipairs(seen) do
+        if row:match("^step %d+/60  valid/accuracy %d%.%d%d%d%d@%d+  ETA ") then objective = true end
+      end
+      assert.is_true(objective, "the objective never led the live line")
+      local evals = {}
+      for row in last:gmatch("([^\n]*)\n") do
+        local step = row:match("^eval at step (%d+): valid/accuracy %d%.%d%d%d%d, ")
+        if step then evals[#evals + 1] = tonumber(step) end
+      end
+      assert.same({10, 20, 30, 40, 50, 60}, evals, last)
     end)
   end
 

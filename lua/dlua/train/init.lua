@@ -110,29 +110,7 @@ function M.config_problem(c)
   if d ~= nil and not (d >= 0 and d < 1) then
     return "dl.train: ema.decay must be in [0, 1) (0.999: about the last 1000 steps), got " .. tostring(d)
   end
-  local ck = c.checkpoint or {}
-  if ck.keep_latest ~= nil and (math.type(ck.keep_latest) ~= "integer" or ck.keep_latest < 1) then
-    return "dl.train: checkpoint.keep_latest must be >= 1 (the resume point is never deleted), got " ..
-      tostring(ck.keep_latest)
-  end
-  if ck.keep_best and not ck.metric then
-    return "dl.train: checkpoint.keep_best needs checkpoint.metric (e.g. \"valid/accuracy\")"
-  end
-  if ck.mode and ck.mode ~= "max" and ck.mode ~= "min" then
-    return "dl.train: checkpoint.mode must be \"max\" or \"min\", got " .. tostring(ck.mode)
-  end
-  if ck.every ~= nil and (math.type(ck.every) ~= "integer" or ck.every < 1) then
-    return "dl.train: checkpoint.every must be a positive integer number of steps, got " .. tostring(ck.every)
-  end
-  if ck.share ~= nil and not (ck.share >= 0 and ck.share <= 1) then
-    return "dl.train: checkpoint.share must be in [0, 1] (the share of the run's time checkpoints may take), got " ..
-      tostring(ck.share)
-  end
-  local obj = c.objective
-  if obj and not obj.metric then return "dl.train: objective needs a metric (e.g. {metric = \"valid/accuracy\"})" end
-  if obj and obj.mode and obj.mode ~= "max" and obj.mode ~= "min" then
-    return "dl.train: objective.mode must be \"max\" or \"min\", got " .. tostring(obj.mode)
-  end
+  return policy.config_problem(c)
 end
 
 --------------------------------------------------------------------- helpers
@@ -592,9 +570,8 @@ local function finish(run, status, message)
                         why = rk and rk.why, policy = pol:describe(), written = pol.n}
   local be = run.ck.metric and run.ledger:best_eval()
   if be then
-    local kept
-    for _, c in ipairs(led.checkpoints) do if c.step == be.step then kept = run.ckpt_dir .. "/" .. c.path end end
-    result.best_eval = {step = be.step, value = be.metrics[run.ck.metric], checkpoint = kept}
+    local kept = run.ledger:kept(be.step)
+    result.best_eval = {step = be.step, value = be.metrics[run.ck.metric], checkpoint = kept and run.ckpt_dir .. "/" .. kept}
   end
   local summary = {status = status, message = message, steps = run.step, cost = cost,
                    best = result.best and {step = result.best.step, metrics = result.best.metrics,
@@ -609,31 +586,7 @@ local function finish(run, status, message)
     io.stderr:write("dlua: warning: cannot record the result of the failed run: ", tostring(werr), "\n")
   end
   if lead then record(fs.write_atomic, dir .. "/result.json", json.encode(summary) .. "\n") end
-  if not run.quiet then
-    prog:message(string.format("time: %.1fs (train %.0f%%, eval %.0f%%, checkpoints %.0f%% (%d), waiting for input %.0f%%)",
-      total, 100 * cost.train_fraction, 100 * cost.eval_fraction, 100 * cost.checkpoint_fraction, pol.n,
-      100 * cost.input_fraction))
-    if result.best then
-      local parts = {}
-      for k, v in pairs(result.best.metrics or {}) do
-        if type(v) == "number" then parts[#parts + 1] = string.format("%s %.4f", k, v) end
-      end
-      table.sort(parts)
-      if result.best.selected == "best" then
-        prog:message(string.format("best checkpoint by %s%s: step %d (%s) %s", tostring(run.ck.metric),
-          rk.source == "config" and "" or " (" .. (rk.source == "default" and "the default" or "the objective") .. ")",
-          result.best.step, table.concat(parts, ", "), result.best.checkpoint))
-        if be and not result.best_eval.checkpoint and result.best_eval.value ~= result.best.value then
-          prog:message(string.format("the best eval, step %d (%s %.4f), has no checkpoint (set checkpoint.keep_best " ..
-            "to write every new best)", be.step, run.ck.metric, result.best_eval.value))
-        end
-      else
-        prog:message(string.format("last checkpoint (none ranked: set checkpoint.metric to keep the best): " ..
-          "step %d (%s) %s", result.best.step, table.concat(parts, ", "), result.best.checkpoint))
-      end
-    end
-    prog:message("run directory: " .. dir)
-  end
+  if not run.quiet then prog:summary(result, rk) end
   if config.tracking ~= false and lead then record(track.append_run, config, result) end
   return result
 end

@@ -107,6 +107,12 @@ function Ledger:best_eval()
   return best
 end
 
+--- led:kept(step) -> the path (relative to the checkpoint directory) of the kept
+-- checkpoint of step, nil when there is none.
+function Ledger:kept(step)
+  for _, c in ipairs(self.data.checkpoints) do if c.step == step then return c.path end end
+end
+
 --- led:retain() -> the paths (relative to the checkpoint directory) to delete:
 -- decides which checkpoints each retention class keeps, and best and latest
 function Ledger:retain()

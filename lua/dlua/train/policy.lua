@@ -79,6 +79,34 @@ function M.ranking(config, eval_names)
   return nil
 end
 
+--- config_problem(config) -> nil, or the message for a bad checkpoint or objective
+-- option of a dl.train config (dl.train's config_problem asks).
+function M.config_problem(c)
+  local ck = c.checkpoint or {}
+  if ck.keep_latest ~= nil and (math.type(ck.keep_latest) ~= "integer" or ck.keep_latest < 1) then
+    return "dl.train: checkpoint.keep_latest must be >= 1 (the resume point is never deleted), got " ..
+      tostring(ck.keep_latest)
+  end
+  if ck.keep_best and not ck.metric then
+    return "dl.train: checkpoint.keep_best needs checkpoint.metric (e.g. \"valid/accuracy\")"
+  end
+  if ck.mode and ck.mode ~= "max" and ck.mode ~= "min" then
+    return "dl.train: checkpoint.mode must be \"max\" or \"min\", got " .. tostring(ck.mode)
+  end
+  if ck.every ~= nil and (math.type(ck.every) ~= "integer" or ck.every < 1) then
+    return "dl.train: checkpoint.every must be a positive integer number of steps, got " .. tostring(ck.every)
+  end
+  if ck.share ~= nil and not (ck.share >= 0 and ck.share <= 1) then
+    return "dl.train: checkpoint.share must be in [0, 1] (the share of the run's time checkpoints may take), got " ..
+      tostring(ck.share)
+  end
+  local obj = c.objective
+  if obj and not obj.metric then return "dl.train: objective needs a metric (e.g. {metric = \"valid/accuracy\"})" end
+  if obj and obj.mode and obj.mode ~= "max" and obj.mode ~= "min" then
+    return "dl.train: objective.mode must be \"max\" or \"min\", got " .. tostring(obj.mode)
+  end
+end
+
 local P = {}
 P.__index = P
 

@@ -228,6 +228,38 @@ function P:eval(step, metrics, key)
   end
 end
 
+--- p:summary(result, ranking): the end of a run: the cost split, the checkpoint it
+-- selects ("best checkpoint by <metric>" only when ranking, dlua.train.policy's,
+-- ranks the kept ones; else "last checkpoint"), whether the best eval has none,
+-- and the run directory. result is dl.train's.
+function P:summary(result, ranking)
+  local cost = result.cost
+  self:message(string.format("time: %.1fs (train %.0f%%, eval %.0f%%, checkpoints %.0f%% (%d), waiting for input " ..
+    "%.0f%%)", cost.seconds, 100 * cost.train_fraction, 100 * cost.eval_fraction, 100 * cost.checkpoint_fraction,
+    result.checkpoints.written, 100 * cost.input_fraction))
+  local b, be = result.best, result.best_eval
+  if b then
+    local parts = {}
+    for k, v in pairs(b.metrics or {}) do
+      if type(v) == "number" then parts[#parts + 1] = string.format("%s %.4f", k, v) end
+    end
+    table.sort(parts)
+    if b.selected == "best" then
+      self:message(string.format("best checkpoint by %s%s: step %d (%s) %s", ranking.metric,
+        ranking.source == "config" and "" or " (" .. (ranking.source == "default" and "the default" or "the objective") ..
+        ")", b.step, table.concat(parts, ", "), b.checkpoint))
+      if be and not be.checkpoint and be.value ~= b.value then
+        self:message(string.format("the best eval, step %d (%s %.4f), has no checkpoint (set checkpoint.keep_best " ..
+          "to write every new best)", be.step, ranking.metric, be.value))
+      end
+    else
+      self:message(string.format("last checkpoint (none ranked: set checkpoint.metric to keep the best): " ..
+        "step %d (%s) %s", b.step, table.concat(parts, ", "), b.checkpoint))
+    end
+  end
+  self:message("run directory: " .. result.dir)
+end
+
 function P:finish()
   if self.live then self.out:write("\n"); self.live = false end
   self.out:flush()

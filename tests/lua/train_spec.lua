@@ -613,3 +613,47 @@ describe("dlua EXPERIMENT (the CLI)", function()
     assert.truthy(out:find("gap [+-]"), out)
   end)
 end)
+
+describe("dlua.train.policy", function()
+  local policy = require "dlua.train.policy"
+
+  it("writes at an eval while checkpoints stay under the share of the elapsed time (scripted clock)", function()
+    local t = 0
+    local p = policy.new{share = 0.05, clock = function() return t end}
+    local eval = {last = false, eval = true, new_best = false}
+    assert.is_false((p:due(5, {last = false, eval = false})))      -- not an eval: never
+    t = 1
+    assert.is_true((p:due(10, eval)))                              -- the first eval measures the cost
+    p:wrote(0.5)
+    t = 10
+    -- 0.5 s written + 0.5 s expected = 1 s: not under 5% of 10 s
+    assert.is_false((p:due(20, eval)))
+    assert.is_false((p:due(20, {last = false, eval = true, new_best = true})))   -- no keep_best of the user's
+    t = 20
+    assert.is_false((p:due(30, eval)))                             -- 1 s is not under 1 s
+    t = 20.5
+    assert.is_true((p:due(40, eval)))
+    p:wrote(1.0)                                                   -- mean 0.75: 1.5 + 0.75 < 0.05 t from t = 45
+    t = 44.9
+    assert.is_false((p:due(50, eval)))
+    t = 45.1
+    assert.is_true((p:due(60, eval)))
+    assert.is_true((p:due(61, {last = true, eval = false})))       -- the last step, always
+    assert.are.equal("at evals within 5% of the time", p:describe())
+  end)
+
+  it("writes every new best under a user's keep_best, and every N steps when asked", function()
+    local t = 0
+    local p = policy.new{share = 0, best_always = true, clock = function() return t end}
+    t = 100
+    assert.is_false((p:due(10, {last = false, eval = true, new_best = false})))
+    assert.is_true((p:due(20, {last = false, eval = true, new_best = true})))
+    local e = policy.new{every = 15, clock = function() return t end}
+    assert.same({false, true, false, true}, {(e:due(10, {eval = true, new_best = true})), (e:due(15, {eval = false})),
+      (e:due(20, {eval = true})), (e:due(21, {last = true}))})
+    assert.are.equal("every 15 steps", e:describe())
+    assert.error_matches(function() policy.new{shrae = 0.1} end,
+      "policy.new: unknown option 'shrae' %(valid: best_always, clock, every, share%); did you mean 'share'%?")
+    assert.error_matches(function() policy.new{share = 2} end, "policy.new: share must be in %[0, 1%], got 2")
+  end)
+end)

@@ -2,9 +2,10 @@
 -- guidance for the training pipeline" as default behaviour).
 --
 -- dl.train(config) runs `steps` optimizer steps, evaluates every `eval.every`
--- steps (never on wall time) and at the end, keeps checkpoints by separate
--- retention classes (latest / best / every), records every event in the run
--- directory and returns the retrospectively best checkpoint:
+-- steps (never on wall time) and at the end, writes checkpoints at the evals a
+-- time budget allows (or every N steps), keeps them by separate retention classes
+-- (latest / best / every), records every event in the run directory and returns
+-- the retrospectively best kept checkpoint:
 --
 --   local result = dl.train{model = m, loss = nn.CrossEntropy(), optimizer = opt,
 --     data = pipe, steps = 1000, eval = {every = 100, sets = {valid = v}},
@@ -17,7 +18,8 @@
 -- The loop is four functions of one job each: open_run (the run directory, the
 -- data stream, the ledger, resume), train_step (one optimizer step), eval_and_
 -- checkpoint (after a step) and finish (the result, result.json, tracking). The
--- checkpoint ledger is dlua.train.ledger, what a checkpoint holds dlua.train.state.
+-- checkpoint ledger is dlua.train.ledger, what a checkpoint holds dlua.train.state,
+-- when one is written and which metric ranks them dlua.train.policy.
 -- An error inside the loop fails the run (status "failed") with a message that
 -- names the step and leads with the user's file:line when there is one
 -- (dlua.util.blame).
@@ -277,7 +279,7 @@ local function open_run(config)
   run.prog = prog
   if ranking then
     prog:message(string.format("checkpoints by %s (%s, %s), %s", ranking.metric, ranking.mode,
-      ranking.source == "config" and "checkpoint.metric" or ranking.why, run.policy:describe()))
+      ranking.why, run.policy:describe()))
   end
   local function warn(msg) prog:message("warning: " .. msg) end
   local _, missed = optimizer_problem(model, opt)

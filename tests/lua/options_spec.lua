@@ -75,7 +75,7 @@ local CASES = {
   -- training
   {"dl.train", function() dl.train{stpes = 1} end,
    "dl.train: unknown option 'stpes' (valid: checkpoint, classes, clip_grad_norm, command, config_path, data, description, " ..
-   "dir, divergence, ema, eval, fields, forward, hparams, log_every, loss, model, name, on_eval, optimizer, quiet, resume, " ..
+   "dir, divergence, ema, eval, fields, forward, hparams, log_every, loss, model, name, objective, on_eval, optimizer, quiet, resume, " ..
    "schedule, steps, threads, trace, tracking); did you mean 'steps'?"},
   {"dl.train eval", function() dl.train{eval = {evry = 5}} end,
    "dl.train: unknown option 'evry' in eval (valid: batch_size, every, metrics, predictions, sample, sets); " ..
@@ -84,7 +84,7 @@ local CASES = {
    "dl.train: unknown option 'indexes' in eval.predictions (valid: indices, set); did you mean 'indices'?"},
   {"dl.train checkpoint", function() dl.train{checkpoint = {keep_bset = 2}} end,
    "dl.train: unknown option 'keep_bset' in checkpoint (valid: every, keep_best, keep_every, keep_latest, metric, " ..
-   "mode); did you mean 'keep_best'?"},
+   "mode, share); did you mean 'keep_best'?"},
   {"dl.train fields", function() dl.train{fields = {inptu = "x"}} end,
    "dl.train: unknown option 'inptu' in fields (valid: input, target, weight); did you mean 'input'?"},
   {"dl.train ema", function() dl.train{ema = {decya = 0.9}} end,
@@ -99,7 +99,7 @@ local CASES = {
   {"dl.experiment", function() dl.experiment{name = "x", build = function() end, hparms = {}} end,
    "dl.experiment: unknown option 'hparms' (valid: build, description, hparams, name); did you mean 'hparams'?"},
   {"experiment:run", function() dl.load_experiment(exp_path):run({}, {qiuet = true}) end,
-   "experiment:run: unknown option 'qiuet' (valid: command, dir, on_eval, quiet, resume, steps, tracking); did you mean " ..
+   "experiment:run: unknown option 'qiuet' (valid: command, dir, objective, on_eval, quiet, resume, steps, tracking); did you mean " ..
    "'quiet'?"},
   {"dl.evaluate", function() dl.evaluate{experiment = exp_path, checkpoint = "x", set = {}} end,
    "dl.evaluate: unknown option 'set' (valid: batch_size, checkpoint, experiment, metrics, sets); did you mean " ..

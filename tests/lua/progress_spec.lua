@@ -1,7 +1,9 @@
 -- dlua.train.progress against a scripted clock and a captured output: the ETA
--- (steady pace, after a resume, with an evaluation's time inside an interval:
--- the numbers are worked out by hand below), lines cut to the width, the eval
--- indicator, piped output without the eval suffix, and the study line.
+-- (steady pace, after a resume, with an evaluation's time inside an interval,
+-- with the eval and checkpoint time it is told of extrapolated: the numbers are
+-- worked out by hand below), lines cut to the width with the objective first,
+-- eval lines kept above the live line, the eval indicator, piped output, and
+-- the study line.
 local progress = require "dlua.train.progress"
 local proc = require "dlua.util.proc"
 
@@ -72,6 +74,35 @@ describe("progress ETA", function()
     assert.near(0.225 * 60, p:eta(40), 1e-12)
   end)
 
+  -- what dl.train does: a train update at step s, then the eval of step s, then its checkpoint
+  it("counts eval and checkpoint time: the mean so far times the evals and checkpoints left", function()
+    local c = scripted()
+    local p = progress.new{total = 100, every = 10, eval_every = 20, checkpoint_every = 50, out = sink(), tty = false,
+                           clock = c.fn, horizon = 10}
+    c.t = 1; p:train(10, {loss = 1})                      -- 0.1 s per training step
+    c.t = 2; p:train(20, {loss = 1})
+    assert.near(0.1 * 80, p:eta(20), 1e-12)                -- no eval measured yet
+    c.t = 5; p:spent("eval", 3)                           -- the eval of step 20 took 3 s
+    c.t = 6; p:train(30, {loss = 1})                      -- 10 steps in 1 s: the 3 s are not training time
+    assert.near(0.1, p.sps, 1e-12)
+    -- 70 steps x 0.1 s + 4 evals left (40, 60, 80, 100) x 3 s
+    assert.near(7 + 4 * 3, p:eta(30), 1e-12)
+    c.t = 7; p:train(40, {loss = 1})
+    c.t = 8; p:spent("eval", 1)                           -- eval at 40: 1 s, the mean is 2 s
+    c.t = 9; p:train(50, {loss = 1})
+    c.t = 11; p:spent("eval", 2)                          -- eval at 50? no: every 20; a caller's extra eval counts too
+    c.t = 13; p:spent("checkpoint", 2)                    -- the checkpoint of step 50: 2 s
+    -- 50 steps x 0.1 + 3 evals left (60, 80, 100) x 2 s mean + 1 checkpoint left (100) x 2 s
+    assert.near(5 + 3 * 2 + 1 * 2, p:eta(50), 1e-12)
+    c.t = 14; p:train(60, {loss = 1})
+    assert.near(0.1, p.sps, 1e-12)
+    -- a time policy (no checkpoint_every): the last step, and the rate so far (1 in 60 steps) x 40 steps
+    p.checkpoint_every = nil
+    assert.near(4 + 2 * 2 + (1 + 40 / 60) * 2, p:eta(60), 1e-12)
+    assert.error_matches(function() p:spent("evaluation", 1) end,
+      'progress:spent: kind must be "eval" or "checkpoint", got evaluation')
+  end)
+
   it("defaults the horizon to ten updates or two evaluation intervals", function()
     assert.equal(100, progress.new{total = 10, every = 10, out = sink(), tty = false}.horizon)
     assert.equal(400, progress.new{total = 10, every = 10, eval_every = 200, out = sink(), tty = false}.horizon)
@@ -119,14 +150,63 @@ describe("progress lines", function()
 
   it("shows which set and batch an evaluation is at, on a terminal", function()
     local c, out = scripted(), sink()
-    local p = progress.new{total = 100, every = 10, out = out, tty = true, width = 200, clock = c.fn}
+    local p = progress.new{total = 100, every = 10, out = out, tty = true, width = 200, clock = c.fn,
+                           objective = "valid/loss"}
     c.t = 1; p:train(10, {loss = 0.5})
     p:eval_progress("valid", 3, 5)
     local lines = out:screen_lines()
-    assert.equal("step 10/100  loss 0.5000  lr 0  0 ex/s  ETA 9s  eval valid 3/5", lines[#lines])
+    assert.equal("step 10/100  ETA 9s  eval valid 3/5", lines[#lines])
     p:eval(10, {["valid/loss"] = 0.25})
     lines = out:screen_lines()
-    assert.equal("step 10/100  loss 0.5000  lr 0  0 ex/s  ETA 9s  | eval@10: valid/loss 0.2500", lines[#lines])
+    assert.equal("step 10/100  valid/loss 0.2500@10  ETA 9s  loss 0.5000  lr 0  0 ex/s", lines[#lines])
+  end)
+
+  it("keeps each eval as a line above the live line on a terminal, the objective first", function()
+    local c, out = scripted(), sink()
+    local p = progress.new{total = 100, every = 10, out = out, tty = true, width = 200, clock = c.fn,
+                           objective = "valid/accuracy"}
+    c.t = 1; p:train(10, {loss = 0.5})
+    p:eval(10, {["valid/loss"] = 0.25, ["valid/accuracy"] = 0.75, ["a/loss"] = 0.5, ["valid/top2"] = 1})
+    c.t = 2; p:train(20, {loss = 0.4})
+    p:eval(20, {["valid/loss"] = 0.2, ["valid/accuracy"] = 0.8, ["a/loss"] = 0.4})
+    c.t = 3; p:train(30, {loss = 0.3})
+    p:finish()
+    -- the live line is cleared ("\r\27[K"), the eval line written and ended, then the live line drawn again
+    local text = out:text()
+    local e1 = text:find("\r\27[Keval at step 10: valid/accuracy 0.7500, a/loss 0.5000, valid/loss 0.2500\n", 1, true)
+    local e2 = text:find("\r\27[Keval at step 20: valid/accuracy 0.8000, a/loss 0.4000, valid/loss 0.2000\n", 1, true)
+    assert.truthy(e1, text)
+    assert.truthy(e2, text)
+    assert.truthy(text:find("\r\27[Kstep 30/100  valid/accuracy 0.8000@20  ETA 7s  loss 0.3000", e2, true), text)
+    -- every line that ends in "\n" stays on the screen: both evals and the last live line
+    local kept = {}
+    for l in text:gmatch("([^\r\n]*)\n") do kept[#kept + 1] = l:gsub("^\27%[K", "") end
+    assert.same({"eval at step 10: valid/accuracy 0.7500, a/loss 0.5000, valid/loss 0.2500",
+                 "eval at step 20: valid/accuracy 0.8000, a/loss 0.4000, valid/loss 0.2000",
+                 "step 30/100  valid/accuracy 0.8000@20  ETA 7s  loss 0.3000  lr 0  0 ex/s"}, kept)
+  end)
+
+  it("shows the objective within 80 columns, however many metrics there are", function()
+    local c, out = scripted(), sink()
+    local p = progress.new{total = 100000, every = 10, out = out, tty = true, width = 80, clock = c.fn,
+                           objective = "ema/test/accuracy"}
+    local m = {["ema/test/accuracy"] = 0.91234}
+    for i = 1, 12 do m[string.format("s%02d/loss", i)] = i / 7 end
+    c.t = 1; p:train(10, {loss = 0.123456, lr = 0.001, examples_per_s = 123456})
+    p:eval(10, m)
+    c.t = 2; p:train(20, {loss = 0.123456, lr = 0.001, examples_per_s = 123456})
+    p:eval_progress("test", 3, 5)
+    local lines = out:screen_lines()
+    local eval_line, live, ind
+    for _, l in ipairs(lines) do
+      assert.is_true(#l <= 79, l)
+      if l:match("^eval at") then eval_line = l end
+      if l:match("^step 20/") and not l:match("eval test") then live = l end
+      if l:match("eval test 3/5$") then ind = l end
+    end
+    assert.equal("eval at step 10: ema/test/accuracy 0.9123, ", eval_line:sub(1, 43))
+    assert.equal("step 20/100000  ema/test/accuracy 0.9123@10  ETA 2h46m  loss 0.1235  lr 0.001  ", live)
+    assert.equal("step 20/100000  ema/test/accuracy 0.9123@10  ETA 2h46m  eval test 3/5", ind)
   end)
 
   it("piped: one line per update without the eval suffix, each eval on its own line", function()
@@ -172,8 +252,46 @@ describe("progress lines", function()
 
   it("checks its options", function()
     assert.has_error(function() progress.new{totl = 3} end,
-      "progress.new: unknown option 'totl' (valid: clock, eval_every, every, horizon, out, quiet, start_step, " ..
-      "total, tty, width); did you mean 'total'?")
+      "progress.new: unknown option 'totl' (valid: checkpoint_every, clock, eval_every, every, horizon, objective, " ..
+      "out, quiet, start_step, total, tty, width); did you mean 'total'?")
+  end)
+end)
+
+-- dl.train against a scripted clock: the test hooks (proc.test_pause) advance it by 1 s per
+-- training step, 10 s per eval batch and 5 s per checkpoint, so every ETA is known exactly
+describe("progress of dl.train", function()
+  it("predicts the time its evals and checkpoints take (scripted clock)", function()
+    local dl = require "dlua"
+    local core, fs = require "dlua.core", require "dlua.util.fs"
+    local H2 = dofile("tests/lua/helpers.lua")
+    local t = 0
+    local cost = {step = 1, eval = 10, checkpoint = 5}
+    local real_clock, real_pause = core.clock, proc.test_pause
+    core.clock = function() return t end
+    proc.test_pause = function(phase) t = t + (cost[phase] or 0) end
+    local dir = H2.tmpdir("eta")
+    dl.seed(1)
+    local x = dl.randn(80, 4)
+    local y = x:matmul(dl.randn(4, 3)):argmax(2)
+    local batch = {image = x:narrow(1, 1, 8), label = y:narrow(1, 1, 8)}
+    local va = dl.data.tensors{image = x:narrow(1, 41, 40), label = y:narrow(1, 41, 40)}
+    local model = dl.nn.Sequential{dl.nn.Linear(4, 3)}
+    local so = io.stdout
+    io.stdout = io.open(dir .. "/out.txt", "w")
+    local ok, err = pcall(dl.train, {model = model, loss = dl.nn.CrossEntropy(), data = function() return batch end, steps = 40,
+      optimizer = dl.optim.SGD{params = model:parameters(), lr = 0.1}, log_every = 10, tracking = false, dir = dir,
+      eval = {every = 10, sets = {valid = va}, batch_size = 40}, checkpoint = {every = 20}})
+    io.stdout:close()
+    io.stdout = so
+    core.clock, proc.test_pause = real_clock, real_pause
+    assert(ok, err)
+    local text = fs.read(dir .. "/out.txt")
+    -- step 10: 30 steps x 1 s (no eval measured yet); step 20: 20 s + 2 evals (30, 40) x 10 s;
+    -- step 30: 10 s + 1 eval x 10 s + 1 checkpoint (40) x 5 s = what is left exactly
+    assert.truthy(text:find("step 10/40 [^\n]-ETA 30s"), text)
+    assert.truthy(text:find("step 20/40 [^\n]-ETA 40s"), text)
+    assert.truthy(text:find("step 30/40 [^\n]-ETA 25s"), text)
+    fs.rm_rf(dir)
   end)
 end)
 
@@ -195,7 +313,9 @@ end)
 -- many times while the run goes (evaluations are slowed with DLUA_TEST_PAUSE so
 -- their indicator is on screen for a while). No progress row may fill the pane's
 -- width (a progress line that wrapped would; the final summary lines may), and
--- `eval valid i/5` must show up.
+-- `eval valid i/5` must show up. At 80 columns the objective (valid/accuracy,
+-- the default of a classification loss) must show on the live line, and every
+-- eval's line must still be on the screen when the run ends.
 local H = dofile("tests/lua/helpers.lua")
 local fs = require "dlua.util.fs"
 local util = require "dlua.util"
@@ -260,7 +380,7 @@ describe("progress in a terminal (tmux)", function()
       "--threads 1; echo finished-run; sleep 30", H.shquote(dir), H.shquote(EXE), name)
     tmux("new-session -d -s %s -x %d -y 30 %s", name, width, H.shquote(cmd))
     local seen, after, t0 = {}, {}, core.clock()
-    local resized = false
+    local resized, last = false, ""
     while core.clock() - t0 < 60 do
       if resize and not resized and core.clock() - t0 > resize.after then
         tmux("resize-window -t %s -x %d", name, resize.width)
@@ -268,6 +388,7 @@ describe("progress in a terminal (tmux)", function()
         core._sleep(0.05)
       end
       local screen = tmux("capture-pane -p -t %s", name)
+      last = screen
       for row in screen:gmatch("([^\n]*)\n") do
         seen[#seen + 1] = row
         if resized then after[#after + 1] = row end
@@ -276,7 +397,7 @@ describe("progress in a terminal (tmux)", function()
       core._sleep(0.03)
     end
     tmux("kill-session -t %s", name)
-    return seen, after
+    return seen, after, last
   end
 
   local function check(rows, width)
@@ -297,8 +418,20 @@ describe("progress in a terminal (tmux)", function()
   end
 
   for _, width in ipairs({80, 200}) do
-    it_tmux("fits " .. width .. " columns and shows the eval indicator", function()
-      check((watch("w" .. width, width)), width)
+    it_tmux("fits " .. width .. " columns, shows the eval indicator and the objective, and keeps the eval lines", function()
+      local seen, _, last = watch("w" .. width, width)
+      check(seen, width)
+      local objective = false
+      for _, row in ipairs(seen) do
+        if row:match("^step %d+/60  valid/accuracy %d%.%d%d%d%d@%d+  ETA ") then objective = true end
+      end
+      assert.is_true(objective, "the objective never led the live line")
+      local evals = {}
+      for row in last:gmatch("([^\n]*)\n") do
+        local step = row:match("^eval at step (%d+): valid/accuracy %d%.%d%d%d%d, ")
+        if step then evals[#evals + 1] = tonumber(step) end
+      end
+      assert.same({10, 20, 30, 40, 50, 60}, evals, last)
     end)
   end
 

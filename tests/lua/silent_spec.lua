@@ -168,10 +168,19 @@ describe("the checkpoint a run reports", function()
   it("is called best only when a metric ranks the kept checkpoints, and last otherwise", function()
     local dir = H.tmpdir("bestlast")
     H.spit(dir .. "/exp.lua", H.fixture("toy_experiment.lua"))
-    local out, rc = run(dir, "exp.lua --steps 20")
+    -- no checkpoint.metric: the default (the validation accuracy of a classification loss) ranks them,
+    -- and the best is the best of the kept checkpoints by it (the ledger's own values)
+    local out, rc = run(dir, "exp.lua --steps 20 --out run")
     assert.are.equal(0, rc, out)
-    assert.matches("last checkpoint (none ranked: set checkpoint.metric to keep the best): step 20 (", out, 1, true)
-    assert.is_nil(out:find("best checkpoint", 1, true), out)
+    assert.matches("checkpoints by valid/accuracy (max, the default), at evals within 5% of the time", out, 1, true)
+    local step = tonumber(out:match("best checkpoint by valid/accuracy %(the default%): step (%d+) %("))
+    assert.truthy(step, out)
+    local led = dl.json.decode(H.slurp(dir .. "/run/checkpoints/index.json"))
+    local top = -1
+    for _, c in ipairs(led.checkpoints) do top = math.max(top, c.metrics["valid/accuracy"]) end
+    assert.are.equal(step, led.best.step)
+    assert.are.equal(top, led.best.value)
+    assert.is_nil(out:find("last checkpoint", 1, true), out)
     local ds = toy()
     local m = nn.Linear(4, 3)
     local r = dl.train{model = m, loss = nn.CrossEntropy(), data = ds:batch(8), steps = 8,

@@ -164,6 +164,18 @@ describe("dl.study", function()
     assert.truthy(s.command:match("^dlua exp%.lua %-%-set "), s.command)
     assert.truthy(out:find("width=8", 1, true) and out:find("width=32", 1, true) and
       out:find("reproduce the best trial: " .. s.command, 1, true), out)
+    -- a trial ranks its checkpoints by the study's objective (--objective), and the results say
+    -- where the best trial's best eval is kept
+    assert.truthy(s.command:find(" --objective valid/accuracy:max", 1, true), s.command)
+    for _, r in ipairs(rows) do
+      local rr = json.decode(fs.read(sd .. "/" .. r.id .. "/result.json"))
+      assert.are.same({"valid/accuracy", "max", "objective"},
+        {rr.checkpoints.metric, rr.checkpoints.mode, rr.checkpoints.chosen_by})
+    end
+    local rj = json.decode(fs.read(sd .. "/results.json"))
+    local kept = string.format("/%s/checkpoints/ckpt-%09d.safetensors", rj.best.id, rj.best.step)
+    assert.are.equal(kept, rj.best.checkpoint:sub(-#kept), rj.best.checkpoint)
+    assert.truthy(out:find("its checkpoint at step " .. rj.best.step .. ": ", 1, true), out)
     local cmd = s.command:gsub("^dlua ", "") .. " --out " .. dir .. "/repro --quiet --threads 1"
     local o2, rc2 = run(dir, cmd)
     assert.are.equal(0, rc2, o2)
@@ -470,6 +482,29 @@ describe("dl.study", function()
     out, rc = run(dir, "agent " .. dir .. "/nowhere")
     assert.are.equal(1, rc)
     assert.truthy(out:find("holds no study.json", 1, true), out)
+  end)
+end)
+
+describe("dlua.study.results", function()
+  it("says whether the best trial's best eval has a checkpoint, and which one is kept otherwise", function()
+    local results = require "dlua.study.results"
+    local d = tmpdir("ckat")
+    fs.mkdir_p(d .. "/checkpoints")
+    write(d .. "/checkpoints/index.json", json.encode({evals = {}, checkpoints = {
+      {step = 10, path = "ckpt-000000010.safetensors"}, {step = 30, path = "ckpt-000000030.safetensors"}},
+      best = {step = 30, path = "ckpt-000000030.safetensors"}}))
+    assert.are.equal(d .. "/checkpoints/ckpt-000000010.safetensors", (results.checkpoint_at(d, 10)))
+    local at, best = results.checkpoint_at(d, 20)
+    assert.is_nil(at)
+    assert.are.same({step = 30, path = d .. "/checkpoints/ckpt-000000030.safetensors"}, best)
+    assert.is_nil(results.checkpoint_at(d .. "/none", 10))
+    local res = {name = "s", metric = "valid/accuracy", aggregate = "best", mode = "max", groups = {},
+                 best = {command = "dlua exp.lua", step = 20, kept_best = best}}
+    assert.truthy(results.format_results(res):find("its best eval (step 20) has no checkpoint; its best kept " ..
+      "checkpoint is step 30: " .. d .. "/checkpoints/ckpt-000000030.safetensors", 1, true))
+    res.best.checkpoint, res.best.step = d .. "/checkpoints/ckpt-000000010.safetensors", 10
+    assert.truthy(results.format_results(res):find("its checkpoint at step 10: " .. res.best.checkpoint, 1, true))
+    fs.rm_rf(d)
   end)
 end)
 

@@ -102,7 +102,7 @@ describe("dl.train", function()
     local c, _, va = config(dir)
     c.steps = 30
     c.eval = {every = 5, sets = {valid = va}, batch_size = 13, metrics = {score = metric}}
-    c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "max"}
+    c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "max", every = 5}    -- a checkpoint at every eval
     local r = dl.train(c)
     assert.are.equal("done", r.status)
     local files = {}
@@ -120,13 +120,119 @@ describe("dl.train", function()
     c = config(dir2)
     c.steps = 30
     c.eval = {every = 5, sets = {valid = select(3, config(dir2))}, batch_size = 13, metrics = {score = metric}}
-    c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "min", keep_every = 15}
+    c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "min", keep_every = 15, every = 5}
     r = dl.train(c)
     files = {}
     for _, f in ipairs(fs.list(dir2 .. "/checkpoints")) do if f:match("safetensors$") then files[#files + 1] = f end end
     assert.are.same({"ckpt-000000015.safetensors", "ckpt-000000025.safetensors", "ckpt-000000030.safetensors"}, files)
     assert.are.equal(30, r.best.step)
     fs.rm_rf(dir); fs.rm_rf(dir2)
+  end)
+
+  -- the default policy (dlua.train.policy) with share = 0: no eval fits the time budget, so what is
+  -- written does not depend on timing: every new best under a user's keep_best, and the last step
+  it("without checkpoint.every writes new bests under keep_best and the last step, and says where the best eval is", function()
+    local script = {0.3, 0.9, 0.5, 0.8, 0.2, 0.1}       -- valid/score at steps 5, 10, ..., 30: new bests at 5 and 10
+    local calls = 0
+    local metric = function(out, y, w)
+      calls = calls + 1
+      return script[(calls - 1) // 4 + 1] * w:sum():item(), w:sum():item()   -- 4 batches per eval
+    end
+    local function files(dir)
+      local l = {}
+      for _, f in ipairs(fs.list(dir .. "/checkpoints")) do if f:match("safetensors$") then l[#l + 1] = f end end
+      return l
+    end
+    local dir = tmpdir("policy")
+    local c, _, va = config(dir)
+    c.steps = 30
+    c.eval = {every = 5, sets = {valid = va}, batch_size = 13, metrics = {score = metric}}
+    c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "max", share = 0}
+    local r = dl.train(c)
+    assert.are.same({"ckpt-000000005.safetensors", "ckpt-000000010.safetensors", "ckpt-000000030.safetensors"}, files(dir))
+    assert.are.equal(3, r.checkpoints.written)
+    assert.are.same({metric = "valid/score", mode = "max", chosen_by = "config", why = "checkpoint.metric",
+                     policy = "at evals within 0% of the time", written = 3}, r.checkpoints)
+    assert.are.equal(10, r.best.step)
+    assert.are.equal("best", r.best.selected)
+    assert.are.same({step = 10, value = 0.9, checkpoint = dir .. "/checkpoints/ckpt-000000010.safetensors"}, r.best_eval)
+    -- no keep_best of the user's: new bests are not forced, so only the last step is written; the best
+    -- checkpoint is the best kept one (step 30), and the record says the best eval (step 10) has none
+    local dir2 = tmpdir("policy2")
+    calls = 0
+    c = config(dir2)
+    c.steps = 30
+    c.eval = {every = 5, sets = {valid = select(3, config(dir2))}, batch_size = 13, metrics = {score = metric}}
+    c.checkpoint = {metric = "valid/score", share = 0}
+    c.quiet = nil
+    local saved, so = io.output(), io.stdout
+    io.output(dir2 .. "/stdout.txt")
+    io.stdout = io.output()                              -- progress writes to io.stdout
+    local ok, err = pcall(function() r = dl.train(c) end)
+    io.output():close()
+    io.output(saved)
+    io.stdout = so
+    assert(ok, err)
+    local printed = fs.read(dir2 .. "/stdout.txt")
+    assert.are.same({"ckpt-000000030.safetensors"}, files(dir2))
+    assert.are.equal(30, r.best.step)
+    assert.are.equal("best", r.best.selected)
+    assert.are.same({step = 10, value = 0.9}, r.best_eval)
+    local rec = json.decode(fs.read(dir2 .. "/result.json"))
+    assert.are.equal(10, rec.best_eval.step)
+    assert.is_nil(rec.best_eval.checkpoint)
+    assert.are.equal(1, rec.checkpoints.written)
+    assert.truthy(printed:find("checkpoints by valid/score (max, checkpoint.metric), at evals within 0% of the time\n",
+      1, true), printed)
+    assert.truthy(printed:find("checkpoints %d+%% %(1%), waiting"), printed)
+    assert.truthy(printed:find("best checkpoint by valid/score: step 30", 1, true), printed)
+    assert.truthy(printed:find("the best eval, step 10 (valid/score 0.9000), has no checkpoint", 1, true), printed)
+    -- every = N keeps the explicit schedule whatever the budget
+    local dir3 = tmpdir("policy3")
+    calls = 0
+    c = config(dir3)
+    c.steps = 30
+    c.eval = {every = 5, sets = {valid = select(3, config(dir3))}, batch_size = 13, metrics = {score = metric}}
+    c.checkpoint = {every = 15, share = 0, keep_latest = 5}
+    r = dl.train(c)
+    assert.are.same({"ckpt-000000015.safetensors", "ckpt-000000030.safetensors"}, files(dir3))
+    assert.are.equal("last", r.best.selected)        -- valid/score only: no default ranks it
+    assert.is_nil(r.checkpoints.metric)
+    fs.rm_rf(dir); fs.rm_rf(dir2); fs.rm_rf(dir3)
+  end)
+
+  it("ranks checkpoints by default by the validation accuracy of a classification loss, else its loss", function()
+    local dir = tmpdir("defmetric")
+    local c, _, va = config(dir, {steps = 20})
+    c.eval = {every = 10, sets = {test = va, valid = va}, batch_size = 16}   -- valid, though test sorts first
+    local r = dl.train(c)
+    assert.are.same({metric = "valid/accuracy", mode = "max", chosen_by = "default", why = "the default",
+                     policy = "at evals within 5% of the time", written = r.checkpoints.written}, r.checkpoints)
+    assert.are.equal("best", r.best.selected)
+    local led = json.decode(fs.read(dir .. "/checkpoints/index.json"))
+    assert.are.equal("valid/accuracy", led.best.metric)
+    local rec = json.decode(fs.read(dir .. "/result.json"))
+    assert.are.equal("default", rec.checkpoints.chosen_by)
+    fs.rm_rf(dir)
+    -- no accuracy computed: the loss, mode min
+    c = config(dir, {steps = 20})
+    c.eval = {every = 10, sets = {a = va, b = va}, batch_size = 16, metrics = {"loss"}}
+    r = dl.train(c)
+    assert.are.equal("a/loss", r.checkpoints.metric)
+    assert.are.equal("min", r.checkpoints.mode)
+    fs.rm_rf(dir)
+    -- an objective (a study's: --objective) ranks them instead of checkpoint.metric; a train metric cannot
+    c = config(dir, {steps = 20, objective = {metric = "valid/loss", mode = "min"},
+                     checkpoint = {metric = "valid/accuracy", keep_best = 1}})
+    r = dl.train(c)
+    assert.are.same({"valid/loss", "min", "objective", "the objective, not checkpoint.metric valid/accuracy"},
+      {r.checkpoints.metric, r.checkpoints.mode, r.checkpoints.chosen_by, r.checkpoints.why})
+    fs.rm_rf(dir)
+    c = config(dir, {steps = 20, objective = {metric = "train/time_per_step", mode = "min"}})
+    r = dl.train(c)
+    assert.are.same({"valid/accuracy", "default", "the default, not the train metric train/time_per_step"},
+      {r.checkpoints.metric, r.checkpoints.chosen_by, r.checkpoints.why})
+    fs.rm_rf(dir)
   end)
 
   it("resumes from the latest checkpoint bit-identically and skips a corrupt one with a warning", function()
@@ -258,6 +364,18 @@ describe("dl.train", function()
     assert.error_matches(function()
       dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, checkpoint = {keep_best = 2}}
     end, "keep_best needs checkpoint.metric")
+    assert.error_matches(function()
+      dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, checkpoint = {every = 0}}
+    end, "dl.train: checkpoint.every must be a positive integer number of steps, got 0")
+    assert.error_matches(function()
+      dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, checkpoint = {share = 1.5}}
+    end, "dl.train: checkpoint.share must be in %[0, 1%] %(the share of the run's time checkpoints may take%), got 1.5")
+    assert.error_matches(function()
+      dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, objective = {mode = "min"}}
+    end, "dl.train: objective needs a metric")
+    assert.error_matches(function()
+      dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, objective = {metric = "a/b", mode = "up"}}
+    end, 'dl.train: objective.mode must be "max" or "min", got up')
     for _, d in ipairs({1, 1.5, -0.1, 0 / 0}) do
       assert.error_matches(function()
         dl.train{model = 1, loss = 1, optimizer = 1, data = 1, steps = 5, ema = {decay = d}}
@@ -493,5 +611,49 @@ describe("dlua EXPERIMENT (the CLI)", function()
     p:close()
     assert.truthy(out:find(string.format("valid/accuracy%%s+%.4f", res["valid/accuracy"])), out)
     assert.truthy(out:find("gap [+-]"), out)
+  end)
+end)
+
+describe("dlua.train.policy", function()
+  local policy = require "dlua.train.policy"
+
+  it("writes at an eval while checkpoints stay under the share of the elapsed time (scripted clock)", function()
+    local t = 0
+    local p = policy.new{share = 0.05, clock = function() return t end}
+    local eval = {last = false, eval = true, new_best = false}
+    assert.is_false((p:due(5, {last = false, eval = false})))      -- not an eval: never
+    t = 1
+    assert.is_true((p:due(10, eval)))                              -- the first eval measures the cost
+    p:wrote(0.5)
+    t = 10
+    -- 0.5 s written + 0.5 s expected = 1 s: not under 5% of 10 s
+    assert.is_false((p:due(20, eval)))
+    assert.is_false((p:due(20, {last = false, eval = true, new_best = true})))   -- no keep_best of the user's
+    t = 20
+    assert.is_false((p:due(30, eval)))                             -- 1 s is not under 1 s
+    t = 20.5
+    assert.is_true((p:due(40, eval)))
+    p:wrote(1.0)                                                   -- mean 0.75: 1.5 + 0.75 < 0.05 t from t = 45
+    t = 44.9
+    assert.is_false((p:due(50, eval)))
+    t = 45.1
+    assert.is_true((p:due(60, eval)))
+    assert.is_true((p:due(61, {last = true, eval = false})))       -- the last step, always
+    assert.are.equal("at evals within 5% of the time", p:describe())
+  end)
+
+  it("writes every new best under a user's keep_best, and every N steps when asked", function()
+    local t = 0
+    local p = policy.new{share = 0, best_always = true, clock = function() return t end}
+    t = 100
+    assert.is_false((p:due(10, {last = false, eval = true, new_best = false})))
+    assert.is_true((p:due(20, {last = false, eval = true, new_best = true})))
+    local e = policy.new{every = 15, clock = function() return t end}
+    assert.same({false, true, false, true}, {(e:due(10, {eval = true, new_best = true})), (e:due(15, {eval = false})),
+      (e:due(20, {eval = true})), (e:due(21, {last = true}))})
+    assert.are.equal("every 15 steps", e:describe())
+    assert.error_matches(function() policy.new{shrae = 0.1} end,
+      "policy.new: unknown option 'shrae' %(valid: best_always, clock, every, share%); did you mean 'share'%?")
+    assert.error_matches(function() policy.new{share = 2} end, "policy.new: share must be in %[0, 1%], got 2")
   end)
 end)

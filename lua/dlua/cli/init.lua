@@ -133,7 +133,8 @@ function run_checked(obj, script)
   if o.no_track then tracking = false end
   local on_eval = o.prune and prune.judge(o.prune) or nil     -- a study's trial judges its pruning
   local res = obj:run(o.set, {dir = o.out, resume = o.resume, quiet = o.quiet, steps = o.steps,
-                              command = M.command(script, obj, hp, o), tracking = tracking, on_eval = on_eval})
+                              command = M.command(script, obj, hp, o), tracking = tracking, on_eval = on_eval,
+                              objective = o.objective})
   if trace then trace.stop() end
   if res.status == "failed" then                    -- "file:line: training failed: step N: what"
     local loc, rest = blame.split(tostring(res.message))

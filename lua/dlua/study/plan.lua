@@ -63,7 +63,8 @@ end
 
 --- trial_args(study, hp [, extra]) -> the command line of a trial after the
 -- executable: the experiment (absolute), --set k=v for hp (sorted), --seed,
--- --steps (the study's budget), then extra.
+-- --steps (the study's budget), --objective (the study's first objective: it
+-- ranks the trial's checkpoints), then extra.
 function M.trial_args(study, hp, extra)
   local args = {study.experiment_abs or study.experiment}
   for _, k in ipairs(sorted_keys(hp)) do
@@ -71,6 +72,10 @@ function M.trial_args(study, hp, extra)
   end
   if hp.seed then args[#args + 1] = "--seed"; args[#args + 1] = fmtv(hp.seed) end
   if study.steps then args[#args + 1] = "--steps"; args[#args + 1] = tostring(study.steps) end
+  local obj = study.objective
+  if obj and obj.metric then
+    args[#args + 1] = "--objective"; args[#args + 1] = obj.metric .. (obj.mode and ":" .. obj.mode or "")
+  end
   for _, a in ipairs(extra or {}) do args[#args + 1] = a end
   return args
 end

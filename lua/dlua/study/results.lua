@@ -77,6 +77,21 @@ function M.metric_names(dir)
   return sorted_keys(seen)
 end
 
+--- checkpoint_at(dir, step) -> the path of the checkpoint of step that run directory
+-- dir keeps (its ledger, checkpoints/index.json), or nil, and the ledger's best
+-- checkpoint {step =, path =} (nil when none is ranked). A trial's best eval may
+-- have none: dl.train writes checkpoints at some evals only (dlua.train.policy).
+function M.checkpoint_at(dir, step)
+  local led = json.decode(fs.read(dir .. "/checkpoints/index.json") or "")
+  if type(led) ~= "table" then return nil end
+  local at
+  for _, c in ipairs(type(led.checkpoints) == "table" and led.checkpoints or {}) do
+    if type(c) == "table" and c.step == step and type(c.path) == "string" then at = dir .. "/checkpoints/" .. c.path end
+  end
+  local b = type(led.best) == "table" and type(led.best.path) == "string" and led.best or nil
+  return at, b and {step = b.step, path = dir .. "/checkpoints/" .. b.path} or nil
+end
+
 local function tail_line(path)
   local s = fs.read(path) or ""
   local last
@@ -170,7 +185,9 @@ end
 -- (no rerun). Returns {name, metric, mode, aggregate, trials = {...} (by id),
 -- ranking = {...} (feasible trials, best first), groups = {{label, values,
 -- trials, done, infeasible, best, seeds}}, best, adoption}; each trial
--- {id, group, status, value, step, hp, dir, command}. A study of several
+-- {id, group, status, value, step, hp, dir, command}; best also has checkpoint (the
+-- path of its checkpoint at step, nil when its best eval has none) and kept_best
+-- ({step, path}: its ledger's best checkpoint). A study of several
 -- objectives (dlua.study.objectives) adds objectives = {{metric, mode}},
 -- completed (its completed search trials), front = {{trial, ties}} (the Pareto
 -- front of those, dlua.study.objectives.front), each group's front alike, and
@@ -246,6 +263,7 @@ function M.results(dir, opts)
     g.seeds = mean_std(g.seed_values)
     if g.best and (not out.best or better(g.best.value, out.best.value, mode)) then out.best = g.best end
   end
+  if out.best then out.best.checkpoint, out.best.kept_best = M.checkpoint_at(out.best.dir, out.best.step) end
   if #objs > 1 then
     out.objectives, out.completed = objs, 0
     local all, per = {}, {}
@@ -318,7 +336,17 @@ function M.format_results(res)
   end
   for _, w in ipairs(res.warnings or {}) do lines[#lines + 1] = "warning: " .. w end
   if res.adoption then lines[#lines + 1] = "adoption: " .. res.adoption.message end
-  if res.best then lines[#lines + 1] = "reproduce the best trial: " .. res.best.command end
+  if res.best then
+    lines[#lines + 1] = "reproduce the best trial: " .. res.best.command
+    local b = res.best
+    if b.checkpoint then
+      lines[#lines + 1] = string.format("its checkpoint at step %s: %s", tostring(b.step), b.checkpoint)
+    else
+      lines[#lines + 1] = string.format("its best eval (step %s) has no checkpoint%s", tostring(b.step),
+        b.kept_best and string.format("; its best kept checkpoint is step %s: %s", tostring(b.kept_best.step),
+          b.kept_best.path) or "")
+    end
+  end
   return table.concat(lines, "\n")
 end
 
@@ -337,7 +365,8 @@ function M.complete(study, dir, opts)
   end
   fs.write_atomic(dir .. "/results.json", json.encode({
     metric = res.metric, mode = res.mode, best = res.best and {id = res.best.id, value = res.best.value,
-    step = res.best.step, command = res.best.command} or nil, groups = groups, adoption = res.adoption,
+    step = res.best.step, command = res.best.command, checkpoint = res.best.checkpoint or false,
+    kept_best = res.best.kept_best} or nil, groups = groups, adoption = res.adoption,
     pruned = res.pruned, prune = res.prune, warnings = json.array(res.warnings), objectives = res.objectives,
     completed = res.completed, front = res.front and json.array(objectives.record(res.front))}) .. "\n")
   local root = opts.root or fs.dirname(dir)

@@ -135,15 +135,17 @@ function Experiment:config(hp)
 end
 
 --- Trains with hp overrides; opts: dir, resume, quiet, steps, tracking, command,
--- on_eval (dl.train's hook: a study trial's pruning).
+-- on_eval (dl.train's hook: a study trial's pruning), objective ({metric =, mode =}: what ranks
+-- the checkpoints, a study's objective).
 function Experiment:run(overrides, opts)
   opts = util.check_options("experiment:run", opts, {dir = "string", resume = "boolean", quiet = "boolean",
-    steps = "integer", tracking = "boolean", command = "string", on_eval = "function"}, 2)
+    steps = "integer", tracking = "boolean", command = "string", on_eval = "function",
+    objective = {metric = "string", mode = "string"}}, 2)
   local hp = self:resolve(overrides)
   if opts.steps then hp.steps = opts.steps end
   local cfg = self:config(hp)
   if opts.steps then cfg.steps = opts.steps end
-  for _, k in ipairs({"dir", "resume", "quiet", "tracking", "command", "on_eval"}) do
+  for _, k in ipairs({"dir", "resume", "quiet", "tracking", "command", "on_eval", "objective"}) do
     if opts[k] ~= nil then cfg[k] = opts[k] end
   end
   cfg.config_path = cfg.config_path or self.path

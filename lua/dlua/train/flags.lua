@@ -2,7 +2,7 @@
 -- (parsed here, run by dlua.cli):
 --
 --   dlua examples/fashion_mnist.lua [--out DIR] [--steps N] [--set key=value]...
---        [--resume] [--seed N] [--threads N] [--trace FILE] [--quiet]
+--        [--resume] [--seed N] [--threads N] [--trace FILE] [--quiet] [--objective METRIC:MODE]
 --        [--check-determinism N] [--help]
 --
 -- `--set` values are typed by the default's type (numbers, integers, booleans,
@@ -23,6 +23,7 @@ M.FLAGS = {
   {"--threads", "N", "compute threads (default: all cores)"},
   {"--trace", "FILE", "write a Chrome trace-event file of the run"},
   {"--quiet", nil, "no progress output"},
+  {"--objective", "METRIC[:MODE]", "the metric that ranks the checkpoints (a study passes its objective)"},
   {"--no-track", nil, "no row in the tracking spreadsheet (study trials: the study writes its own)"},
   {"--check-determinism", "N", "run N steps twice from the same state and compare the parameters"},
   {"--prune", "FILE", "judge a study's pruning rule at each eval (FILE: written by the study's agent)"},
@@ -104,6 +105,12 @@ function M.parse(args, hparams, opts)
       elseif name == "--threads" then o.threads = positive_int(name, v)
       elseif name == "--trace" then o.trace = v
       elseif name == "--prune" then o.prune = v
+      elseif name == "--objective" then
+        local metric, mode = v:match("^([^:]+):?(%a*)$")
+        if not metric or (mode ~= "" and mode ~= "max" and mode ~= "min") then
+          error(string.format("--objective: expected METRIC or METRIC:max or METRIC:min, got '%s'", v), 0)
+        end
+        o.objective = {metric = metric, mode = mode ~= "" and mode or nil}
       elseif name == "--check-determinism" then o.check_determinism = positive_int(name, v)
       elseif name == "--resume" then o.resume = true
       elseif name == "--quiet" then o.quiet = true
@@ -202,6 +209,7 @@ function M.command(script, exp, hp, o)
     end
   end
   parts[#parts + 1] = "--seed " .. tostring(hp.seed)
+  if o.objective then parts[#parts + 1] = "--objective " .. o.objective.metric .. (o.objective.mode and ":" .. o.objective.mode or "") end
   if o.out then parts[#parts + 1] = "--out " .. o.out end
   return table.concat(parts, " ")
 end

@@ -2,9 +2,10 @@
 -- guidance for the training pipeline" as default behaviour).
 --
 -- dl.train(config) runs `steps` optimizer steps, evaluates every `eval.every`
--- steps (never on wall time) and at the end, keeps checkpoints by separate
--- retention classes (latest / best / every), records every event in the run
--- directory and returns the retrospectively best checkpoint:
+-- steps (never on wall time) and at the end, writes checkpoints at the evals a
+-- time budget allows (or every N steps), keeps them by separate retention classes
+-- (latest / best / every), records every event in the run directory and returns
+-- the retrospectively best kept checkpoint:
 --
 --   local result = dl.train{model = m, loss = nn.CrossEntropy(), optimizer = opt,
 --     data = pipe, steps = 1000, eval = {every = 100, sets = {valid = v}},
@@ -18,7 +19,8 @@
 -- The loop is four functions of one job each: open_run (the run directory, the
 -- data stream, the ledger, resume), train_step (one optimizer step), eval_and_
 -- checkpoint (after a step) and finish (the result, result.json, tracking). The
--- checkpoint ledger is dlua.train.ledger, what a checkpoint holds dlua.train.state.
+-- checkpoint ledger is dlua.train.ledger, what a checkpoint holds dlua.train.state,
+-- when one is written and which metric ranks them dlua.train.policy.
 -- An error inside the loop fails the run (status "failed") with a message that
 -- names the step and leads with the user's file:line when there is one
 -- (dlua.util.blame).
@@ -34,6 +36,7 @@ local trace = require("dlua.data").trace
 local dist = require "dlua.dist"
 local data_parallel = require "dlua.train.data_parallel"
 local ledger = require "dlua.train.ledger"
+local policy = require "dlua.train.policy"
 local state = require "dlua.train.state"
 local track = require "dlua.train.track"
 local nn = require "dlua.nn"
@@ -47,7 +50,8 @@ local CONFIG = {
   eval = {every = true, sets = "table", metrics = true, batch_size = true, sample = true,
           predictions = {indices = "table", set = "string"}},
   checkpoint = {every = true, keep_latest = true, keep_best = true, keep_every = true, metric = "string",
-                mode = "string"},
+                mode = "string", share = "number"},
+  objective = {metric = "string", mode = "string"},
   clip_grad_norm = true, log_every = true, dir = true, resume = true, ema = {decay = "number"},
   hparams = true, name = true, quiet = true, divergence = {factor = "number"},
   fields = {input = true, target = true, weight = true}, tracking = true, classes = "table",
@@ -110,20 +114,10 @@ function M.config_problem(c)
   if d ~= nil and not (d >= 0 and d < 1) then
     return "dl.train: ema.decay must be in [0, 1) (0.999: about the last 1000 steps), got " .. tostring(d)
   end
-  local ck = c.checkpoint or {}
-  if ck.keep_latest ~= nil and (math.type(ck.keep_latest) ~= "integer" or ck.keep_latest < 1) then
-    return "dl.train: checkpoint.keep_latest must be >= 1 (the resume point is never deleted), got " ..
-      tostring(ck.keep_latest)
-  end
-  if ck.keep_best and not ck.metric then
-    return "dl.train: checkpoint.keep_best needs checkpoint.metric (e.g. \"valid/accuracy\")"
-  end
-  if ck.mode and ck.mode ~= "max" and ck.mode ~= "min" then
-    return "dl.train: checkpoint.mode must be \"max\" or \"min\", got " .. tostring(ck.mode)
-  end
   if c.on_eval and dist.world() > 1 then
     return "dl.train: on_eval cannot stop a run that is data parallel over ranks (mpirun): leave it out"
   end
+  return policy.config_problem(c)
 end
 
 --------------------------------------------------------------------- helpers
@@ -234,9 +228,20 @@ local function open_run(config)
   local fields = {input = "image", target = "label", weight = "weight"}
   for k, v in pairs(config.fields or {}) do fields[k] = v end
   local ev = config.eval or {}
-  local ck = {keep_latest = 1, mode = "max"}
+  local eval_sets = ev.sets or {}
+  local eval_names = {}
+  for name in pairs(eval_sets) do eval_names[#eval_names + 1] = name end
+  table.sort(eval_names)
+  -- what ranks the checkpoints (a study's objective, checkpoint.metric or the default) and when one is written
+  local ck = {keep_latest = 1}
   for k, v in pairs(config.checkpoint or {}) do ck[k] = v end
-  ck.every = ck.every or ev.every or steps
+  local ranking = policy.ranking(config, eval_names)
+  if ranking then
+    ck.metric, ck.mode = ranking.metric, ranking.mode
+    if ck.keep_best == nil then ck.keep_best = 1 end
+  end
+  ck.mode = ck.mode or "max"
+  local every = ck.every or (dp and (ev.every or steps)) or nil    -- ranks agree on steps, never on a clock
   local dir = config.dir or default_dir(config.name)
   local log_every = config.log_every or math.max(1, math.min(100, steps // 20))
   local quiet = config.quiet or not lead
@@ -256,7 +261,8 @@ local function open_run(config)
     ckpt_dir = dir .. "/checkpoints", metrics_at = {}, last_metrics = {},
     cost = {train = 0, eval = 0, checkpoint = 0, input = 0},
     sync_bn = nn.sync_batchnorm and function() nn.sync_batchnorm(model) end or nil, dp = dp,
-    config = config, lead = lead, steps = steps, fields = fields, ev = ev, ck = ck, dir = dir,
+    config = config, lead = lead, steps = steps, fields = fields, ev = ev, ck = ck, dir = dir, ranking = ranking,
+    policy = policy.new{every = every, share = ck.share, best_always = (config.checkpoint or {}).keep_best ~= nil},
     log_every = log_every, quiet = quiet, schedule = schedule, base_lr = opt:lr(), params = model:parameters(),
     loss_fn = config.loss, div = config.divergence or {},
   }
@@ -274,8 +280,13 @@ local function open_run(config)
     return dp and dp:share_ledger(l) or l
   end
   run.ledger = open_ledger()
-  local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every, eval_every = ev.every}
+  local prog = progress_mod.new{total = steps, quiet = quiet, every = log_every, eval_every = ev.every,
+    objective = ranking and ranking.metric, checkpoint_every = every}
   run.prog = prog
+  if ranking then
+    prog:message(string.format("checkpoints by %s (%s, %s), %s", ranking.metric, ranking.mode,
+      ranking.why, run.policy:describe()))
+  end
   local function warn(msg) prog:message("warning: " .. msg) end
   local _, missed = optimizer_problem(model, opt)
   if #missed > 0 and lead then
@@ -320,10 +331,6 @@ local function open_run(config)
   run.metrics_path = lead and metrics_path or nil
   run.t_start = core.clock()
 
-  local eval_sets = ev.sets or {}
-  local eval_names = {}
-  for name in pairs(eval_sets) do eval_names[#eval_names + 1] = name end
-  table.sort(eval_names)
   run.eval_sets, run.eval_names = eval_sets, eval_names
   run.evaluator = metrics_mod.evaluator{
     model = model, loss = config.loss, metrics = ev.metrics, batch_size = ev.batch_size, sample = ev.sample,
@@ -496,6 +503,7 @@ local function eval_and_checkpoint(run, s)
   local ev, model = run.ev, run.model
   local do_eval = #run.eval_names > 0 and ((ev.every and s % ev.every == 0) or s == run.steps)
   if do_eval then
+    local t_eval = core.clock()
     model:eval()
     core.set_grad_enabled(false)
     local esp = trace.active() and trace.span("eval")
@@ -504,12 +512,18 @@ local function eval_and_checkpoint(run, s)
     core.set_grad_enabled(true)
     model:train()
     if not eok then error(eerr, 0) end
+    run.prog:spent("eval", core.clock() - t_eval)
     if run.config.on_eval and run.lead then ask_on_eval(run, s) end
   end
-  if s % run.ck.every == 0 or s == run.steps then
+  -- the checkpoint policy (dlua.train.policy): every N steps, or at evals within a time budget
+  local best = do_eval and run.ck.metric and run.ledger:best_eval()
+  if run.policy:due(s, {last = s == run.steps, eval = do_eval, new_best = best and best.step == s or false}) then
+    local t_ck = core.clock()
     local csp = trace.active() and trace.span("checkpoint")
     state.save(run)
     if csp then csp:close() end
+    run.policy:wrote(core.clock() - t_ck)
+    run.prog:spent("checkpoint", core.clock() - t_ck)
   end
 end
 
@@ -573,8 +587,20 @@ local function finish(run, status, message)
                    checkpoint = run.ckpt_dir .. "/" .. led.latest.path, selected = "last"}
   end
   if led.latest then result.latest = run.ckpt_dir .. "/" .. led.latest.path end
+  -- how checkpoints were ranked and written, and whether the best eval has one (the
+  -- time policy writes at some evals only)
+  local rk, pol = run.ranking, run.policy
+  result.checkpoints = {metric = rk and rk.metric, mode = rk and rk.mode, chosen_by = rk and rk.source,
+                        why = rk and rk.why, policy = pol:describe(), written = pol.n}
+  local be = run.ck.metric and run.ledger:best_eval()
+  if be then
+    local kept = run.ledger:kept(be.step)
+    result.best_eval = {step = be.step, value = be.metrics[run.ck.metric], checkpoint = kept and run.ckpt_dir .. "/" .. kept}
+  end
   local summary = {status = status, message = message, steps = run.step, cost = cost,
-                   best = result.best and {step = result.best.step, metrics = result.best.metrics} or nil}
+                   best = result.best and {step = result.best.step, metrics = result.best.metrics,
+                                           selected = result.best.selected} or nil,
+                   checkpoints = result.checkpoints, best_eval = result.best_eval}
   local skipped = run.stream.skipped and run.stream.skipped() or 0
   if skipped > 0 then summary["data/skipped"], result["data/skipped"] = skipped, skipped end
   -- after a failure, a write that fails too must not hide the first error (a full disk
@@ -586,26 +612,7 @@ local function finish(run, status, message)
     io.stderr:write("dlua: warning: cannot record the result of the failed run: ", tostring(werr), "\n")
   end
   if lead then record(fs.write_atomic, dir .. "/result.json", json.encode(summary) .. "\n") end
-  if not run.quiet then
-    prog:message(string.format("time: %.1fs (train %.0f%%, eval %.0f%%, checkpoints %.0f%%, waiting for input %.0f%%)",
-      total, 100 * cost.train_fraction, 100 * cost.eval_fraction, 100 * cost.checkpoint_fraction,
-      100 * cost.input_fraction))
-    if result.best then
-      local parts = {}
-      for k, v in pairs(result.best.metrics or {}) do
-        if type(v) == "number" then parts[#parts + 1] = string.format("%s %.4f", k, v) end
-      end
-      table.sort(parts)
-      if result.best.selected == "best" then
-        prog:message(string.format("best checkpoint by %s: step %d (%s) %s", tostring(run.ck.metric), result.best.step,
-          table.concat(parts, ", "), result.best.checkpoint))
-      else
-        prog:message(string.format("last checkpoint (none ranked: set checkpoint.metric to keep the best): " ..
-          "step %d (%s) %s", result.best.step, table.concat(parts, ", "), result.best.checkpoint))
-      end
-    end
-    prog:message("run directory: " .. dir)
-  end
+  if not run.quiet then prog:summary(result, rk) end
   if config.tracking ~= false and lead then record(track.append_run, config, result) end
   return result
 end

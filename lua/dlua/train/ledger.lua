@@ -95,6 +95,24 @@ local function better(a, b, mode)
   return a > b
 end
 
+--- led:best_eval() -> the best eval recorded so far by opts.metric and opts.mode
+-- (the earliest on ties), nil when none has a value of the metric.
+function Ledger:best_eval()
+  local o, best = self.opts, nil
+  if not o.metric then return nil end
+  for _, e in ipairs(self.data.evals) do
+    local v = e.metrics and e.metrics[o.metric]
+    if type(v) == "number" and v == v and (best == nil or better(v, best.metrics[o.metric], o.mode)) then best = e end
+  end
+  return best
+end
+
+--- led:kept(step) -> the path (relative to the checkpoint directory) of the kept
+-- checkpoint of step, nil when there is none.
+function Ledger:kept(step)
+  for _, c in ipairs(self.data.checkpoints) do if c.step == step then return c.path end end
+end
+
 --- led:retain() -> the paths (relative to the checkpoint directory) to delete:
 -- decides which checkpoints each retention class keeps, and best and latest
 function Ledger:retain()

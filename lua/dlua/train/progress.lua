@@ -1,22 +1,30 @@
 --- dlua.train.progress: live progress of a training run and of a study.
 --
--- A run (progress.new): on a terminal one line is rewritten in place:
+-- A run (progress.new): on a terminal one line is rewritten in place, the
+-- objective (the metric that ranks checkpoints) first after the step:
 --
---   step 1200/5000  loss 0.4312  lr 0.01  5230 ex/s  ETA 1m42s  | eval@1000: valid/accuracy 0.8812
+--   step 1200/5000  valid/accuracy 0.8812@1000  ETA 1m42s  loss 0.4312  lr 0.01  5230 ex/s
 --
 -- cut to the terminal's width minus one column, so it never wraps (the width
 -- is read with TIOCGWINSZ and re-read after a SIGWINCH); while an evaluation
--- runs the line says so (`eval valid 3/5`, batch 3 of 5). When stdout is no
--- terminal (a log, CI) each log_every step prints one plain line without the
--- eval suffix, and every eval prints its own line. quiet = true prints only
--- warnings.
+-- runs the line says so (`eval valid 3/5`, batch 3 of 5). Every eval prints a
+-- line of its own (`eval at step 1000: valid/accuracy 0.8812, valid/loss 0.3310`,
+-- the objective first), kept above the live line on a terminal. When stdout is
+-- no terminal (a log, CI) each log_every step prints one plain line. quiet =
+-- true prints only warnings.
 --
--- The ETA is (total - step) x a moving average of the wall time per step,
--- measured between updates, so the time spent in evaluations and checkpoints
--- between two updates counts; after a resume only the steps done since the
--- resume (from start_step) are timed. The average is exponential with a
--- horizon of `horizon` steps: an interval of d steps moves it by
--- min(1, d / horizon) of the way to that interval's time per step (the
+-- The ETA counts the three costs of what is left: (total - step) x a moving
+-- average of the training time per step, + the mean eval time so far x the
+-- evals left, + the mean checkpoint time so far x the checkpoints left. The
+-- caller reports eval and checkpoint time with p:spent(kind, seconds); the
+-- training time of an interval between updates is its wall time minus what
+-- was spent in it. Evals left: the multiples of eval_every after step, and the
+-- last step; checkpoints left: the multiples of checkpoint_every and the last
+-- step, or (a time policy, no checkpoint_every) the last step and as many
+-- more as were written per step so far. After a resume only the steps done
+-- since the resume (from start_step) are timed. The training average is
+-- exponential with a horizon of `horizon` steps: an interval of d steps moves
+-- it by min(1, d / horizon) of the way to that interval's time per step (the
 -- first interval sets it). clock = fn injects the clock (a scripted one in
 -- the specs).
 --
@@ -49,10 +57,12 @@ function M.fit(line, width)
 end
 
 local OPTIONS = {total = "integer", every = "integer", quiet = true, out = true, tty = "boolean", width = "integer",
-                 clock = "callable", start_step = "integer", horizon = "number", eval_every = "integer"}
+                 clock = "callable", start_step = "integer", horizon = "number", eval_every = "integer",
+                 objective = "string", checkpoint_every = "integer"}
 
 --- progress.new{total = steps, every = N, quiet = false, out = io.stdout, tty = auto,
--- width = auto, clock = core.clock, start_step = 0, horizon = auto, eval_every = N}
+-- width = auto, clock = core.clock, start_step = 0, horizon = auto, eval_every = N,
+-- objective = "valid/accuracy", checkpoint_every = N}
 -- @usage local p = progress.new{total = 1000, every = 50}; p:train(50, {loss = 0.3})
 function M.new(o)
   o = util.check_options("progress.new", o, OPTIONS, 2)
@@ -63,6 +73,7 @@ function M.new(o)
   self.fixed_width = o.width
   self.clock = o.clock or core.clock
   self.horizon = o.horizon or math.max(10 * self.every, 2 * (o.eval_every or 0))
+  self.eval_every, self.checkpoint_every, self.objective = o.eval_every, o.checkpoint_every, o.objective
   self.last_eval = ""
   self.line = nil                               -- the live line (train part), for the eval indicator
   self.live = false
@@ -74,7 +85,26 @@ end
 function P:restart(step)
   self.start_step = step
   self.last_t, self.last_step = self.clock(), step
-  self.sps = nil                                -- seconds per step (moving average)
+  self.sps = nil                                -- seconds per training step (moving average)
+  self.aside = 0                                -- eval and checkpoint seconds since the last update
+  self.cost = {eval = {seconds = 0, n = 0}, checkpoint = {seconds = 0, n = 0}}
+end
+
+--- p:spent(kind, seconds): an eval ("eval") or a checkpoint ("checkpoint") took
+-- seconds; the ETA extrapolates them and leaves them out of the training time.
+function P:spent(kind, seconds)
+  local c = self.cost[kind]
+  if not c then error("progress:spent: kind must be \"eval\" or \"checkpoint\", got " .. tostring(kind), 2) end
+  c.seconds, c.n = c.seconds + seconds, c.n + 1
+  self.aside = self.aside + seconds
+end
+
+-- the multiples of every in (step, total], and total itself when it is not one
+local function left(every, step, total)
+  if step >= total then return 0 end
+  local n = every and (total // every - step // every) or 0
+  if not every or total % every ~= 0 then n = n + 1 end
+  return n
 end
 
 --- p:width() -> the terminal's width (re-read after a SIGWINCH), 80 if unknown, nil when piped.
@@ -92,15 +122,26 @@ end
 --- p:eta(step) -> seconds left (nil before the first timed interval)
 function P:eta(step)
   if not self.sps then return nil end
-  return self.sps * (self.total - step)
+  local t = self.sps * (self.total - step)
+  local ev, ck = self.cost.eval, self.cost.checkpoint
+  if ev.n > 0 then t = t + ev.seconds / ev.n * left(self.eval_every, step, self.total) end
+  if ck.n > 0 then
+    local n = left(self.checkpoint_every, step, self.total)
+    if not self.checkpoint_every and step < self.total then    -- a time policy: the rate so far, and the last
+      n = 1 + (ck.n / math.max(1, step - self.start_step)) * (self.total - step)
+    end
+    t = t + ck.seconds / ck.n * n
+  end
+  return t
 end
 
--- takes the time of the steps since the last update into the moving average
+-- takes the training time of the steps since the last update into the moving average
 function P:tick(step)
   local now = self.clock()
   local ds = step - self.last_step
   if ds <= 0 then return end
-  local per = (now - self.last_t) / ds
+  local per = math.max(0, now - self.last_t - self.aside) / ds
+  self.aside = 0
   if not self.sps then self.sps = per
   else self.sps = self.sps + math.min(1, ds / self.horizon) * (per - self.sps) end
   self.last_t, self.last_step = now, step
@@ -128,40 +169,95 @@ end
 function P:train(step, e)
   self:tick(step)
   if self.quiet then return end
-  self.line = string.format("step %d/%d  loss %.4f  lr %.3g  %.0f ex/s  ETA %s", step, self.total, e.loss,
-    e.lr or 0, e.examples_per_s or 0, fmt_time(self:eta(step)))
+  local rest = string.format("loss %.4f  lr %.3g  %.0f ex/s", e.loss, e.lr or 0, e.examples_per_s or 0)
+  local eta = "ETA " .. fmt_time(self:eta(step))
   if self.tty then
-    self:draw(self.line .. self.last_eval)
+    self.live_parts = {step = step, eta = eta, rest = rest}
+    self.line = self:compose()
+    self:draw(self.line)
   else
+    self.line = string.format("step %d/%d  %s  %s", step, self.total, rest, eta)
     self.out:write(self.line, "\n")
     self.out:flush()
   end
+end
+
+-- the live line: the objective and the ETA first (they stay within any width), then
+-- `tail`, by default the loss, lr and throughput
+function P:compose(tail)
+  local l = self.live_parts
+  if not l then return nil end
+  return string.format("step %d/%d  %s%s  %s", l.step, self.total, self.last_eval, l.eta, tail or l.rest)
 end
 
 --- p:eval_progress(set, i, n): batch i of n of evaluation set `set` is done
 -- (a terminal shows `eval valid 3/5` on the live line; piped, nothing).
 function P:eval_progress(set, i, n)
   if self.quiet or not self.tty then return end
-  self:draw(string.format("%s  eval %s %d/%d", self.line or "evaluating", set, i, n))
+  local ind = string.format("eval %s %d/%d", set, i, n)
+  self:draw(self:compose(ind) or "evaluating  " .. ind)
 end
 
---- p:eval(step, metrics, key): an evaluation finished; on a terminal its summary
--- follows the live line, piped it is a line of its own.
+--- p:eval(step, metrics [, key]): an evaluation finished: a line of its own
+-- (the objective, key or the one given to new, first; then the accuracy and loss
+-- metrics by name), above the live line on a terminal, which then shows the
+-- objective's value.
 function P:eval(step, metrics, key)
+  key = key or self.objective
   local parts = {}
   for k, v in pairs(metrics) do
-    if type(v) == "number" and (not key or k == key or k:match("accuracy$") or k:match("loss$")) then
+    if type(v) == "number" and k ~= key and (k:match("accuracy$") or k:match("loss$")) then
       parts[#parts + 1] = string.format("%s %.4f", k, v)
     end
   end
   table.sort(parts)
-  self.last_eval = "  | eval@" .. step .. ": " .. table.concat(parts, ", ")
-  if self.quiet then return end
-  if self.tty then
-    if self.line then self:draw(self.line .. self.last_eval) end
-  else
-    self:message("eval at step " .. step .. ": " .. table.concat(parts, ", "))
+  local kv = key and metrics[key]
+  if type(kv) == "number" then
+    table.insert(parts, 1, string.format("%s %.4f", key, kv))
+    self.last_eval = string.format("%s %.4f@%d  ", key, kv, step)
   end
+  if self.quiet then return end
+  local text = "eval at step " .. step .. ": " .. table.concat(parts, ", ")
+  if self.tty then
+    self:clear()
+    self.out:write(M.fit(text, self:width()), "\n")
+    self.line = self:compose()
+    if self.line then self:draw(self.line) else self.out:flush() end
+  else
+    self:message(text)
+  end
+end
+
+--- p:summary(result, ranking): the end of a run: the cost split, the checkpoint it
+-- selects ("best checkpoint by <metric>" only when ranking, dlua.train.policy's,
+-- ranks the kept ones; else "last checkpoint"), whether the best eval has none,
+-- and the run directory. result is dl.train's.
+function P:summary(result, ranking)
+  local cost = result.cost
+  self:message(string.format("time: %.1fs (train %.0f%%, eval %.0f%%, checkpoints %.0f%% (%d), waiting for input " ..
+    "%.0f%%)", cost.seconds, 100 * cost.train_fraction, 100 * cost.eval_fraction, 100 * cost.checkpoint_fraction,
+    result.checkpoints.written, 100 * cost.input_fraction))
+  local b, be = result.best, result.best_eval
+  if b then
+    local parts = {}
+    for k, v in pairs(b.metrics or {}) do
+      if type(v) == "number" then parts[#parts + 1] = string.format("%s %.4f", k, v) end
+    end
+    table.sort(parts)
+    if b.selected == "best" then
+      self:message(string.format("best checkpoint by %s%s: step %d (%s) %s", ranking.metric,
+        ranking.source == "config" and "" or " (" .. (ranking.source == "default" and "the default" or "the objective") ..
+        ")", b.step, table.concat(parts, ", "), b.checkpoint))
+      if be and not be.checkpoint and be.value ~= b.value then
+        self:message(string.format("the best eval, step %d (%s %.4f), has no checkpoint (set checkpoint.keep_best " ..
+          "to write every new best)", be.step, ranking.metric, be.value))
+      end
+    else
+      self:message(string.format("last checkpoint (none ranked: set checkpoint.metric to keep the best): " ..
+        "step %d (%s) %s", b.step, table.concat(parts, ", "), b.checkpoint))
+    end
+  end
+  self:message("run directory: " .. result.dir)
 end
 
 function P:finish()

@@ -304,6 +304,14 @@ end
     end
     fs.rm_rf(dir)
   end)
+
+  it("reads back what it writes: quotes, commas, newlines and empty fields (the engine's CSV tokenizer)", function()
+    local values = {'say "hi"', "a,b", "two\nlines", "", " padded ", "crlf\r\nend"}
+    local text = dl.track.csv_row(values) .. "\r\n" .. "x,,y\n\n" .. "last"
+    assert.are.same({values, {"x", "", "y"}, {""}, {"last"}}, dl.track.parse_csv(text))
+    assert.are.same({}, dl.track.parse_csv(""))
+    assert.are.same({{"a", "b"}}, dl.track.parse_csv('"a"junk,b\n'))   -- after a closing quote, dropped
+  end)
 end)
 
 -- an experiment file for the CLI and kill/resume tests: slow enough to be killed mid-run

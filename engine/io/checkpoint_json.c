@@ -70,19 +70,6 @@ const char *ck_show(char *buf, size_t cap, const char *s, size_t n) {
   return buf;
 }
 
-uint64_t ck_shape_bytes(dl_dtype d, int ndim, const int64_t *shape) {
-  uint64_t n = dl_dtype_size(d);
-  for (int i = 0; i < ndim; i++)
-    if (shape[i] == 0) return 0;
-  for (int i = 0; i < ndim; i++) {
-    uint64_t s = (uint64_t)shape[i];
-    if (n > CK_MAX_INT / s) return UINT64_MAX;
-    n *= s;
-  }
-  return n;
-}
-
-
 int ck_cmp_kv(const void *a, const void *b) {
   const dl_checkpoint_kv *x = a, *y = b;
   return ck_bytes_cmp(x->key, x->key_len, y->key, y->key_len);

@@ -83,7 +83,7 @@ describe("take(n): the first n examples, for dry runs", function()
     assert.are.same({{1, 2}, {3, 4}, {5, 6}}, s:column("x"):totable())
     assert.are.same({5, 4, 3}, s:column("label"):totable())
     assert.are.equal(5, #ds:take(99))
-    assert.error_matches(function() ds:take(0) end, "take: count must be an integer >= 1, got 0")
+    assert.error_matches(function() ds:take(0) end, "take: count must be a positive integer, got 0")
   end)
 
   it("keeps a pipeline's stages over the first n examples and leaves its cache out", function()

@@ -386,6 +386,8 @@ local VALID = {
   ["dl.util.edit_distance"] = a(function() return "ab", "ac" end),
   ["dl.util.getpid"] = a(none),
   ["dl.util.hostname"] = a(none),
+  ["dl.util.integer_problem"] = a(function() return 1, 1, 2 end),
+  ["dl.util.integer_words"] = a(function() return 1, 2 end),
   ["dl.util.nearest"] = a(function() return "ab", {"ac"} end),
   ["dl.util.option_problem"] = a(function() return "f", {}, {a = true} end),
   ["dl.util.shell_quote"] = a(function() return "x" end),

@@ -84,8 +84,7 @@ function M.parse_flags(args, list, usage)
         if f.int then
           local n, min = math.tointeger(tonumber(v)), f.int ~= true and f.int or nil
           if not n or (min and n < min) then
-            error(string.format("%s: expected %s, got '%s'", name, min == 1 and "a positive integer" or
-              min == 0 and "a non-negative integer" or min and ("an integer >= " .. min) or "an integer", v), 0)
+            error(string.format("%s: expected %s, got '%s'", name, util.integer_words(min), v), 0)
           end
           v = n
         end

@@ -200,6 +200,7 @@ local VALID = {
   ["dl.dist.trial_pool"] = a(function() return function() end end, false),
   ["dl.dist.world"] = a(none),
   -- fs
+  ["dl.fs.abspath"] = a(function() return "x" end),
   ["dl.fs._fail_writes_from"] = a(function() return 0 end),
   ["dl.fs._write_count"] = a(none),
   ["dl.fs.append_line"] = a(function() return text_path, "x", false end),
@@ -385,6 +386,8 @@ local VALID = {
   ["dl.util.deep_copy"] = a(function() return {1}, nil end),
   ["dl.util.edit_distance"] = a(function() return "ab", "ac" end),
   ["dl.util.getpid"] = a(none),
+  ["dl.util.finite"] = a(function() return 1 end),
+  ["dl.util.fmt4"] = a(function() return 0.5 end),
   ["dl.util.hostname"] = a(none),
   ["dl.util.integer_problem"] = a(function() return 1, 1, 2 end),
   ["dl.util.integer_words"] = a(function() return 1, 2 end),

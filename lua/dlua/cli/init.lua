@@ -103,6 +103,15 @@ function M.run(obj, script)
   os.exit(1)
 end
 
+--- finish(res, script): what `dlua SCRIPT` does once the script's main chunk returned
+-- res, the one path for dlua.c and `dlua run` / the recipe commands: an experiment or
+-- a study is run (M.run); anything else must not have been given dlua's flags unless
+-- the script read arg (dlua.train.flags.check_unused raises a one-line usage error).
+function M.finish(res, script)
+  if type(res) == "table" and type(res._dlua_kind) == "string" then return M.run(res, script) end
+  flags.check_unused(script)
+end
+
 function run_checked(obj, script)
   local args = {}
   for i = 1, #(arg or {}) do args[i] = arg[i] end

@@ -30,7 +30,6 @@ local flags = require "dlua.train.flags"
 local optim = require "dlua.optim"
 local util = require "dlua.util"
 local blame = require "dlua.util.blame"
-local lfs = require "lfs"
 
 local M = {}
 
@@ -146,11 +145,6 @@ function M.variant(base, spec)
   return v
 end
 
-local function abspath(p)
-  if p:sub(1, 1) == "/" then return p end
-  return lfs.currentdir() .. "/" .. p
-end
-
 --- Writes an experiment file at path that is probe.variant(base, spec); returns path.
 function M.write_variant(path, base, spec)
   M.variant(base, spec)                               -- check it builds as an experiment first
@@ -161,7 +155,7 @@ function M.write_variant(path, base, spec)
 local probe = require "dlua.study.probe"
 local json = require "dlua.util.json"
 return probe.variant(%q, json.decode(%q))
-]=], base, json.encode(spec), abspath(base), json.encode(spec))
+]=], base, json.encode(spec), fs.abspath(base), json.encode(spec))
   local old = fs.read(path)
   if old ~= text then fs.write_atomic(path, text) end
   return path
@@ -316,7 +310,7 @@ function M.batch_size_sweep(spec)
 end
 
 local function mib(b) return b and string.format("%.1f MiB", b / 2 ^ 20) or "-" end
-local function probe_fmt(v) return math.type(v) == "integer" and tostring(v) or string.format("%.4g", v) end
+local probe_fmt = util.fmt4
 
 --- The sweep as a printed table with its stop reason and recommendation.
 function M.format_sweep(res)
@@ -429,11 +423,7 @@ function M.bytes(flag, s)
 end
 
 --- A number in 4 significant digits (integers as they are).
-function M.fmt(v)
-  if math.type(v) == "integer" then return tostring(v) end
-  if type(v) ~= "number" then return tostring(v) end
-  return string.format("%.4g", v)
-end
+M.fmt = util.fmt4
 
 --- Copies the cli's --set overrides and adds more.
 function M.overrides(o, more)

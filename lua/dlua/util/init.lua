@@ -7,6 +7,7 @@
 --   util.is_tensor(x), util.copy(t), util.deep_copy(t), util.sorted_keys(t)
 --   util.shell_quote(s), util.nearest(word, words), util.edit_distance(a, b)
 --   util.cores(), util.hostname(), util.getpid(), util.sleep(s), util.VERSION
+--   util.fmt4(v), util.finite(v), util.integer_words(min, max), util.integer_problem(v, min, max)
 --   util.strict(name, f [, max]), util.strict_method, util.strict_table: the one arity check
 --
 -- It deliberately holds no policy of its own (no defaults, no files, no
@@ -17,6 +18,17 @@ local core = require "dlua.core"
 local M = {}
 
 M.VERSION = "0.1.0"
+
+--- A number for messages and tables: integers as they are, other numbers in 4
+-- significant digits (%.4g), anything else by tostring.
+-- @usage util.fmt4(1 / 3) --> "0.3333"
+function M.fmt4(v)
+  if type(v) ~= "number" or math.type(v) == "integer" then return tostring(v) end
+  return string.format("%.4g", v)
+end
+
+--- Is v a finite number (not NaN, not an infinity; false for non-numbers)?
+function M.finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
 
 --- Is x a tensor?
 -- @usage util.is_tensor(dl.zeros(2)) --> true

@@ -144,42 +144,43 @@ local function decode_string(s, i)
   end
 end
 
+-- the members of an object or an array from i (after its opening bracket) up to close:
+-- item(j) reads one at j and returns the position after it; returns the position after close
+local function members(s, i, close, item)
+  i = skip(s, i)
+  if s:sub(i, i) == close then return i + 1 end
+  while true do
+    i = skip(s, item(skip(s, i)))
+    local d = s:sub(i, i)
+    if d == close then return i + 1 end
+    if d ~= "," then fail("expected ',' or '" .. close .. "'", i) end
+    i = i + 1
+  end
+end
+
 function decode_value(s, i, depth)
   if depth > 200 then fail("nesting deeper than 200", i) end
   i = skip(s, i)
   local c = s:sub(i, i)
   if c == "{" then
     local obj = {}
-    i = skip(s, i + 1)
-    if s:sub(i, i) == "}" then return obj, i + 1 end
-    while true do
-      i = skip(s, i)
-      if s:sub(i, i) ~= '"' then fail("expected a string key", i) end
+    return obj, members(s, i + 1, "}", function(j)
+      if s:sub(j, j) ~= '"' then fail("expected a string key", j) end
       local k
-      k, i = decode_string(s, i)
-      i = skip(s, i)
-      if s:sub(i, i) ~= ":" then fail("expected ':'", i) end
-      obj[k], i = decode_value(s, i + 1, depth + 1)
-      i = skip(s, i)
-      local d = s:sub(i, i)
-      if d == "}" then return obj, i + 1 end
-      if d ~= "," then fail("expected ',' or '}'", i) end
-      i = i + 1
-    end
+      k, j = decode_string(s, j)
+      j = skip(s, j)
+      if s:sub(j, j) ~= ":" then fail("expected ':'", j) end
+      obj[k], j = decode_value(s, j + 1, depth + 1)
+      return j
+    end)
   elseif c == "[" then
     local arr = M.array()
-    i = skip(s, i + 1)
-    if s:sub(i, i) == "]" then return arr, i + 1 end
-    while true do
+    return arr, members(s, i + 1, "]", function(j)
       local v
-      v, i = decode_value(s, i, depth + 1)
+      v, j = decode_value(s, j, depth + 1)
       arr[#arr + 1] = v
-      i = skip(s, i)
-      local d = s:sub(i, i)
-      if d == "]" then return arr, i + 1 end
-      if d ~= "," then fail("expected ',' or ']'", i) end
-      i = i + 1
-    end
+      return j
+    end)
   elseif c == '"' then
     return decode_string(s, i)
   elseif s:find("^true", i) then return true, i + 4

@@ -1,13 +1,16 @@
-/* csv.c -- reads numeric CSV tables (plain or gzip) into one float64 matrix.
+/* csv.c -- the one CSV tokenizer: numeric tables (plain or gzip) into one float64
+ * matrix, and CSV text into rows of strings (the tracking files).
  *
- * Lines are read with gzgets into a growing buffer, split on the delimiter
- * (RFC 4180 quotes within a line are honoured; a quoted newline is not), and
- * every field is parsed with strtod. The result is a [rows, columns] float64
- * tensor plus, per column, whether all its values were written as integers,
- * which the Lua side uses to pick int32 or float32, and the first value each
- * integer dtype could not hold (dl_csv_dtype_problem), so a column stored as
- * int32 never saturates 2147483648 to 2147483647 in silence. Typing, grouping
- * columns into fields and 0-based labels are the Lua side's business (data.csv).
+ * Lines are read with gzgets into a growing buffer, split on the delimiter by
+ * split_record (RFC 4180 quotes; a quoted newline only in text, where records
+ * may span lines), and every field is parsed with strtod. The result is a
+ * [rows, columns] float64 tensor plus, per column, whether all its values were
+ * written as integers, which the Lua side uses to pick int32 or float32, and the
+ * first value each integer dtype could not hold (dl_csv_dtype_problem), so a
+ * column stored as int32 never saturates 2147483648 to 2147483647 in silence.
+ * Columns named as text hold class names: each becomes its 1-based position in
+ * the column's sorted vocabulary. Typing, grouping columns into fields and
+ * 0-based labels are the Lua side's business (data.csv).
  */
 /* See LICENSE */
 #include "io/csv.h"

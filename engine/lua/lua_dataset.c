@@ -1,4 +1,5 @@
-/* lua_dataset.c -- binds datasets (engine/data/dataset.c), the IDX and CSV readers,
+/* lua_dataset.c -- binds datasets (engine/data/dataset.c), the IDX and CSV readers
+ * (CSV text too: _csv_rows, for dl.track),
  * the offline cache and raw tensor bytes, as private functions of "dlua.core"
  * (dl.data in lua/dlua/data.lua is the public face; read_idx is public).
  *

@@ -358,20 +358,11 @@ end
 -- returned; --set is checked against its hyperparameters. Returns o, exp.
 function M.recipe_args(args, extra, opts)
   opts = opts or {}
-  -- the experiment first (the positional argument), to type --set values by its defaults
-  local takes = {}
-  for _, f in ipairs(flags.FLAGS) do takes[f[1]] = f[2] ~= nil end
-  for _, e in ipairs(extra or {}) do takes[e] = true end
-  local positional, help = {}, false
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    if a == "--help" then help = true
-    elseif a:sub(1, 2) ~= "--" then positional[#positional + 1] = a
-    elseif takes[a] then i = i + 1 end
-    i = i + 1
-  end
-  if help then return {help = true, set = {}, extra = {}, positional = positional} end
+  -- the experiment first (the positional argument), to type --set values by its defaults:
+  -- the flags are read twice by the one parser, the second time with the experiment
+  local pre = flags.parse_flags(args, flags.flag_list(extra))
+  local positional = pre.positional
+  if pre.help then return {help = true, set = {}, extra = {}, positional = positional} end
   local path = positional[1] or opts.default_experiment or "examples/fashion_mnist.lua"
   if #positional > 1 then error(string.format("unexpected argument '%s' (see --help)", positional[2]), 0) end
   local exp = experiment.load(path)

@@ -133,15 +133,21 @@ function M.typed(key, text, def)
   return text
 end
 
+--- flag_list([extra]) -> M.FLAGS and the names in extra (flags a recipe accepts on top,
+-- each taking a value), as parse_flags takes them.
+function M.flag_list(extra)
+  local list = {}
+  for i, f in ipairs(M.FLAGS) do list[i] = f end
+  for _, e in ipairs(extra or {}) do list[#list + 1] = {e, "VALUE", ""} end
+  return list
+end
+
 --- Parses args (a list of strings) against hparams; returns options and overrides.
 -- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}), each
 -- taking a value, found in o.extra (without the "--").
 function M.parse(args, hparams, opts)
   opts = opts or {}
-  local list = {}
-  for i, f in ipairs(M.FLAGS) do list[i] = f end
-  for _, e in ipairs(opts.extra or {}) do list[#list + 1] = {e, "VALUE", ""} end
-  local o = M.parse_flags(args, list)
+  local o = M.parse_flags(args, M.flag_list(opts.extra))
   o.extra = {}
   for _, e in ipairs(opts.extra or {}) do
     local key = e:sub(3):gsub("%-", "_")

@@ -1,6 +1,6 @@
 --- dlua.cli.study: `dlua study ...` (recipes/study.lua): a study from a study file or
 -- from role flags on the command line, run (over MPI ranks when there are several, by
--- dlua.study.ranks), then reported and diagnosed (dlua.cli.report_study).
+-- dlua.study.ranks), then reported and diagnosed: dlua.cli.run_study, as for `dlua STUDYFILE`.
 --
 --   --scientific name=v1,v2        compared; one group of trials per value (repeatable)
 --   --nuisance name=KIND:...       searched anew for every scientific value (repeatable;
@@ -19,7 +19,6 @@ local flags = require "dlua.train.flags"
 local experiment = require "dlua.train.experiment"
 local study = require "dlua.study"
 local run = require "dlua.study.run"
-local ranks = require "dlua.study.ranks"
 local cli = require "dlua.cli"
 
 local M = {}
@@ -191,9 +190,7 @@ local function main(args)
     obj, script, rest = M.study_from_flags(o), "recipes/study.lua", study_args(o, o.experiment and 1 or 2)
   end
   if o.help then print(obj:help(script)); return end
-  -- under mpirun the ranks share the trials (rank 0 plans and records them); alone, as obj:main
-  local res = ranks.run_study(obj, rest, script)
-  if not o.no_report and not o.create then cli.report_study(res) end
+  cli.run_study(obj, rest, script, not o.no_report)
 end
 
 --- main(args): `dlua study ARGS...`; errors are one line "dlua: message", exit status 1.

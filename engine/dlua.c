@@ -220,7 +220,7 @@ static int has_flag (char **argv) {
 
 /* runs the script argv[0] ('-' alone: stdin) with arg[1..] as '...' */
 static int handle_script (lua_State *L, char **argv) {
-  int status, command = 0, ran_object = 0, watched = 0;
+  int status, command = 0, watched = 0;
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
     fname = NULL;  /* stdin */
@@ -240,31 +240,23 @@ static int handle_script (lua_State *L, char **argv) {
     }
     status = docall(L, n, 1);
   }
-  /* a script whose main chunk returns an experiment or a study is run by dlua.cli */
-  if (status == LUA_OK && lua_type(L, -1) == LUA_TTABLE) {
-    int kind = lua_getfield(L, -1, "_dlua_kind");
-    lua_pop(L, 1);
-    if (kind == LUA_TSTRING) {
-      ran_object = 1;
-      lua_getglobal(L, "require");
-      lua_pushliteral(L, "dlua.cli");
-      status = docall(L, 1, 1);
-      if (status == LUA_OK) {
-        lua_getfield(L, -1, "run");       /* obj, cli, cli.run */
-        lua_remove(L, -2);                /* obj, run */
-        lua_insert(L, -2);                /* run, obj */
-        lua_pushstring(L, fname ? fname : "stdin");
-        status = docall(L, 2, 0);
-      }
+  /* what the main chunk returned goes to dlua.cli.finish, as for 'dlua run SCRIPT': an
+   * experiment or a study is run; dlua's flags (--out, --steps, ...) given to a script
+   * that returned neither would be ignored silently, an error there. Plain scripts
+   * without flags never load the library. */
+  if (status == LUA_OK) {
+    int kind = LUA_TNIL;
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      kind = lua_getfield(L, -1, "_dlua_kind");
+      lua_pop(L, 1);
     }
-  }
-  /* dlua's flags (--out, --steps, ...) given to a script that returned no experiment
-   * or study would be ignored silently: an error (dlua.train.flags.check_unused) */
-  if (status == LUA_OK && watched && !ran_object) {
-    status = luaL_loadstring(L, "return require('dlua.train.flags').check_unused(...)");
-    if (status == LUA_OK) {
-      lua_pushstring(L, fname ? fname : "stdin");
-      status = lua_pcall(L, 1, 0, 0);          /* a usage error: the message alone, no traceback */
+    if (kind == LUA_TSTRING || watched) {
+      status = luaL_loadstring(L, "return require('dlua.cli').finish(...)");
+      if (status == LUA_OK) {
+        lua_insert(L, -2);                     /* finish, result */
+        lua_pushstring(L, fname ? fname : "stdin");
+        status = lua_pcall(L, 2, 0, 0);        /* a usage error: the message alone, no traceback */
+      }
     }
   }
   return report(L, status, DLUA_PROGNAME);

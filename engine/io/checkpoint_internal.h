@@ -44,9 +44,6 @@ static inline int ck_hexval(char c) {
   return -1;
 }
 
-/* bytes of a dtype/shape; UINT64_MAX when over 2^62 */
-uint64_t ck_shape_bytes(dl_dtype d, int ndim, const int64_t *shape);
-
 /* is s (n bytes) valid UTF-8 (no overlongs, surrogates, nothing past U+10FFFF)? */
 int ck_utf8_valid(const char *s, size_t n);
 

@@ -11,6 +11,7 @@
  */
 /* See LICENSE */
 #include "io/checkpoint_internal.h"
+#include "io/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,19 +71,6 @@ const char *ck_show(char *buf, size_t cap, const char *s, size_t n) {
   return buf;
 }
 
-uint64_t ck_shape_bytes(dl_dtype d, int ndim, const int64_t *shape) {
-  uint64_t n = dl_dtype_size(d);
-  for (int i = 0; i < ndim; i++)
-    if (shape[i] == 0) return 0;
-  for (int i = 0; i < ndim; i++) {
-    uint64_t s = (uint64_t)shape[i];
-    if (n > CK_MAX_INT / s) return UINT64_MAX;
-    n *= s;
-  }
-  return n;
-}
-
-
 int ck_cmp_kv(const void *a, const void *b) {
   const dl_checkpoint_kv *x = a, *y = b;
   return ck_bytes_cmp(x->key, x->key_len, y->key, y->key_len);
@@ -127,30 +115,10 @@ void ck_sb_free(ck_sbuf *b) {
   b->n = b->cap = 0;
 }
 
-/* a JSON string literal for n bytes of (valid) UTF-8 */
-static void sb_json_string(ck_sbuf *b, const char *s, size_t n) {
-  ck_sb_add(b, "\"", 1);
-  size_t run = 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c != '"' && c != '\\' && c >= 0x20) continue;
-    ck_sb_add(b, s + run, i - run);
-    run = i + 1;
-    char esc[8];
-    switch (c) {
-      case '"': ck_sb_add(b, "\\\"", 2); break;
-      case '\\': ck_sb_add(b, "\\\\", 2); break;
-      case '\n': ck_sb_add(b, "\\n", 2); break;
-      case '\r': ck_sb_add(b, "\\r", 2); break;
-      case '\t': ck_sb_add(b, "\\t", 2); break;
-      default:
-        snprintf(esc, sizeof esc, "\\u%04x", c);
-        ck_sb_add(b, esc, 6);
-    }
-  }
-  ck_sb_add(b, s + run, n - run);
-  ck_sb_add(b, "\"", 1);
-}
+/* dl_json_string's sink: a ck_sbuf */
+static void sb_put(void *b, const char *s, size_t n) { ck_sb_add(b, s, n); }
+
+static void sb_json_string(ck_sbuf *b, const char *s, size_t n) { dl_json_string(sb_put, b, s, n); }
 
 void ck_emit_header(ck_sbuf *hdr, const dl_checkpoint_kv *kv, int nkv, const dl_checkpoint_entry *e, int n) {
   ck_sb_adds(hdr, "{\"__metadata__\":{");

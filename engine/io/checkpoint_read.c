@@ -54,16 +54,13 @@ static int check_layout(ck_reader *r, span *order) {
       return ck_fail(r, "tensor '%s' has data_offsets [%llu, %llu] past the end of the %llu-byte data section "
                   "(truncated file or bad offsets)", nm, (unsigned long long)e->begin,
                   (unsigned long long)e->end, (unsigned long long)ck->data_len);
-    uint64_t elems = 1;             /* of the non-zero dims: bounds every stride */
-    for (int d = 0; d < e->ndim; d++) {
-      uint64_t s1 = e->shape[d] ? (uint64_t)e->shape[d] : 1;
-      if (elems > ((uint64_t)1 << 56) / s1) {
-        shape_text(s, sizeof s, e->ndim, e->shape);
-        return ck_fail(r, "tensor '%s' has an absurd shape %s", nm, s);
-      }
-      elems *= s1;
+    int64_t numel, bytes;           /* shape.c's checked arithmetic (ctx->err is replaced below) */
+    if (dl_shape_check(r->ctx, "checkpoint", e->ndim, e->shape, &numel) < 0 ||
+        dl_shape_bytes(r->ctx, "checkpoint", numel, dl_dtype_size(e->dtype), &bytes) < 0) {
+      shape_text(s, sizeof s, e->ndim, e->shape);
+      return ck_fail(r, "tensor '%s' has an absurd shape %s", nm, s);
     }
-    uint64_t want = ck_shape_bytes(e->dtype, e->ndim, e->shape);
+    uint64_t want = (uint64_t)bytes;
     if (want != e->end - e->begin) {
       shape_text(s, sizeof s, e->ndim, e->shape);
       return ck_fail(r, "tensor '%s' is %s of shape %s (%llu bytes) but its data_offsets [%llu, %llu] hold %llu bytes",

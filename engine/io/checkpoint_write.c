@@ -179,7 +179,7 @@ int dl_checkpoint_save(dl_ctx *ctx, const char *path, const dl_checkpoint_item *
   uint64_t off = 0;
   for (int i = 0; i < n; i++) {
     w[i].e.begin = off;
-    off += ck_shape_bytes(w[i].e.dtype, w[i].e.ndim, w[i].e.shape);
+    off += (uint64_t)dl_shape_numel(w[i].e.ndim, w[i].e.shape) * dl_dtype_size(w[i].e.dtype);   /* a live tensor's shape */
     w[i].e.end = off;
     uint32_t c = dl_crc32(0, NULL, 0);
     feed_tensor(w[i].src, chunk, crc_sink, &c);

@@ -1,13 +1,16 @@
-/* csv.c -- reads numeric CSV tables (plain or gzip) into one float64 matrix.
+/* csv.c -- the one CSV tokenizer: numeric tables (plain or gzip) into one float64
+ * matrix, and CSV text into rows of strings (the tracking files).
  *
- * Lines are read with gzgets into a growing buffer, split on the delimiter
- * (RFC 4180 quotes within a line are honoured; a quoted newline is not), and
- * every field is parsed with strtod. The result is a [rows, columns] float64
- * tensor plus, per column, whether all its values were written as integers,
- * which the Lua side uses to pick int32 or float32, and the first value each
- * integer dtype could not hold (dl_csv_dtype_problem), so a column stored as
- * int32 never saturates 2147483648 to 2147483647 in silence. Typing, grouping
- * columns into fields and 0-based labels are the Lua side's business (data.csv).
+ * Lines are read with gzgets into a growing buffer, split on the delimiter by
+ * split_record (RFC 4180 quotes; a quoted newline only in text, where records
+ * may span lines), and every field is parsed with strtod. The result is a
+ * [rows, columns] float64 tensor plus, per column, whether all its values were
+ * written as integers, which the Lua side uses to pick int32 or float32, and the
+ * first value each integer dtype could not hold (dl_csv_dtype_problem), so a
+ * column stored as int32 never saturates 2147483648 to 2147483647 in silence.
+ * Columns named as text hold class names: each becomes its 1-based position in
+ * the column's sorted vocabulary. Typing, grouping columns into fields and
+ * 0-based labels are the Lua side's business (data.csv).
  */
 /* See LICENSE */
 #include "io/csv.h"
@@ -20,7 +23,7 @@
 #include <zlib.h>
 
 dl_csv_opts dl_csv_defaults(void) {
-  dl_csv_opts o = {',', 1, 0, 0.0};
+  dl_csv_opts o = {',', 1, 0, 0.0, 0, NULL};
   return o;
 }
 
@@ -31,6 +34,13 @@ void dl_csv_free(dl_csv *c) {
   free(c->names);
   free(c->integral);
   free(c->bad);
+  if (c->vocab)
+    for (int k = 0; k < c->ntext; k++) {
+      for (char **v = c->vocab[k]; v && *v; v++) free(*v);
+      free(c->vocab[k]);
+    }
+  free(c->vocab);
+  free(c->text_col);
   dl_tensor_release(c->values);
   memset(c, 0, sizeof *c);
 }
@@ -71,10 +81,15 @@ static int next_line(reader *r, size_t *len) {
   return 1;
 }
 
-/* splits line in place into fields (pointers into the line); returns the count */
-static int split(char *line, char delim, char ***fields, int *cap) {
+/* Splits the record at *pp (it ends at an unquoted '\n' or at end, where *end is a writable
+ * byte) into fields, unquoting in place: "" is a quote, and a quoted field may hold the
+ * delimiter and newlines; what follows a closing quote up to the delimiter is dropped. Each
+ * field's 0 is written over the byte after it, a \r before the newline dropped; with trim,
+ * blanks before and after a field are dropped too. *pp moves past the record's newline.
+ * Returns the number of fields, -1 out of memory. */
+static int split_record(char **pp, char *end, char delim, int trim, char ***fields, int *cap) {
   int n = 0;
-  char *p = line;
+  char *p = *pp;
   for (;;) {
     if (n == *cap) {
       int c = *cap ? *cap * 2 : 16;
@@ -83,35 +98,85 @@ static int split(char *line, char delim, char ***fields, int *cap) {
       *fields = f;
       *cap = c;
     }
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '"') {                      /* quoted: "" is a quote; unquote in place */
-      char *w = ++p, *start = w;
-      for (;;) {
-        if (*p == 0) break;
-        if (*p == '"' && p[1] == '"') { *w++ = '"'; p += 2; continue; }
+    if (trim)
+      while (p < end && (*p == ' ' || *p == '\t')) p++;
+    char *start = p, *w;
+    if (p < end && *p == '"') {
+      w = start;
+      for (p++; p < end;) {
+        if (*p == '"' && p + 1 < end && p[1] == '"') { *w++ = '"'; p += 2; continue; }
         if (*p == '"') { p++; break; }
         *w++ = *p++;
       }
-      while (*p && *p != delim) p++;
-      int more = *p == delim;
-      *w = 0;
-      (*fields)[n++] = start;
-      if (!more) break;
-      p++;
-      continue;
+      while (p < end && *p != delim && *p != '\n') p++;
+    } else {
+      while (p < end && *p != delim && *p != '\n') p++;
+      w = p;
+      if (w > start && w[-1] == '\r' && (p == end || *p == '\n')) w--;
     }
-    (*fields)[n++] = p;
-    char *e = strchr(p, delim);
-    if (!e) break;
-    *e = 0;
-    p = e + 1;
+    if (trim)
+      while (w > start && (w[-1] == ' ' || w[-1] == '\t')) w--;
+    int more = p < end && *p == delim;
+    if (p < end) p++;
+    *w = 0;                                 /* w is at most the delimiter or newline passed */
+    (*fields)[n++] = start;
+    if (!more) break;
   }
-  for (int i = 0; i < n; i++) {             /* trim trailing blanks */
-    char *s = (*fields)[i];
-    size_t l = strlen(s);
-    while (l > 0 && (s[l - 1] == ' ' || s[l - 1] == '\t')) s[--l] = 0;
-  }
+  *pp = p;
   return n;
+}
+
+/* one line of a numeric table (no newline in it) split into trimmed fields */
+static int split(char *line, size_t len, char delim, char ***fields, int *cap) {
+  return split_record(&line, line + len, delim, 1, fields, cap);
+}
+
+int64_t dl_csv_split_text(dl_ctx *ctx, const char *text, size_t n, char delim, char **buf, char ***fields,
+                          int64_t **starts, int **counts) {
+  char *b = malloc(n + 1), **all = NULL, **rec = NULL;
+  int64_t *st = NULL, nrec = 0, capr = 0, nall = 0, capall = 0;
+  int *cn = NULL, rcap = 0;
+  if (!b) goto oom;
+  memcpy(b, text, n);
+  b[n] = 0;
+  for (char *p = b; p < b + n;) {
+    int k = split_record(&p, b + n, delim, 0, &rec, &rcap);
+    if (k < 0) goto oom;
+    if (nrec == capr) {
+      capr = capr ? capr * 2 : 64;
+      int64_t *s2 = realloc(st, (size_t)capr * sizeof *s2);
+      if (!s2) goto oom;
+      st = s2;
+      int *c2 = realloc(cn, (size_t)capr * sizeof *c2);
+      if (!c2) goto oom;
+      cn = c2;
+    }
+    if (nall + k > capall) {
+      while (nall + k > capall) capall = capall ? capall * 2 : 256;
+      char **a2 = realloc(all, (size_t)capall * sizeof *a2);
+      if (!a2) goto oom;
+      all = a2;
+    }
+    st[nrec] = nall;
+    cn[nrec++] = k;
+    memcpy(all + nall, rec, (size_t)k * sizeof *rec);
+    nall += k;
+  }
+  free(rec);
+  *buf = b;
+  *fields = all;
+  *starts = st;
+  *counts = cn;
+  return nrec;
+oom:
+  free(b);
+  free(all);
+  free(rec);
+  free(st);
+  free(cn);
+  ctx->oom = 1;
+  dl_fail(ctx, "csv: out of memory splitting %zu bytes of text", n);
+  return -1;
 }
 
 static int blank(const char *s) {
@@ -161,6 +226,115 @@ static int written_as_integer(const char *s) {
   return 1;
 }
 
+/* ------------------------------------------------------------ columns of class names */
+
+/* the names of the text columns, row by row: name[row * ntext + k], and each row's line */
+typedef struct {
+  char **name;
+  long *line;
+  int64_t rows, cap;
+} text_names;
+
+static void names_free(text_names *t, int ntext) {
+  for (int64_t i = 0; i < t->rows * ntext; i++) free(t->name[i]);
+  free(t->name);
+  free(t->line);
+  memset(t, 0, sizeof *t);
+}
+
+/* k when column col is text column k, else -1 */
+static int text_index(const dl_csv *c, int col) {
+  for (int k = 0; k < c->ntext; k++)
+    if (c->text_col[k] == col) return k;
+  return -1;
+}
+
+/* resolves o->text against the columns read (c->names); fails naming the columns there are */
+static int text_columns(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *c) {
+  if (o->ntext <= 0) return 0;
+  c->text_col = malloc((size_t)o->ntext * sizeof *c->text_col);
+  c->vocab = calloc((size_t)o->ntext, sizeof *c->vocab);
+  if (!c->text_col || !c->vocab) {
+    ctx->oom = 1;
+    dl_fail(ctx, "csv: out of memory reading '%s'", path);
+    return -1;
+  }
+  c->ntext = o->ntext;
+  for (int k = 0; k < o->ntext; k++) {
+    const dl_csv_text *x = &o->text[k];
+    int col = -1;
+    for (int i = 0; i < c->ncols && x->name; i++)
+      if (strcmp(c->names[i], x->name) == 0) col = i;
+    if (!x->name && x->number >= 1 && x->number <= c->ncols) col = x->number - 1;
+    c->text_col[k] = col;
+    if (col >= 0) continue;
+    char list[512] = "", num[16];
+    size_t used = 0;
+    for (int i = 0; i < c->ncols && used < sizeof list; i++)
+      used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", c->names[i]);
+    snprintf(num, sizeof num, "%d", x->number);
+    dl_fail(ctx, "csv: field '%s' names column '%s', which '%s' does not have (columns: %s)", x->field,
+            x->name ? x->name : num, path, list);
+    return -1;
+  }
+  return 0;
+}
+
+/* keeps the names of one row's text columns (copies) */
+static int keep_names(text_names *t, int ntext, char **fields, const int *cols, long line) {
+  if (t->rows == t->cap) {
+    int64_t cap = t->cap ? t->cap * 2 : 256;
+    char **n = realloc(t->name, (size_t)(cap * ntext) * sizeof *n);
+    if (!n) return -1;
+    t->name = n;
+    long *l = realloc(t->line, (size_t)cap * sizeof *l);
+    if (!l) return -1;
+    t->line = l;
+    t->cap = cap;
+  }
+  for (int k = 0; k < ntext; k++) {
+    char *s = strdup(fields[cols[k]]);
+    for (int j = 0; j < k && !s; j++) free(t->name[t->rows * ntext + j]);
+    if (!s) return -1;
+    t->name[t->rows * ntext + k] = s;
+  }
+  t->line[t->rows++] = line;
+  return 0;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* each text column's vocabulary (its sorted unique names) in c->vocab, and in vals each row's
+ * 1-based position of its name there */
+static int classes(dl_csv *c, const text_names *t, double *vals) {
+  char **sorted = malloc((size_t)(t->rows ? t->rows : 1) * sizeof *sorted);
+  if (!sorted) return -1;
+  for (int k = 0; k < c->ntext; k++) {
+    int64_t n = 0;
+    for (int64_t r = 0; r < t->rows; r++) sorted[r] = t->name[r * c->ntext + k];
+    qsort(sorted, (size_t)t->rows, sizeof *sorted, by_name);
+    for (int64_t r = 0; r < t->rows; r++)
+      if (n == 0 || strcmp(sorted[n - 1], sorted[r]) != 0) sorted[n++] = sorted[r];
+    c->vocab[k] = calloc((size_t)n + 1, sizeof **c->vocab);
+    if (!c->vocab[k]) goto oom;
+    for (int64_t j = 0; j < n; j++)
+      if (!(c->vocab[k][j] = strdup(sorted[j]))) goto oom;
+    int col = c->text_col[k];
+    for (int64_t r = 0; r < t->rows; r++) {
+      char *name = t->name[r * c->ntext + k];
+      char **at = bsearch(&name, c->vocab[k], (size_t)n, sizeof *at, by_name);
+      double v = (double)(at - c->vocab[k] + 1);
+      vals[r * c->ncols + col] = v;
+      note_bad(c, col, t->line[r], v, name);
+    }
+  }
+  free(sorted);
+  return 0;
+oom:
+  free(sorted);
+  return -1;
+}
+
 int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out) {
   reader r = {gzopen(path, "rb"), NULL, 0, 0};
   if (!r.f) {
@@ -168,6 +342,7 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
     return -1;
   }
   dl_csv c = {0};
+  text_names names = {0};
   char **fields = NULL;
   int fcap = 0, rc = -1;
   double *vals = NULL;
@@ -184,7 +359,7 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
   if (got == -2) goto oom;
   if (got < 0) goto read_error;
   int first_is_data = !o->header;
-  c.ncols = split(r.line, o->delimiter, &fields, &fcap);
+  c.ncols = split(r.line, len, o->delimiter, &fields, &fcap);
   if (c.ncols < 0) goto oom;
   c.names = calloc((size_t)c.ncols, sizeof *c.names);
   c.integral = malloc((size_t)c.ncols * sizeof *c.integral);
@@ -201,6 +376,7 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
       goto done;
     }
   }
+  if (text_columns(ctx, path, o, &c) < 0) goto done;
   for (;;) {
     if (first_is_data) {
       first_is_data = 0;
@@ -211,7 +387,7 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
       if (got == -2) goto oom;
       if (got < 0) goto read_error;
       if (blank(r.line)) continue;
-      int nf = split(r.line, o->delimiter, &fields, &fcap);
+      int nf = split(r.line, len, o->delimiter, &fields, &fcap);
       if (nf < 0) goto oom;
       if (nf != c.ncols) {
         dl_fail(ctx, "csv: '%s' line %ld has %d fields, expected %d%s", path, r.lineno, nf, c.ncols,
@@ -227,10 +403,18 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
       vals = v;
       vcap = cap;
     }
+    if (c.ntext && keep_names(&names, c.ntext, fields, c.text_col, r.lineno) < 0) goto oom;
     for (int i = 0; i < c.ncols; i++) {
       const char *s = fields[i];
       double v;
-      if (!*s) {
+      int k = text_index(&c, i);
+      if (k >= 0) {
+        if (!*s) {
+          dl_fail(ctx, "csv: '%s' line %ld, column '%s' (%d): missing class name", path, r.lineno, c.names[i], i + 1);
+          goto done;
+        }
+        v = 0;                                /* the name's class, once the vocabulary is known */
+      } else if (!*s) {
         if (!o->has_missing) {
           dl_fail(ctx, "csv: '%s' line %ld, column '%s' (%d): missing value", path, r.lineno, c.names[i], i + 1);
           goto done;
@@ -254,6 +438,7 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
     }
     rows++;
   }
+  if (c.ntext && classes(&c, &names, vals) < 0) goto oom;
   int64_t shape[2] = {rows, c.ncols};
   c.values = dl_tensor_new_empty(ctx, DL_F64, 2, shape);
   if (!c.values) goto done;
@@ -275,6 +460,7 @@ done:
   free(r.line);
   free(fields);
   free(vals);
+  names_free(&names, o->ntext);
   dl_csv_free(&c);
   return rc;
 }

@@ -16,6 +16,7 @@
 
 #include "core/dl.h"
 #include "io/fileio.h"
+#include "io/json.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -156,16 +157,10 @@ static int event_cmp(const void *pa, const void *pb) {
   return 0;
 }
 
-static void put_json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
+/* dl_json_string's sink: a FILE */
+static void file_put(void *f, const char *s, size_t n) { fwrite(s, 1, n, f); }
+
+static void put_json_string(FILE *f, const char *s) { dl_json_string(file_put, f, s, strlen(s)); }
 
 /* renders spans and thread names as the JSON document; a malloc'ed buffer, or NULL */
 static char *render(const span *spans, long n, long dropped, const thread_name *threads, int nthreads,

@@ -27,6 +27,11 @@
  *     return lt_finish(L, dl_foo(lt_ctx(L), t, n, d));
  *   }
  *
+ * Bindings share that shape (check the arguments, call the core, raise or push)
+ * and are still written out one function each, by design (STYLE.md, pitfall 16:
+ * greppable, no generator): runs of lines alike between two bindings are that
+ * shape, not a second copy of a mechanism, which lives here or in the core.
+ *
  * Tables are read exactly once: list arguments are copied into a snapshot
  * table (lt_snapshot) that stays on the stack, so every element a binding
  * uses is anchored until it returns, and option tables are read with raw

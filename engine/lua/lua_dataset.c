@@ -1,5 +1,5 @@
 /* lua_dataset.c -- binds datasets (engine/data/dataset.c), image-file datasets
- * (engine/data/imagefiles.c), the IDX, CSV and NumPy readers,
+ * (engine/data/imagefiles.c), the IDX, CSV (CSV text too: _csv_rows, for dl.track) and NumPy readers,
  * the offline cache and raw tensor bytes, as private functions of "dlua.core"
  * (dl.data in lua/dlua/data/ is the public face; read_idx is public).
  *
@@ -18,6 +18,8 @@
 #include "data/imagefiles.h"
 
 #include <lauxlib.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ datasets */
@@ -311,11 +313,33 @@ static int dataset__read_idx(lua_State *L) {
   return read_idx(L, path, limit, 1);
 }
 
-static const char *const csv_keys[] = {"delimiter", "header", "missing", NULL};
+static const char *const csv_keys[] = {"delimiter", "header", "missing", "text", NULL};
 
-/* _read_csv(path [, {delimiter =, header =, missing =}]) -> names, integral, values, problems
+/* the text option, {field = column name or 1-based number}, into t (strings anchored by the
+ * options table); returns the count */
+static int csv_text(lua_State *L, const lt_opts *opts, dl_csv_text *t) {
+  if (lt_opt_push(L, opts, "text") == LUA_TNIL) return lua_pop(L, 1), 0;
+  if (!lua_istable(L, -1)) lt_opt_error(L, opts, "text", "table expected, got %s", lt_typename(L, -1));
+  int n = 0, tab = lua_gettop(L);
+  for (lua_pushnil(L); lua_next(L, tab); lua_pop(L, 1)) {
+    if (n == DL_CSV_MAXTEXT) lt_opt_error(L, opts, "text", "more than %d columns", DL_CSV_MAXTEXT);
+    if (lua_type(L, -2) != LUA_TSTRING) lt_opt_error(L, opts, "text", "keys must be field names");
+    t[n].field = lua_tostring(L, -2);
+    t[n].name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    lua_Integer num = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+    t[n].number = num >= 1 && num <= INT_MAX ? (int)num : 0;
+    if (!t[n].name && !lua_isinteger(L, -1))
+      lt_opt_error(L, opts, "text", "column of '%s' must be a name or a number, got %s", t[n].field, lt_typename(L, -1));
+    n++;
+  }
+  lua_pop(L, 1);
+  return n;
+}
+
+/* _read_csv(path [, {delimiter =, header =, missing =, text =}]) -> names, integral, values, problems, vocab
  * with problems[column][dtype] why an integer dtype cannot hold the column
- * (present only where it cannot: out of range, not an integer) */
+ * (present only where it cannot: out of range, not an integer), and vocab[field] the sorted
+ * names of each text column, whose values are their 1-based positions there */
 static int dataset_read_csv(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lt_opts opts;
@@ -333,6 +357,9 @@ static int dataset_read_csv(lua_State *L) {
     o.missing = lt_opt_number(L, &opts, "missing", 0);
   }
   lua_pop(L, 1);
+  dl_csv_text text[DL_CSV_MAXTEXT];
+  o.ntext = csv_text(L, &opts, text);
+  o.text = text;
   lt_newbox(L);                                  /* owns the values once filled */
   dl_csv c;
   if (dl_csv_read(lt_ctx(L), path, &o, &c) < 0) return lt_raise_plain(L);
@@ -364,8 +391,44 @@ static int dataset_read_csv(lua_State *L) {
       lua_setfield(L, -2, dl_dtype_name(ints[k]));
       lua_pop(L, 1);
     }
+  lua_createtable(L, 0, o.ntext);
+  for (int k = 0; k < o.ntext; k++) {
+    lua_newtable(L);
+    for (int j = 0; c.vocab[k][j]; j++) {
+      lua_pushstring(L, c.vocab[k][j]);
+      lua_rawseti(L, -2, j + 1);
+    }
+    lua_setfield(L, -2, text[k].field);
+  }
   dl_csv_free(&c);
-  return 4;
+  return 5;
+}
+
+/* _csv_rows(text) -> {{field, ...}, ...}: CSV text as rows of strings (dl_csv_split_text) */
+static int dataset_csv_rows(lua_State *L) {
+  size_t n;
+  const char *text = luaL_checklstring(L, 1, &n);
+  lt_checkargs(L, 1);
+  char *buf, **fields;
+  int64_t *starts;
+  int *counts;
+  int64_t rows = dl_csv_split_text(lt_ctx(L), text, n, ',', &buf, &fields, &starts, &counts);
+  if (rows < 0) return lt_raise_plain(L);
+  /* as in _read_csv, only a Lua memory error while the tables are filled strands the buffers */
+  lua_createtable(L, rows > INT_MAX ? INT_MAX : (int)rows, 0);
+  for (int64_t r = 0; r < rows; r++) {
+    lua_createtable(L, counts[r], 0);
+    for (int k = 0; k < counts[r]; k++) {
+      lua_pushstring(L, fields[starts[r] + k]);
+      lua_rawseti(L, -2, k + 1);
+    }
+    lua_rawseti(L, -2, (lua_Integer)r + 1);
+  }
+  free(buf);
+  free(fields);
+  free(starts);
+  free(counts);
+  return 1;
 }
 
 /* _read_npy(path [, map]) -> the array of a .npy file (memory-mapped when map and the layout
@@ -531,6 +594,7 @@ static const luaL_Reg dataset_funcs[] = {
   {"_cache_load", dataset_cache_load},
   {"_cache_save", dataset_cache_save},
   {"_crc32", dataset_crc32},
+  {"_csv_rows", dataset_csv_rows},
   {"_ds_checksum", dataset_ds_checksum},
   {"_ds_column", dataset_ds_column},
   {"_ds_fields", dataset_ds_fields},

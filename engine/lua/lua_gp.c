@@ -199,7 +199,7 @@ static int gp_add(lua_State *L) {
   lua_settop(L, 4);
   int d = 0;
   double *x = read_vector(L, 2, "add", "x", &d);
-  if (d != dl_gp_dim(g)) luaL_error(L, "add: x has %d features, expected %d", d, dl_gp_dim(g));
+  if (d != dl_gp_dim(g)) lt_argerror(L, 2, "x has %d features, expected %d", d, dl_gp_dim(g));
   double y = luaL_checknumber(L, 3), noise = luaL_checknumber(L, 4);
   if (dl_gp_add(lt_ctx(L), g, x, y, noise) != 0) return lt_raise(L);
   return 0;

@@ -151,16 +151,16 @@ static int l_byte(lua_State *L) { return to_dtype(L, DL_U8, 1); }
 
 /* ------------------------------------------------------------ in place */
 
-static void check_inplace(lua_State *L, dl_tensor *t, const char *fn) {
+static void check_inplace(lua_State *L, dl_tensor *t) {
   if (t->requires_grad && lt_ctx(L)->grad_enabled)
-    luaL_error(L, "%s: in-place change of a tensor that requires grad (wrap it in dl.no_grad)", fn);
+    lt_argerror(L, 1, "in-place change of a tensor that requires grad (wrap it in dl.no_grad)");
 }
 
 static int l_fill_(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   lt_checkargs(L, 2);
   double v = luaL_checknumber(L, 2);
-  check_inplace(L, t, "fill_");
+  check_inplace(L, t);
   dl_fill_inplace(lt_ctx(L), t, v);
   lua_settop(L, 1);
   return 1;
@@ -169,7 +169,7 @@ static int l_fill_(lua_State *L) {
 static int l_zero_(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   lt_checkargs(L, 1);
-  check_inplace(L, t, "zero_");
+  check_inplace(L, t);
   dl_fill_inplace(lt_ctx(L), t, 0);
   lua_settop(L, 1);
   return 1;
@@ -178,7 +178,7 @@ static int l_zero_(lua_State *L) {
 static int l_copy_(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   lt_checkargs(L, 2);
-  check_inplace(L, t, "copy_");
+  check_inplace(L, t);
   dl_tensor *s = lt_coerce(L, 2, t->dtype);
   dl_ctx *ctx = lt_ctx(L);
   if (dl_numel(s) != dl_numel(t) || s->ndim != t->ndim ||
@@ -188,7 +188,7 @@ static int l_copy_(lua_State *L) {
       char a[128], b[128];
       dl_shape_str(t->shape, t->ndim, a, sizeof a);
       dl_shape_str(s->shape, s->ndim, b, sizeof b);
-      return luaL_error(L, "copy_: source shape %s cannot be broadcast to %s", b, a);
+      return lt_argerror(L, 2, "source shape %s cannot be broadcast to %s", b, a);
     }
     int rc = dl_copy_into(ctx, t, e);
     dl_tensor_release(e);
@@ -203,7 +203,7 @@ static int l_copy_(lua_State *L) {
 static int l_add_(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   lt_checkargs(L, 3);
-  check_inplace(L, t, "add_");
+  check_inplace(L, t);
   dl_tensor *s = lt_coerce(L, 2, t->dtype);
   double alpha = luaL_optnumber(L, 3, 1);
   if (dl_axpy_inplace(lt_ctx(L), t, alpha, s) < 0) return lt_raise(L);
@@ -301,18 +301,17 @@ static void shift_indices(dl_tensor *idx, int64_t by) {
 /* max()/min(): the value; max(dim [, keepdim]): values and 1-based indices;
  * max(other): the elementwise maximum */
 static int maxmin(lua_State *L, int min) {
-  const char *fn = min ? "min" : "max";
   dl_tensor *a = lt_check(L, 1);
   if (lt_test(L, 2)) return binary(L, min ? DL_MINIMUM : DL_MAXIMUM);
   dims_spec r;
   parse_dims(L, a, 0, &r);
   dl_ctx *ctx = lt_ctx(L);
   if (r.single < 0 || a->ndim == 0) {
-    if (dl_numel(a) == 0) return luaL_error(L, "%s: cannot reduce an empty tensor", fn);
+    if (dl_numel(a) == 0) return lt_argerror(L, 1, "cannot reduce an empty tensor");
     lt_newbox(L);
     return lt_finish(L, dl_reduce(ctx, min ? DL_RMIN : DL_RMAX, a, a->ndim ? r.mask : 0, r.keep, 0, NULL));
   }
-  if (a->shape[r.single] == 0) return luaL_error(L, "%s: cannot reduce over a dimension of size 0", fn);
+  if (a->shape[r.single] == 0) return lt_argerror(L, 2, "cannot reduce over a dimension of size 0");
   lt_newbox(L);
   lt_newbox(L);
   dl_tensor *idx = NULL;
@@ -328,13 +327,12 @@ static int l_max(lua_State *L) { return maxmin(L, 0); }
 static int l_min(lua_State *L) { return maxmin(L, 1); }
 
 static int argmaxmin(lua_State *L, int min) {
-  const char *fn = min ? "argmin" : "argmax";
   dl_tensor *a = lt_check(L, 1);
   dims_spec r;
   parse_dims(L, a, 0, &r);
-  if (dl_numel(a) == 0) return luaL_error(L, "%s: cannot reduce an empty tensor", fn);
+  if (dl_numel(a) == 0) return lt_argerror(L, 1, "cannot reduce an empty tensor");
   if (r.single >= 0 && a->ndim && a->shape[r.single] == 0)
-    return luaL_error(L, "%s: cannot reduce over a dimension of size 0", fn);
+    return lt_argerror(L, 2, "cannot reduce over a dimension of size 0");
   lt_newbox(L);
   dl_tensor *res = dl_argmax(lt_ctx(L), a, a->ndim ? r.single : -1, r.keep, min);
   if (res) shift_indices(res, 1);
@@ -347,8 +345,7 @@ static int l_argmin(lua_State *L) { return argmaxmin(L, 1); }
 static int softmax(lua_State *L, int log_) {
   dl_tensor *a = lt_check(L, 1);
   lt_checkargs(L, 2);
-  const char *fn = log_ ? "log_softmax" : "softmax";
-  if (a->ndim == 0) return luaL_error(L, "%s: expected at least a 1-d tensor", fn);
+  if (a->ndim == 0) return lt_argerror(L, 1, "expected at least a 1-d tensor");
   int d = lua_isnoneornil(L, 2) ? a->ndim - 1 : lt_checkdim(L, 2, a->ndim, 0);
   lt_newbox(L);
   return lt_finish(L, dl_softmax(lt_ctx(L), a, d, log_));
@@ -460,14 +457,14 @@ static int l_permute(lua_State *L) {
 static int l_narrow(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
   lt_checkargs(L, 4);
-  if (a->ndim == 0) return luaL_error(L, "narrow: cannot narrow a 0-d tensor");
+  if (a->ndim == 0) return lt_argerror(L, 1, "cannot narrow a 0-d tensor");
   int d = lt_checkdim(L, 2, a->ndim, 0);
   int64_t start = lt_checkinteger(L, 3, "start");
   int64_t len = lt_checkinteger(L, 4, "length");
   int64_t s0 = start < 0 ? a->shape[d] + start : start - 1;
   if (start == 0 || s0 < 0 || s0 > a->shape[d] || len < 0 || len > a->shape[d] - s0)
-    return luaL_error(L, "narrow: start %I and length %I out of range for dimension %d of size %I",
-                      (lua_Integer)start, (lua_Integer)len, d + 1, (lua_Integer)a->shape[d]);
+    return lt_argerror(L, 3, "start %I and length %I out of range for dimension %d of size %I",
+                       (lua_Integer)start, (lua_Integer)len, d + 1, (lua_Integer)a->shape[d]);
   lt_newbox(L);
   return lt_finish(L, dl_narrow(lt_ctx(L), a, d, s0, len));
 }
@@ -475,13 +472,13 @@ static int l_narrow(lua_State *L) {
 static int l_select(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
   lt_checkargs(L, 3);
-  if (a->ndim == 0) return luaL_error(L, "select: cannot select from a 0-d tensor");
+  if (a->ndim == 0) return lt_argerror(L, 1, "cannot select from a 0-d tensor");
   int d = lt_checkdim(L, 2, a->ndim, 0);
   int64_t i = lt_checkinteger(L, 3, "index");
   int64_t r = i < 0 ? a->shape[d] + i : i - 1;
   if (i == 0 || r < 0 || r >= a->shape[d])
-    return luaL_error(L, "select: index %I out of range for dimension %d of size %I", (lua_Integer)i, d + 1,
-                      (lua_Integer)a->shape[d]);
+    return lt_argerror(L, 3, "index %I out of range for dimension %d of size %I", (lua_Integer)i, d + 1,
+                       (lua_Integer)a->shape[d]);
   lt_newbox(L);
   return lt_finish(L, dl_select(lt_ctx(L), a, d, r));
 }
@@ -581,22 +578,20 @@ static int l_one_hot(lua_State *L) {
   const int64_t *p = dl_data(idx);
   for (int64_t k = 0; k < n; k++)
     if (p[k] >= classes)
-      return luaL_error(L, "one_hot: label %I out of range for %I classes", (lua_Integer)p[k] + 1,
-                        (lua_Integer)classes);
+      return lt_argerror(L, 1, "label %I out of range for %I classes", (lua_Integer)p[k] + 1, (lua_Integer)classes);
   lt_newbox(L);
   return lt_finish(L, dl_one_hot(lt_ctx(L), idx, classes));
 }
 
 /* cat({t1, t2, ...} [, dim]) and stack(...) */
 static int cat_stack(lua_State *L, int stack) {
-  const char *fn = stack ? "stack" : "cat";
   lt_checkargs(L, 2);
   lua_settop(L, 2);
   int n = 0;
   dl_tensor **ts = lt_check_tensor_list(L, 1, 100000, &n);   /* its snapshot anchors the tensors */
   if (n < 1) return lt_argerror(L, 1, "expected a non-empty list of tensors");
   int d = lua_isnil(L, 2) ? 0 : lt_checkdim(L, 2, ts[0]->ndim, stack ? 1 : 0);
-  if (!stack && ts[0]->ndim == 0) return luaL_error(L, "%s: cannot concatenate 0-d tensors (use stack)", fn);
+  if (!stack && ts[0]->ndim == 0) return lt_argerror(L, 1, "cannot concatenate 0-d tensors (use stack)");
   lt_newbox(L);
   return lt_finish(L, stack ? dl_stack(lt_ctx(L), n, ts, d) : dl_cat(lt_ctx(L), n, ts, d));
 }

@@ -188,7 +188,7 @@ static int tensor_item(lua_State *L) {
   if (dl_numel(t) != 1) {
     char s[128];
     dl_shape_str(t->shape, t->ndim, s, sizeof s);
-    return luaL_error(L, "item: tensor of shape %s has %d elements, expected exactly 1", s, (int)dl_numel(t));
+    return lt_argerror(L, 1, "tensor of shape %s has %I elements, expected exactly 1", s, (lua_Integer)dl_numel(t));
   }
   push_value(L, t, dl_get_flat(t, 0));
   return 1;

@@ -24,15 +24,7 @@ local model = nn.Sequential{
 }
 local ce = nn.CrossEntropy()
 local opt = optim.Adam{params = model:parameters(), lr = 1e-3}
-local nb = 60000 // batch
-local k = 0
-local function step()
-  local xb, yb = x:narrow(1, k * batch + 1, batch), y:narrow(1, k * batch + 1, batch)
-  k = (k + 1) % nb
-  opt:zero_grad()
-  ce(model(xb), yb):backward()
-  opt:step()
-end
+local step = window.train_step(model, ce, opt, x, y, batch)
 local med, lo, hi = window.run(step, {seconds = win, windows = nwin, per_step = batch, clock = clock})
 print(string.format('{"bench":"cnn","impl":"dlua","batch":%d,"threads":%d,"clock":"%s","ex_per_s_median":%.0f,"min":%.0f,"max":%.0f}',
   batch, threads, arg[5] or "wall", med, lo, hi))

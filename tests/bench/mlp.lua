@@ -17,15 +17,7 @@ dl.seed(0)
 local model = nn.Sequential{nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)}
 local ce = nn.CrossEntropy()
 local opt = optim.SGD{params = model:parameters(), lr = 0.01, momentum = 0.9, nesterov = true}
-local nb = 60000 // batch
-local k = 0
-local function step()
-  local xb, yb = x:narrow(1, k * batch + 1, batch), y:narrow(1, k * batch + 1, batch)
-  k = (k + 1) % nb
-  opt:zero_grad()
-  ce(model(xb), yb):backward()
-  opt:step()
-end
+local step = window.train_step(model, ce, opt, x, y, batch)
 local med, lo, hi = window.run(step, {seconds = win, windows = nwin, per_step = batch})
 print(string.format('{"bench":"mlp","impl":"dlua","batch":%d,"threads":%d,"ex_per_s_median":%.0f,"min":%.0f,"max":%.0f}',
   batch, threads, med, lo, hi))

@@ -55,15 +55,7 @@ local function macs()
 end
 local flops_ex = 2 * macs() * 3
 
-local nb = n // batch
-local k = 0
-local function step()
-  local xb, yb = x:narrow(1, k * batch + 1, batch), y:narrow(1, k * batch + 1, batch)
-  k = (k + 1) % nb
-  opt:zero_grad()
-  ce(model(xb), yb):backward()
-  opt:step()
-end
+local step = window.train_step(model, ce, opt, x, y, batch)
 local med, lo, hi = window.run(step, {seconds = win, windows = nwin, per_step = batch, min_steps = min_steps})
 print(string.format('{"bench":"resnet18","impl":"dlua","batch":%d,"threads":%d,"ex_per_s_median":%.1f,' ..
   '"min":%.1f,"max":%.1f,"windows":%d,"flops_per_example":%d,"gflops_median":%.2f}',

@@ -1,5 +1,5 @@
 -- tests/bench/window.lua -- the timing protocol the throughput benchmarks share (mlp.lua, cnn.lua,
--- resnet18.lua, batchnorm.lua, matmul.lua): one warm-up window, then `windows` timed windows, each
+-- resnet18.lua, batchnorm.lua, matmul.lua), and the training step they time (train_step): one warm-up window, then `windows` timed windows, each
 -- calling step() until it has lasted `seconds` AND done `min_steps` steps; a window's rate is its
 -- steps x per_step / its seconds. It is not a benchmark and prints nothing: each script keeps its own
 -- arguments and JSON line. tests/bench is not on the module path, so the scripts load it by file,
@@ -35,6 +35,21 @@ function M.run(step, opts)
   table.sort(r)
   local med = nwin % 2 == 1 and r[(nwin + 1) // 2] or (r[nwin // 2] + r[nwin // 2 + 1]) / 2
   return med, r[1], r[nwin]
+end
+
+--- train_step(model, loss, opt, x, y, batch) -> step(): each call is one training step
+-- (zero_grad, loss(model(xb), yb):backward(), opt:step()) on the next whole batch of the
+-- rows of x and y, in order, starting over after the last.
+-- @usage local med = window.run(window.train_step(model, nn.CrossEntropy(), opt, x, y, 256), {...})
+function M.train_step(model, loss, opt, x, y, batch)
+  local nb, k = x:size(1) // batch, 0
+  return function()
+    local xb, yb = x:narrow(1, k * batch + 1, batch), y:narrow(1, k * batch + 1, batch)
+    k = (k + 1) % nb
+    opt:zero_grad()
+    loss(model(xb), yb):backward()
+    opt:step()
+  end
 end
 
 return M

@@ -297,6 +297,48 @@ static void test_csv(void) {
   o.missing = 7;
   DL_CHECK(dl_csv_read(ctx, path, &o, &c) == 0 && ((double *)c.values->st->data)[1] == 7);
   dl_csv_free(&c);
+
+  /* a column of class names: 1-based positions in the sorted vocabulary */
+  const char *named = "w,kind\n1,dog\n2,\"ant\"\n3,dog\n4,cat\n";
+  write_file(path, named, strlen(named));
+  dl_csv_text kind = {"label", "kind", 0};
+  o = dl_csv_defaults();
+  o.ntext = 1;
+  o.text = &kind;
+  DL_CHECK(dl_csv_read(ctx, path, &o, &c) == 0);
+  if (c.values) {
+    const double *v = c.values->st->data;
+    DL_CHECK(c.ntext == 1 && c.text_col[0] == 1);
+    DL_CHECK(strcmp(c.vocab[0][0], "ant") == 0 && strcmp(c.vocab[0][1], "cat") == 0 &&
+             strcmp(c.vocab[0][2], "dog") == 0 && c.vocab[0][3] == NULL);
+    DL_CHECK(v[1] == 3 && v[3] == 1 && v[5] == 3 && v[7] == 2 && v[6] == 4);
+  }
+  dl_csv_free(&c);
+  dl_csv_text nope = {"label", NULL, 3};
+  o.text = &nope;
+  DL_CHECK(dl_csv_read(ctx, path, &o, &c) == -1 &&
+           strstr(ctx->err, "field 'label' names column '3', which") && strstr(ctx->err, "(columns: w, kind)"));
+  const char *empty = "w,kind\n1,\n";
+  write_file(path, empty, strlen(empty));
+  o.text = &kind;
+  DL_CHECK(dl_csv_read(ctx, path, &o, &c) == -1 && strstr(ctx->err, "line 2, column 'kind' (2): missing class name"));
+
+  /* text: quoted delimiters, newlines and quotes; CRLF; an empty line; no final newline */
+  const char *t = "a,\"b,\"\"c\"\"\nd\"\r\n\n,x";
+  char *buf, **f;
+  int64_t *st;
+  int *cn;
+  int64_t rows = dl_csv_split_text(ctx, t, strlen(t), ',', &buf, &f, &st, &cn);
+  DL_CHECK(rows == 3);
+  if (rows == 3) {
+    DL_CHECK(cn[0] == 2 && strcmp(f[st[0]], "a") == 0 && strcmp(f[st[0] + 1], "b,\"c\"\nd") == 0);
+    DL_CHECK(cn[1] == 1 && strcmp(f[st[1]], "") == 0);
+    DL_CHECK(cn[2] == 2 && strcmp(f[st[2]], "") == 0 && strcmp(f[st[2] + 1], "x") == 0);
+    free(buf);
+    free(f);
+    free(st);
+    free(cn);
+  }
 }
 
 static void test_idx_stream(void) {

@@ -1,12 +1,16 @@
-/* fuzz_csv.c -- libFuzzer harness for the CSV reader (dl_csv_read,
- * engine/io/csv.h).
+/* fuzz_csv.c -- libFuzzer harness for the CSV tokenizer (dl_csv_read and
+ * dl_csv_split_text, engine/io/csv.h).
  *
  * The first input byte picks the options, the rest is the file:
  *   bit 0 header, bit 1 has_missing, bits 2-3 the delimiter (, ; tab space),
- *   bit 4 gzip-compress the file first, bit 5 the missing value (NaN or -1).
+ *   bit 4 gzip-compress the file first, bit 5 the missing value (NaN or -1),
+ *   bit 6 column 1 holds class names (a text column).
  * Promises checked: a failure leaves a message and out untouched; a success
  * has ncols names, a float64 [rows, ncols] tensor whose values are all
- * readable, and integral flags that are 0 or 1. Seeds:
+ * readable, integral flags that are 0 or 1, and a text column's values are
+ * 1-based positions in its sorted, duplicate-free vocabulary. The rest of the
+ * input split as text (dl_csv_split_text) gives records whose fields all lie
+ * in its buffer. Seeds:
  * tests/fuzz/corpus/csv (gen_seeds.c), dictionary tests/fuzz/dict/csv.dict.
  */
 /* See LICENSE */
@@ -35,6 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   o.has_missing = (flags >> 1) & 1;
   o.delimiter = delims[(flags >> 2) & 3];
   o.missing = (flags & 32) ? -1.0 : (double)NAN;
+  dl_csv_text text = {"label", NULL, 1};
+  if (flags & 64) {
+    o.ntext = 1;
+    o.text = &text;
+  }
   const char *path;
   if (flags & 16) {
     size_t zn;
@@ -67,8 +76,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     double acc = 0;
     for (int64_t i = 0; i < n; i++) acc += v[i];
     (void)acc;
+    if (flags & 64) {
+      CHECK(c.ntext == 1 && c.text_col[0] == 0, "text column not resolved to column 1");
+      int64_t nv = 0;
+      for (char **w = c.vocab[0]; *w; w++, nv++)
+        CHECK(nv == 0 || strcmp(w[-1], w[0]) < 0, "vocabulary not sorted and unique");
+      for (int64_t r = 0; r < t->shape[0]; r++) {
+        double k = v[r * c.ncols];
+        CHECK(k >= 1 && k <= (double)nv && k == floor(k), "a class outside the vocabulary");
+      }
+    }
     dl_csv_free(&c);
     dl_csv_free(&c);   /* idempotent */
+  }
+  char *buf, **fields;
+  int64_t *starts;
+  int *counts;
+  int64_t rows = dl_csv_split_text(ctx, (const char *)data + 1, size - 1, o.delimiter, &buf, &fields, &starts, &counts);
+  if (rows >= 0) {
+    int64_t total = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      CHECK(counts[r] >= 1 && starts[r] == total, "records not laid end to end");
+      for (int k = 0; k < counts[r]; k++) {
+        const char *f = fields[starts[r] + k];
+        CHECK(f >= buf && f + strlen(f) <= buf + size - 1, "a field outside the buffer");
+      }
+      total += counts[r];
+    }
+    free(buf);
+    free(fields);
+    free(starts);
+    free(counts);
   }
   dl_ctx_free(ctx);
   return 0;

@@ -83,7 +83,7 @@ describe("take(n): the first n examples, for dry runs", function()
     assert.are.same({{1, 2}, {3, 4}, {5, 6}}, s:column("x"):totable())
     assert.are.same({5, 4, 3}, s:column("label"):totable())
     assert.are.equal(5, #ds:take(99))
-    assert.error_matches(function() ds:take(0) end, "take: count must be an integer >= 1, got 0")
+    assert.error_matches(function() ds:take(0) end, "take: count must be a positive integer, got 0")
   end)
 
   it("keeps a pipeline's stages over the first n examples and leaves its cache out", function()
@@ -148,6 +148,8 @@ describe("data.csv with class names", function()
       "csv: classes names 'y', which is not a field", nil, true)
     assert.error_matches(function() dl.data.csv{path = path, fields = spec, classes = {"label"}, zero_based = {"label"}} end,
       "csv: field 'label' is in both classes and zero_based (class indices start at 1)", nil, true)
+    assert.error_matches(function() dl.data.csv{path = path, fields = {label = "kind"}, classes = {"label"}} end,
+      "csv: field 'label' names column 'kind', which '" .. path .. "' does not have (columns: sl, sw, species)", nil, true)
     write(d .. "/m.csv", "a,c\n1,x\n2,\n")
     assert.error_matches(function() dl.data.csv{path = d .. "/m.csv", classes = {"c"}} end,
       "csv: '" .. d .. "/m.csv' line 3, column 'c' (2): missing class name", nil, true)

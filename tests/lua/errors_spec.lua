@@ -31,9 +31,26 @@ describe("dlua.tensor errors", function()
   it("checks indices", function()
     local t = dl.zeros(2, 3)
     assert.error_matches(function() return t[3] end, "index 3 out of range for dimension 1 of size 2")
-    assert.error_matches(function() return t:select(2, 4) end, "select: index 4 out of range")
-    assert.error_matches(function() return t:narrow(2, 2, 5) end, "narrow: start 2 and length 5 out of range")
-    assert.error_matches(function() return t:item() end, "item: tensor of shape %[2, 3%] has 6 elements")
+    assert.error_matches(function() return t:select(2, 4) end,
+      "bad argument #2 to 'select' (index 4 out of range for dimension 2 of size 3)", nil, true)
+    assert.error_matches(function() return dl.select(t, 2, 4) end, "bad argument #3 to 'select' (index 4", nil, true)
+    assert.error_matches(function() return t:narrow(2, 2, 5) end,
+      "bad argument #2 to 'narrow' (start 2 and length 5 out of range for dimension 2 of size 3)", nil, true)
+    assert.error_matches(function() return dl.tensor(3):narrow(1, 1, 1) end,
+      "calling 'narrow' on bad self (cannot narrow a 0-d tensor)", nil, true)
+    assert.error_matches(function() return dl.zeros(0):max() end, "calling 'max' on bad self (cannot reduce an empty tensor)",
+      nil, true)
+    assert.error_matches(function() return dl.zeros(2, 0):max(2) end,
+      "bad argument #1 to 'max' (cannot reduce over a dimension of size 0)", nil, true)
+    assert.error_matches(function() return dl.tensor(3):softmax() end,
+      "calling 'softmax' on bad self (expected at least a 1-d tensor)", nil, true)
+    assert.error_matches(function() return dl.cat({dl.tensor(1), dl.tensor(2)}) end,
+      "bad argument #1 to 'cat' (cannot concatenate 0-d tensors (use stack))", nil, true)
+    assert.error_matches(function() t:copy_(dl.zeros(4)) end,
+      "bad argument #1 to 'copy_' (source shape [4] cannot be broadcast to [2, 3])", nil, true)
+    assert.error_matches(function() dl.zeros(2):requires_grad(true):add_(1) end,
+      "calling 'add_' on bad self (in-place change of a tensor that requires grad (wrap it in dl.no_grad))", nil, true)
+    assert.error_matches(function() return t:item() end, "calling 'item' on bad self %(tensor of shape %[2, 3%] has 6 elements")
   end)
 
   it("checks sizes and options", function()
@@ -61,7 +78,7 @@ describe("dlua.tensor errors", function()
     assert.error_matches(function() t:index_select(1, {0 / 0}) end, "bad argument #2 to 'index_select' %(index %-?nan is not an integer%)")
     assert.error_matches(function() t:index_select(1, {1e300}) end, "out of range")
     assert.error_matches(function() t:index_select(1, {1.5}) end, "not an integer")
-    assert.error_matches(function() dl.one_hot(dl.tensor({1, 11}), 10) end, "one_hot: label 11 out of range for 10 classes")
+    assert.error_matches(function() dl.one_hot(dl.tensor({1, 11}), 10) end, "bad argument #1 to 'one_hot' (label 11 out of range for 10 classes)", nil, true)
     assert.error_matches(function() t:gather(2, dl.tensor({{5}}, {dtype = "int64"})) end, "gather: index 5 out of range")
   end)
 

@@ -293,7 +293,7 @@ describe("dl.study prune settings", function()
       {"{algorithm = \"asha\", min_steps = 30}", "prune.min_steps = 30 is not below the step budget 30: no rung"},
       {"{algorithm = \"asha\", min_steps = 5, reduction = 1}", "prune.reduction must be a number > 1, got 1"},
       {"{algorithm = \"median\", min_steps = 5}", "prune.min_steps belongs to asha, not median"},
-      {"{algorithm = \"median\", min_trials = 0}", "prune.min_trials must be an integer >= 1, got 0"},
+      {"{algorithm = \"median\", min_trials = 0}", "prune.min_trials must be a positive integer, got 0"},
     }
     for i, c in ipairs(cases) do
       study_file(dir, "p" .. i .. ".lua", "  name = \"p\", nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 2, " ..

@@ -180,6 +180,7 @@ local valid = {
   _cache_load = {args = function() return cache_path, "fp" end},
   _cache_save = {args = function() return cache_path, DS(), "fp" end},
   _crc32 = {args = function() return "abc" end},
+  _csv_rows = {args = function() return "a,b\n1,2\n" end},
   _fileio_append = {args = function() return dir .. "/append.txt", "x\n" end},
   _fileio_fail_from = {args = function() return 0 end},
   _fileio_fsync = {args = function() return dir end},

@@ -422,6 +422,14 @@ end
     end
     fs.rm_rf(dir)
   end)
+
+  it("reads back what it writes: quotes, commas, newlines and empty fields (the engine's CSV tokenizer)", function()
+    local values = {'say "hi"', "a,b", "two\nlines", "", " padded ", "crlf\r\nend"}
+    local text = dl.track.csv_row(values) .. "\r\n" .. "x,,y\n\n" .. "last"
+    assert.are.same({values, {"x", "", "y"}, {""}, {"last"}}, dl.track.parse_csv(text))
+    assert.are.same({}, dl.track.parse_csv(""))
+    assert.are.same({{"a", "b"}}, dl.track.parse_csv('"a"junk,b\n'))   -- after a closing quote, dropped
+  end)
 end)
 
 -- an experiment file for the CLI and kill/resume tests: slow enough to be killed mid-run
@@ -500,14 +508,19 @@ describe("dlua EXPERIMENT (the CLI)", function()
   it("rejects unknown flags, unknown hyperparameters and bad values, naming them", function()
     local out, rc = run("--stpes 3")
     assert.are.equal(1, rc)
-    assert.truthy(out:find("dlua: unknown flag '%-%-stpes' %(see %-%-help%)"), out)
+    assert.truthy(out:find("dlua: unknown flag '--stpes' (see --help); did you mean '--steps'?", 1, true), out)
     out, rc = run("--set widht=3")
-    assert.truthy(out:find("%-%-set: unknown hyperparameter 'widht' %(valid: batch_size, dropout, lr, steps, width%)"), out)
+    assert.truthy(out:find("--set: unknown hyperparameter 'widht' (valid: batch_size, dropout, lr, steps, width); " ..
+      "did you mean 'width'?", 1, true), out)
     assert.are.equal(1, rc)
     out = run("--set width=3.5")
     assert.truthy(out:find("%-%-set width: expected an integer, got '3.5'"), out)
     out = run("--steps -2")
     assert.truthy(out:find("%-%-steps: expected a positive integer, got '%-2'"), out)
+    out = run("--seed -1")
+    assert.truthy(out:find("--seed: expected a non-negative integer, got '-1'", 1, true), out)
+    out = run("--quiet=yes")
+    assert.truthy(out:find("--quiet takes no value", 1, true), out)
     out = run("--set lr")
     assert.truthy(out:find("%-%-set: expected key=value, got 'lr'"), out)
   end)

@@ -93,6 +93,26 @@ describe("dlua.util", function()
     assert.are.equal("g: unknown option 'b' (valid: a)", util.option_problem("g", {b = 1}, {"a"}))
   end)
 
+  it("checks integers with bounds in one wording, option tables and arguments alike", function()
+    local spec = {warmup = "integer>=0", n = "integer>=1", k = "integer>=-2"}
+    assert.truthy(util.check_options("f", {warmup = 0, n = 1, k = -2}, spec))
+    assert.error_matches(function() util.check_options("f", {warmup = -1}, spec) end,
+      "f: option 'warmup' must be a non-negative integer, got -1", nil, true)
+    assert.error_matches(function() util.check_options("f", {n = 2.0}, spec) end,
+      "f: option 'n' must be a positive integer, got 2.0", nil, true)
+    assert.error_matches(function() util.check_options("f", {k = "x"}, spec) end,
+      "f: option 'k' must be an integer >= -2, got string", nil, true)
+    assert.are.equal("an integer in [1, 3]", util.integer_words(1, 3))
+    assert.are.equal("an integer", util.integer_words())
+    local why, n = util.integer_problem(4.0, 1)
+    assert.is_nil(why)
+    assert.are.equal("integer", math.type(n))
+    assert.are.equal("must be a positive integer, got 0.5", (util.integer_problem(0.5, 1)))
+    assert.are.equal("must be an integer in [1, 3], got table", (util.integer_problem({}, 1, 3)))
+    assert.error_matches(function() util.check_integer("g", 2, 7, "count", 1, 3) end,
+      "bad argument #2 to 'g' (count must be an integer in [1, 3], got 7)", nil, true)
+  end)
+
   it("knows the machine", function()
     assert.is_true(math.type(util.cores()) == "integer" and util.cores() >= 1)
     assert.is_true(#util.hostname() > 0)

@@ -104,10 +104,8 @@ local function set_arg(path, args)
   arg = a
 end
 
--- runs the file at path as `dlua path args...` does: a script whose chunk returns an
--- experiment or a study is run by dlua.cli, one that returns neither must not be given
--- dlua's flags unless it reads arg (flags.check_unused); a file that cannot be loaded
--- is one line. The chunk runs through study.site.load_file, so a mistake in a study
+-- runs the file at path as `dlua path args...` does (what the chunk returns goes to
+-- dlua.cli.finish, as in dlua.c); a file that cannot be loaded is one line. The chunk runs through study.site.load_file, so a mistake in a study
 -- file names the file and line as it does for `dlua FILE`.
 local function run_file(path, args)
   local chunk, err = loadfile(path)
@@ -120,13 +118,10 @@ local function run_file(path, args)
   for _, a in ipairs(args) do if a:match("^%-%-.") then watched = true end end
   if watched then flags.watch_arg() end
   local res = site.load_file(path, table.unpack(args))
-  if type(res) == "table" and type(res._dlua_kind) == "string" then return cli.run(res, path) end
-  if watched then
-    local ok, msg = pcall(flags.check_unused, path)
-    if not ok then
-      io.stderr:write("dlua: ", tostring(msg), "\n")
-      os.exit(1)
-    end
+  local ok, msg = pcall(cli.finish, res, path)
+  if not ok then
+    io.stderr:write("dlua: ", tostring(msg), "\n")
+    os.exit(1)
   end
 end
 

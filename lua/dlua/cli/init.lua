@@ -85,6 +85,17 @@ function M.report_study(res)
   if not dok then io.stderr:write("dlua: warning: no diagnosis: ", tostring(derr), "\n") end
 end
 
+--- run_study(obj, args, script [, report]): a study's trials (over MPI ranks by
+-- dlua.study.ranks; alone, study:main with args), then its report and diagnosis unless
+-- report is false; after an interrupt it exits 130 / 143 (no report of half a study, the
+-- next run continues). Returns dl.study_results (nil for --help).
+function M.run_study(obj, args, script, report)
+  local res = ranks.run_study(obj, args, script)
+  if res and res.interrupted then os.exit(proc.exit_code(res.interrupted)) end
+  if report ~= false then M.report_study(res) end
+  return res
+end
+
 local run_checked
 
 --- Runs an experiment (or a study) returned by a script; exits non-zero on failure.
@@ -105,15 +116,19 @@ function M.run(obj, script)
   os.exit(1)
 end
 
+--- finish(res, script): what `dlua SCRIPT` does once the script's main chunk returned
+-- res, the one path for dlua.c and `dlua run` / the recipe commands: an experiment or
+-- a study is run (M.run); anything else must not have been given dlua's flags unless
+-- the script read arg (dlua.train.flags.check_unused raises a one-line usage error).
+function M.finish(res, script)
+  if type(res) == "table" and type(res._dlua_kind) == "string" then return M.run(res, script) end
+  flags.check_unused(script)
+end
+
 function run_checked(obj, script)
   local args = {}
   for i = 1, #(arg or {}) do args[i] = arg[i] end
-  if obj._dlua_kind == "study" then                  -- trials over ranks (alone: study:main), then the report
-    local res = ranks.run_study(obj, args, script)
-    if res and res.interrupted then os.exit(proc.exit_code(res.interrupted)) end   -- no report of half a study
-    M.report_study(res)
-    return res
-  end
+  if obj._dlua_kind == "study" then return M.run_study(obj, args, script) end
   local o = M.parse(args, obj.hparams)
   if o.help then print(M.help(obj, script)); return end
   if #o.positional > 0 then error(string.format("unexpected argument '%s' (see --help)", o.positional[1]), 0) end

@@ -25,12 +25,11 @@ end
 function M.is_int(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v)) end
 
 --- check_int(fname, what, v, lo [, level]) -> v as an integer; errors unless v is
--- a whole number >= lo.
+-- a whole number >= lo ("take: count must be a positive integer, got 0": util.integer_problem).
 function M.check_int(fname, what, v, lo, level)
-  if not M.is_int(v) or v < lo then
-    M.errorf((level or 2) + 1, "%s: %s must be an integer >= %d, got %s", fname, what, lo, tostring(v))
-  end
-  return math.tointeger(v)
+  local why, n = util.integer_problem(v, lo)
+  if why then M.errorf((level or 2) + 1, "%s: %s %s", fname, what, why) end
+  return n
 end
 
 return M

@@ -9,7 +9,6 @@ local core = require "dlua.core"
 local fs = require "dlua.util.fs"
 local check_mod = require "dlua.data.check"
 local dataset = require "dlua.data.dataset"
-local readers = require "dlua.data.readers"
 
 local M = {}
 
@@ -106,7 +105,7 @@ local function list_file(path, header, zero_based)
     ln = ln + 1
     line = line:gsub("\r$", "")
     if line:find("[^ \t]") and not (header and ln == 1) then
-      local fs_ = readers.split_line(line, ",")
+      local fs_ = core._csv_rows(line)[1] or {}     -- the engine's CSV tokenizer, one line at a time
       if #fs_ ~= 2 then errorf(3, "images: '%s' line %d has %d fields, expected 2 (path,label)", path, ln, #fs_) end
       local p, l = fs_[1], math.tointeger(tonumber(fs_[2]))
       local ok, why = fs.inside(root, p)

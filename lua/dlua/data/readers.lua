@@ -1,12 +1,12 @@
 --- dlua.data.readers: datasets from files: IDX / IDX.gz pairs (the MNIST
 -- family), Fashion-MNIST from its usual directory, CSV tables (numbers, and
 -- class names turned into 1-based classes), and
--- Fashion-MNIST as in-memory tensors. The engine reads and checks the files;
+-- Fashion-MNIST as in-memory tensors. The engine reads and checks the files
+-- (CSV: engine/io/csv.c, gzip through zlib, class names included);
 -- these functions check their options and name the files in their errors.
 local core = require "dlua.core"
 local check_mod = require "dlua.data.check"
 local dataset = require "dlua.data.dataset"
-local util = require "dlua.util"
 
 local M = {}
 
@@ -71,59 +71,7 @@ function M.fashion_mnist(opts)
   return fm
 end
 
---- split_line(line, delim) -> fields: one CSV line split as the engine's reader
--- splits it: blanks before a field and after it dropped, "..." quoted ("" is a quote).
--- (Shared with data.images' list files.)
-local function split_line(line, delim)
-  local out, i, n = {}, 1, #line
-  while true do
-    i = line:find("[^ \t]", i) or n + 1
-    local f
-    if line:sub(i, i) == '"' then
-      local buf, j = {}, i + 1
-      while j <= n do
-        local c = line:sub(j, j)
-        if c == '"' and line:sub(j + 1, j + 1) == '"' then buf[#buf + 1] = '"'; j = j + 2
-        elseif c == '"' then j = j + 1; break
-        else buf[#buf + 1] = c; j = j + 1 end
-      end
-      f = table.concat(buf)
-      i = line:find(delim, j, true) or n + 1
-    else
-      local e = line:find(delim, i, true)
-      f = line:sub(i, (e or n + 1) - 1)
-      i = e or n + 1
-    end
-    out[#out + 1] = f:gsub("[ \t]+$", "")
-    if i > n then return out end
-    i = i + 1
-  end
-end
-
-M.split_line = split_line
-
--- The lines of a plain or gzip-compressed text file.
-local function read_lines(path)
-  local f, err = io.open(path, "rb")
-  if not f then errorf(5, "csv: cannot open '%s': %s", path, (tostring(err):gsub("^[^:]*: ", ""))) end
-  local text
-  if f:read(2) == "\31\139" then
-    f:close()
-    local p = io.popen("gzip -dc -- " .. util.shell_quote(path) .. " 2>/dev/null")
-    text = p:read("a")
-    if not p:close() then errorf(5, "csv: '%s': decompression failed", path) end
-  else
-    f:seek("set", 0)
-    text = f:read("a")
-    f:close()
-  end
-  local lines = {}
-  for l in (text .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = (l:gsub("\r$", "")) end
-  if lines[#lines] == "" then lines[#lines] = nil end
-  return lines
-end
-
--- opts.classes checked: {{field =, column = name or number}, ...}
+-- opts.classes checked: {field = column name or number} (the engine's text columns)
 local function class_columns(opts)
   local cl = opts.classes
   if type(cl) ~= "table" then errorf(3, "csv: classes must be a list of field names, got %s", type(cl)) end
@@ -140,70 +88,9 @@ local function class_columns(opts)
     elseif opts.header == false then
       c = math.tointeger(tonumber(f)) or f
     end
-    out[#out + 1] = {field = f, column = c}
+    out[f] = c
   end
   return out
-end
-
--- Reads path, replaces the class columns' names by their 1-based positions in
--- the sorted vocabulary, writes the result to a temporary file (the same lines,
--- so the engine's errors name the right line). -> {field = vocab}, tmp path
-local function with_class_indices(path, ro, class_cols)
-  local delim = ro.delimiter or ","
-  local lines = read_lines(path)
-  local first = 1
-  while lines[first] and not lines[first]:find("[^ \t]") do first = first + 1 end
-  local header = lines[first] and split_line(lines[first], delim) or {}
-  local colnames = {}
-  for i, h in ipairs(header) do colnames[i] = ro.header and h or tostring(i) end
-  local idx = {}
-  for k, cc in ipairs(class_cols) do
-    local i = math.type(cc.column) == "integer" and cc.column or nil
-    if not i then for j, h in ipairs(colnames) do if h == cc.column then i = j end end end
-    if not i or i < 1 or i > #colnames then
-      errorf(4, "csv: field '%s' names column '%s', which '%s' does not have (columns: %s)", cc.field,
-        tostring(cc.column), path, table.concat(colnames, ", "))
-    end
-    idx[k] = i
-  end
-  local rows, seen = {}, {}
-  for k = 1, #class_cols do seen[k] = {} end
-  for ln = ro.header and first + 1 or first, #lines do
-    if lines[ln]:find("[^ \t]") then
-      local fs = split_line(lines[ln], delim)
-      if #fs == #colnames then
-        for k, i in ipairs(idx) do
-          if fs[i] == "" then
-            errorf(4, "csv: '%s' line %d, column '%s' (%d): missing class name", path, ln, colnames[i], i)
-          end
-          seen[k][fs[i]] = true
-        end
-        rows[ln] = fs
-      end
-    end
-  end
-  local vocab, pos = {}, {}
-  for k, cc in ipairs(class_cols) do
-    local v = util.sorted_keys(seen[k])
-    vocab[cc.field], pos[k] = v, {}
-    for j, name in ipairs(v) do pos[k][name] = j end
-  end
-  local out = {}
-  for ln, l in ipairs(lines) do
-    local fs = rows[ln]
-    if fs then
-      for k, i in ipairs(idx) do fs[i] = tostring(pos[k][fs[i]]) end
-      for j, f in ipairs(fs) do fs[j] = '"' .. f:gsub('"', '""') .. '"' end
-      out[ln] = table.concat(fs, delim)
-    else
-      out[ln] = l
-    end
-  end
-  local tmp = os.tmpname()
-  local f = assert(io.open(tmp, "wb"))
-  f:write(table.concat(out, "\n"), "\n")
-  f:close()
-  return vocab, tmp
 end
 
 -- The engine's "'setosa' is not a number" with how to read a column of class names.
@@ -242,20 +129,9 @@ function M.csv(opts)
   end
   if opts.missing ~= nil and type(opts.missing) ~= "number" then errorf(2, "csv: missing must be a number") end
   local read_opts = {header = opts.header ~= false, delimiter = opts.delimiter, missing = opts.missing}
-  local vocab, names, integral, values, problems = {}, nil, nil, nil, nil
-  if opts.classes ~= nil then
-    local class_cols = class_columns(opts)
-    local tmp
-    vocab, tmp = with_class_indices(opts.path, read_opts, class_cols)
-    local ok, a, b, c, d = pcall(core._read_csv, tmp, read_opts)
-    os.remove(tmp)
-    if not ok then error((tostring(a):gsub(tmp:gsub("%p", "%%%0"), (opts.path:gsub("%%", "%%%%")))), 2) end
-    names, integral, values, problems = a, b, c, d
-  else
-    local ok, a, b, c, d = pcall(core._read_csv, opts.path, read_opts)
-    if not ok then error(not_a_number_hint(a, opts), 2) end
-    names, integral, values, problems = a, b, c, d
-  end
+  if opts.classes ~= nil then read_opts.text = class_columns(opts) end
+  local ok, names, integral, values, problems, vocab = pcall(core._read_csv, opts.path, read_opts)
+  if not ok then error(not_a_number_hint(names, opts), 2) end
   local col = {}
   for i, n in ipairs(names) do col[n] = i end
   local function column(f, c)

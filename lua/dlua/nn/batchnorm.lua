@@ -5,6 +5,7 @@
 -- synchronisation of the moving averages across replicas (and, through the
 -- hook BatchNorm.set_rank_mean installs, across ranks). See docs/batchnorm.md.
 local core = require "dlua.core"
+local util = require "dlua.util"
 local module = require "dlua.nn.module"
 
 local BatchNorm = module.Module:extend("BatchNorm", {init = {"number", "table?"}})
@@ -12,10 +13,9 @@ local BatchNorm = module.Module:extend("BatchNorm", {init = {"number", "table?"}
 local function shape_str(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
 
 local function positive_int(what, v)
-  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) or v < 1 then
-    error(string.format("BatchNorm: %s must be a positive integer, got %s", what, tostring(v)), 4)
-  end
-  return math.tointeger(v)
+  local why, n = util.integer_problem(v, 1)
+  if why then error(string.format("BatchNorm: %s %s", what, why), 4) end
+  return n
 end
 
 --- nn.BatchNorm(C [, {virtual_batch = false, sync = false, momentum = 0.1, eps = 1e-5,

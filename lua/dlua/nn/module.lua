@@ -35,10 +35,9 @@ local options = M.options
 --- check_size(name, what, v) -> v as an integer; an error at the constructor's
 -- caller unless v is a positive whole number.
 function M.check_size(name, what, v)
-  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) or v < 1 then
-    error(string.format("%s: %s must be a positive integer, got %s", name, what, tostring(v)), 3)
-  end
-  return math.tointeger(v)
+  local why, n = util.integer_problem(v, 1)
+  if why then error(string.format("%s: %s %s", name, what, why), 3) end
+  return n
 end
 
 -------------------------------------------------------------------- Module

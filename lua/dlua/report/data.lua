@@ -10,10 +10,11 @@
 -- dots at one step) and per trial a y array aligned with it (null where the
 -- trial has no value). lo and hi are the robust y-range (dlua.report.stats:
 -- one diverging trial does not flatten the others); clipped lists the trials
--- that leave it. Values are written exactly (the shortest of %.15g / %.17g
--- that reads back the same), so a tooltip shows what metrics.jsonl holds.
+-- that leave it. Values are written exactly (dlua.util.json: the shortest of
+-- %.15g / %.17g that reads back the same), so a tooltip shows what metrics.jsonl holds.
 local A = require "dlua.report.analysis"
 local svg = require "dlua.report.svg"
+local json = require "dlua.util.json"
 
 local M = {}
 
@@ -21,66 +22,11 @@ local PALETTE = svg.PALETTE
 
 --------------------------------------------------------------------- encoding
 
-local lengths = setmetatable({}, {__mode = "k"})
-
 --- Marks t as an array of n entries (nil entries are written as null).
-function M.list(t, n)
-  lengths[t] = n or #t
-  return t
-end
-
-local function number(v)
-  if math.type(v) == "integer" then return string.format("%d", v) end
-  if v ~= v or v == math.huge or v == -math.huge then return "null" end
-  local s = string.format("%.15g", v)
-  if tonumber(s) ~= v then s = string.format("%.17g", v) end
-  return s
-end
-
-local escapes = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t'}
-
-local function str(s)
-  s = s:gsub('[%c"\\]', function(c) return escapes[c] or string.format("\\u%04x", c:byte()) end)
-  return '"' .. s:gsub("</", "<\\/") .. '"'        -- never closes the <script> it is written in
-end
-
-local function encode(v, o)
-  local ty = type(v)
-  if v == nil then o[#o + 1] = "null"
-  elseif ty == "boolean" then o[#o + 1] = tostring(v)
-  elseif ty == "number" then o[#o + 1] = number(v)
-  elseif ty == "string" then o[#o + 1] = str(v)
-  elseif ty == "table" then
-    local n = lengths[v] or (v[1] ~= nil and #v) or nil
-    if n then
-      o[#o + 1] = "["
-      for i = 1, n do
-        if i > 1 then o[#o + 1] = "," end
-        encode(v[i], o)
-      end
-      o[#o + 1] = "]"
-    else
-      o[#o + 1] = "{"
-      local first = true
-      for _, k in ipairs(A.sorted_keys(v)) do
-        if not first then o[#o + 1] = "," end
-        first = false
-        o[#o + 1] = str(tostring(k)) .. ":"
-        encode(v[k], o)
-      end
-      o[#o + 1] = "}"
-    end
-  else
-    error("dlua.report.data: cannot encode a " .. ty, 2)
-  end
-end
+function M.list(t, n) return json.array(t, n or #t) end
 
 --- The JavaScript literal of v (JSON, safe inside a <script> element).
-function M.encode(v)
-  local o = {}
-  encode(v, o)
-  return table.concat(o)
-end
+function M.encode(v) return json.encode(v, {script = true}) end
 
 ------------------------------------------------------------------------ model
 

@@ -66,11 +66,7 @@ local function ids_of(trials)
   return out
 end
 
-local function fv(v)
-  if type(v) ~= "number" then return tostring(v) end
-  if math.type(v) == "integer" then return tostring(v) end
-  return string.format("%.4g", v)
-end
+local fv = util.fmt4
 
 local function hpv(v) return type(v) == "number" and fv(v) or tostring(v) end
 

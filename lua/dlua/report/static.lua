@@ -29,11 +29,7 @@ local esc, fmtn, PALETTE = svg.escape, svg.format_number, svg.PALETTE
 
 local function slug(s) return (tostring(s):gsub("[^%w]+", "-"):gsub("^%-+", ""):gsub("%-+$", "")) end
 
-local function fv(v)
-  if type(v) ~= "number" then return v == nil and "" or tostring(v) end
-  if math.type(v) == "integer" then return tostring(v) end
-  return string.format("%.4g", v)
-end
+local function fv(v) return v == nil and "" or util.fmt4(v) end
 
 local CSS = [[
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1400px}

@@ -4,11 +4,12 @@
 -- dimension's sampling scale, robust y-ranges for many curves, a model-free
 -- hyperparameter importance and the Pareto front of two objectives.
 -- dlua.report.analysis re-exports every function (A.quantile, A.importance, ...).
+local util = require "dlua.util"
 local search = require "dlua.search"
 
 local M = {}
 
-local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+local finite = util.finite
 M.finite = finite
 
 --- Is a better than b under mode (b == nil: any finite a is better)?

@@ -17,6 +17,8 @@
 -- so a browser test can count what was drawn, and a <title> child where a
 -- tooltip helps. Nothing here reads files or knows about runs: dlua.report
 -- decides what to plot.
+local util = require "dlua.util"
+
 local M = {}
 
 local PALETTE = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -30,7 +32,7 @@ function M.escape(s)
 end
 local esc = M.escape
 
-local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+local finite = util.finite
 M.finite = finite
 
 local function num(v) return string.format("%.2f", v):gsub("%.?0+$", "") end

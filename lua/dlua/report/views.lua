@@ -13,16 +13,13 @@
 --   local figs = views.history(d)   -- {"<figure ...>"} or {}
 local A = require "dlua.report.analysis"
 local svg = require "dlua.report.svg"
+local util = require "dlua.util"
 
 local M = {}
 
 local esc, fmtn, PALETTE = svg.escape, svg.format_number, svg.PALETTE
 
-local function fv(v)
-  if type(v) ~= "number" then return v == nil and "" or tostring(v) end
-  if math.type(v) == "integer" then return tostring(v) end
-  return string.format("%.4g", v)
-end
+local function fv(v) return v == nil and "" or util.fmt4(v) end
 
 --- The optimisation history: {figure} (empty without a feasible trial).
 function M.history(d)

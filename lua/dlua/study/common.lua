@@ -1,7 +1,7 @@
 --- dlua.study.common: the small helpers the study modules share: values as
 -- --set text, names safe for directories, "better" by mode, the default mode of
 -- a metric, absolute paths and warnings on stderr.
-local lfs = require "lfs"
+local fs = require "dlua.util.fs"
 
 local M = {}
 
@@ -35,11 +35,8 @@ function M.default_mode(metric)
   if metric:match("accuracy$") or metric:match("top%d+$") then return "max" end
 end
 
---- p made absolute against the current directory.
-function M.abspath(p)
-  if p:sub(1, 1) == "/" then return p end
-  return lfs.currentdir() .. "/" .. p
-end
+--- p made absolute against the current directory (dlua.util.fs.abspath).
+M.abspath = fs.abspath
 
 --- Is v a number, a string or a boolean?
 function M.scalar(v) local t = type(v); return t == "number" or t == "string" or t == "boolean" end

@@ -31,7 +31,6 @@ local rng = require "dlua.search.rng"
 local optim = require "dlua.optim"
 local util = require "dlua.util"
 local blame = require "dlua.util.blame"
-local lfs = require "lfs"
 
 local M = {}
 
@@ -147,11 +146,6 @@ function M.variant(base, spec)
   return v
 end
 
-local function abspath(p)
-  if p:sub(1, 1) == "/" then return p end
-  return lfs.currentdir() .. "/" .. p
-end
-
 --- Writes an experiment file at path that is probe.variant(base, spec); returns path.
 function M.write_variant(path, base, spec)
   M.variant(base, spec)                               -- check it builds as an experiment first
@@ -162,7 +156,7 @@ function M.write_variant(path, base, spec)
 local probe = require "dlua.study.probe"
 local json = require "dlua.util.json"
 return probe.variant(%q, json.decode(%q))
-]=], base, json.encode(spec), abspath(base), json.encode(spec))
+]=], base, json.encode(spec), fs.abspath(base), json.encode(spec))
   local old = fs.read(path)
   if old ~= text then fs.write_atomic(path, text) end
   return path
@@ -393,7 +387,7 @@ function M.batch_size_sweep(spec)
 end
 
 local function mib(b) return b and string.format("%.1f MiB", b / 2 ^ 20) or "-" end
-local function probe_fmt(v) return math.type(v) == "integer" and tostring(v) or string.format("%.4g", v) end
+local probe_fmt = util.fmt4
 
 --- The sweep as a printed table with its stop reason and recommendation.
 function M.format_sweep(res)
@@ -449,20 +443,11 @@ end
 -- returned; --set is checked against its hyperparameters. Returns o, exp.
 function M.recipe_args(args, extra, opts)
   opts = opts or {}
-  -- the experiment first (the positional argument), to type --set values by its defaults
-  local takes = {}
-  for _, f in ipairs(flags.FLAGS) do takes[f[1]] = f[2] ~= nil end
-  for _, e in ipairs(extra or {}) do takes[e] = true end
-  local positional, help = {}, false
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    if a == "--help" then help = true
-    elseif a:sub(1, 2) ~= "--" then positional[#positional + 1] = a
-    elseif takes[a] then i = i + 1 end
-    i = i + 1
-  end
-  if help then return {help = true, set = {}, extra = {}, positional = positional} end
+  -- the experiment first (the positional argument), to type --set values by its defaults:
+  -- the flags are read twice by the one parser, the second time with the experiment
+  local pre = flags.parse_flags(args, flags.flag_list(extra))
+  local positional = pre.positional
+  if pre.help then return {help = true, set = {}, extra = {}, positional = positional} end
   local path = positional[1] or opts.default_experiment or "examples/fashion_mnist.lua"
   if #positional > 1 then error(string.format("unexpected argument '%s' (see --help)", positional[2]), 0) end
   local exp = experiment.load(path)
@@ -514,11 +499,7 @@ function M.bytes(flag, s)
 end
 
 --- A number in 4 significant digits (integers as they are).
-function M.fmt(v)
-  if math.type(v) == "integer" then return tostring(v) end
-  if type(v) ~= "number" then return tostring(v) end
-  return string.format("%.4g", v)
-end
+M.fmt = util.fmt4
 
 --- Copies the cli's --set overrides and adds more.
 function M.overrides(o, more)

@@ -67,10 +67,9 @@ function M.check(p, study, fail, warn)
   local function int(key, min, default)
     local v = p[key]
     if v == nil then return default end
-    if math.type(v) ~= "integer" or v < min then
-      fail(string.format("dl.study: prune.%s must be an integer >= %d, got %s", key, min, tostring(v)))
-    end
-    return v
+    local why, n = util.integer_problem(v, min)
+    if why then fail(string.format("dl.study: prune.%s %s", key, why)) end
+    return n
   end
   local out = {algorithm = alg}
   if alg == "median" then

@@ -290,7 +290,7 @@ local function short_hp(t)
   local parts = {}
   for _, k in ipairs(sorted_keys(t.nuisance or {})) do
     local v = t.nuisance[k]
-    parts[#parts + 1] = k .. "=" .. (math.type(v) == "float" and string.format("%.4g", v) or tostring(v))
+    parts[#parts + 1] = k .. "=" .. util.fmt4(v)
   end
   if t.kind == "seed" or (t.hp and t.hp.seed) then parts[#parts + 1] = "seed=" .. tostring(t.hp.seed) end
   return table.concat(parts, " ")

@@ -6,6 +6,7 @@ local util = require "dlua.util"
 local proc = require "dlua.util.proc"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
+local flags = require "dlua.train.flags"
 local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
 local launch = require "dlua.study.launch"
@@ -101,68 +102,21 @@ function M.run(self, opts)
   return res
 end
 
-local STUDY_FLAGS = {
+M.STUDY_FLAGS = {
   {"--out", "DIR", "runs root (default runs): the study writes DIR/<name>/ and a row in DIR/studies.csv"},
-  {"--trials", "N", "trials per scientific value (overrides the study's)"},
-  {"--parallel", "P", "trials at a time (alias --jobs)"},
-  {"--jobs", "P", "trials at a time"},
-  {"--steps", "N", "the step budget of every trial"},
-  {"--threads", "N", "compute threads per trial (default: cores / parallel)"},
-  {"--count", "N", "run at most N trials, then report"},
-  {"--lease", "S", "seconds a claimed trial stays reserved without renewal (default 60)"},
+  {"--trials", "N", "trials per scientific value (overrides the study's)", int = 1},
+  {"--parallel", "P", "trials at a time (alias --jobs)", int = 1},
+  {"--jobs", "P", "trials at a time", int = 1},
+  {"--steps", "N", "the step budget of every trial", int = 1},
+  {"--threads", "N", "compute threads per trial (default: cores / parallel)", int = 1},
+  {"--count", "N", "run at most N trials, then report", int = 0},
+  {"--lease", "S", "seconds a claimed trial stays reserved without renewal (default 60)", int = 1},
   {"--create", nil, "write the study directory and exit (then run it with dlua agent DIR)"},
   {"--no-check", nil, "skip the one-step dry run that checks the objective before the first trial"},
   {"--resume", nil, "accepted for symmetry: a study always skips finished trials and resumes unfinished ones"},
   {"--quiet", nil, "no progress lines"},
   {"--help", nil, "describe the study and the flags"},
 }
-
-local function parse_flags(args, flags, usage)
-  local o = {positional = {}}
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    local name, inline = a:match("^(%-%-[%w%-]+)=(.*)$")
-    name = name or a
-    if a:sub(1, 2) ~= "--" then
-      o.positional[#o.positional + 1] = a
-    else
-      local spec
-      for _, f in ipairs(flags) do if f[1] == name then spec = f end end
-      if not spec then error(string.format("unknown flag '%s' (%s)", a, usage), 0) end
-      local key = name:sub(3):gsub("%-", "_")
-      if spec[2] then
-        local v = inline
-        if v == nil then
-          i = i + 1
-          v = args[i]
-          if v == nil then error(string.format("%s: missing value", name), 0) end
-        end
-        if spec[2] == "N" or spec[2] == "P" or spec[2] == "S" then
-          local n = math.tointeger(tonumber(v))
-          if not n or n < (key == "count" and 0 or 1) then
-            error(string.format("%s: expected a positive integer, got '%s'", name, v), 0)
-          end
-          v = n
-        end
-        o[key] = v
-      else
-        if inline then error(string.format("%s takes no value", name), 0) end
-        o[key] = true
-      end
-    end
-    i = i + 1
-  end
-  return o
-end
-
-local function flags_help(flags)
-  local lines = {}
-  for _, f in ipairs(flags) do
-    lines[#lines + 1] = string.format("  %-18s %s", f[1] .. (f[2] and " " .. f[2] or ""), f[3])
-  end
-  return table.concat(lines, "\n")
-end
 
 function M.help(self, script)
   local lines = {string.format("%s: study %s", script, self.name)}
@@ -181,7 +135,7 @@ function M.help(self, script)
     self.algorithm, self.seed, table.concat(objs, ", "))
   lines[#lines + 1] = ""
   lines[#lines + 1] = "flags:"
-  lines[#lines + 1] = flags_help(STUDY_FLAGS)
+  lines[#lines + 1] = flags.flags_help(M.STUDY_FLAGS)
   return table.concat(lines, "\n")
 end
 
@@ -191,7 +145,7 @@ end
 -- ranks). The report and the diagnosis are the caller's (dlua.cli: they sit above).
 function M.main(self, args, script, hooks)
   hooks = hooks or {}
-  local o = parse_flags(args, STUDY_FLAGS, "see --help")
+  local o = flags.parse_flags(args, M.STUDY_FLAGS)
   if o.help then print(M.help(self, script)); return end
   if #o.positional > 0 then error(string.format("unexpected argument '%s' (see --help)", o.positional[1]), 0) end
   if script and not self.script then
@@ -229,10 +183,10 @@ function M.failure_summary(res)
 end
 
 local AGENT_FLAGS = {
-  {"--count", "N", "run at most N trials (default: until none is left)"},
-  {"--jobs", "P", "trials at a time (default 1)"},
-  {"--threads", "N", "compute threads per trial (default: cores / jobs)"},
-  {"--lease", "S", "seconds a claimed trial stays reserved without renewal (default 60)"},
+  {"--count", "N", "run at most N trials (default: until none is left)", int = 0},
+  {"--jobs", "P", "trials at a time (default 1)", int = 1},
+  {"--threads", "N", "compute threads per trial (default: cores / jobs)", int = 1},
+  {"--lease", "S", "seconds a claimed trial stays reserved without renewal (default 60)", int = 1},
   {"--quiet", nil, "no progress lines"},
   {"--help", nil, "this text"},
 }
@@ -240,10 +194,10 @@ local AGENT_FLAGS = {
 --- `dlua agent STUDY_DIR [--count N] [--jobs P] [--lease S] [--threads N] [--quiet]`
 function M.agent_main(args, opts)
   opts = opts or {}
-  local o = parse_flags(args, AGENT_FLAGS, "see dlua agent --help")
+  local o = flags.parse_flags(args, AGENT_FLAGS, "see dlua agent --help")
   if o.help or #o.positional ~= 1 then
     print("usage: dlua agent STUDY_DIR [flags]\nclaims and runs trials of the study in STUDY_DIR (written by " ..
-      "dlua STUDYFILE or --create), sharing it with other agents\n\nflags:\n" .. flags_help(AGENT_FLAGS))
+      "dlua STUDYFILE or --create), sharing it with other agents\n\nflags:\n" .. flags.flags_help(AGENT_FLAGS))
     if not o.help then os.exit(1) end
     return
   end

@@ -16,29 +16,103 @@ local M = {}
 
 M.FLAGS = {
   {"--out", "DIR", "run directory (default runs/<name>)"},
-  {"--steps", "N", "training steps (overrides hp.steps)"},
-  {"--set", "KEY=VALUE", "override a hyperparameter (repeatable)"},
+  {"--steps", "N", "training steps (overrides hp.steps)", int = 1},
+  {"--set", "KEY=VALUE", "override a hyperparameter (repeatable)", many = true},
   {"--resume", nil, "continue from the latest valid checkpoint in the run directory"},
-  {"--seed", "N", "the seed (init_seed = seed, data_seed = seed + 1000 unless set)"},
-  {"--threads", "N", "compute threads (default: all cores)"},
+  {"--seed", "N", "the seed (init_seed = seed, data_seed = seed + 1000 unless set)", int = 0},
+  {"--threads", "N", "compute threads (default: all cores)", int = 1},
   {"--trace", "FILE", "write a Chrome trace-event file of the run"},
   {"--quiet", nil, "no progress output"},
   {"--objective", "METRIC[:MODE]", "the metric that ranks the checkpoints (a study passes its objective)"},
   {"--no-track", nil, "no row in the tracking spreadsheet (study trials: the study writes its own)"},
-  {"--check-determinism", "N", "run N steps twice from the same state and compare the parameters"},
+  {"--check-determinism", "N", "run N steps twice from the same state and compare the parameters", int = 1},
   {"--prune", "FILE", "judge a study's pruning rule at each eval (FILE: written by the study's agent)"},
   {"--help", nil, "list the hyperparameters and flags"},
 }
 
-local function flag_takes_value(name)
-  for _, f in ipairs(M.FLAGS) do if f[1] == name then return f[2] ~= nil, true end end
-  return false, false
+local function flag_entry(list, name)
+  for _, f in ipairs(list) do if f[1] == name then return f end end
 end
 
-local function positive_int(flag, v)
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 1 then error(string.format("%s: expected a positive integer, got '%s'", flag, tostring(v)), 0) end
-  return n
+local function flag_takes_value(name)
+  local f = flag_entry(M.FLAGS, name)
+  return f ~= nil and f[2] ~= nil, f ~= nil
+end
+
+local function flag_names(list)
+  local names = {}
+  for i, f in ipairs(list) do names[i] = f[1] end
+  return names
+end
+
+--- parse_flags(args, list [, usage]) -> o: the one command-line parser (experiments,
+-- studies, agents, recipes). list holds {"--name", METAVAR or nil, help [, int = min]
+-- [, many = true]}: a flag with a METAVAR takes a value (`--name v` or `--name=v`; a
+-- value is never the next flag), one without is a switch (true). int = min reads
+-- an integer >= min (int = true: any integer); many collects every value in a list. o.key (name without
+-- "--", "-" as "_") holds each flag given, o.positional the other arguments and
+-- o.given the flags in order as {name, args = the strings they took}. An unknown
+-- flag is an error naming the nearest one:
+--   unknown flag '--stpes' (see --help); did you mean '--steps'?
+function M.parse_flags(args, list, usage)
+  local o = {positional = {}, given = {}}
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    local name, inline = a:match("^(%-%-[%w%-]+)=(.*)$")
+    name = name or a
+    if a:sub(1, 2) ~= "--" then
+      o.positional[#o.positional + 1] = a
+    else
+      local f = flag_entry(list, name)
+      if not f then
+        local near = util.nearest(name, flag_names(list))
+        error(string.format("unknown flag '%s' (%s)%s", a, usage or "see --help",
+          near and ("; did you mean '" .. near .. "'?") or ""), 0)
+      end
+      local key, v, took = name:sub(3):gsub("%-", "_"), true, {a}
+      if f[2] then
+        v = inline
+        if v == nil then
+          i = i + 1
+          v = args[i]
+          if v == nil then error(string.format("%s: missing value", name), 0) end
+          if v:sub(1, 2) == "--" then           -- `--out --no-track`: a value never is the next flag
+            error(string.format("%s: missing value (the next argument '%s' is a flag; write %s=%s if it is meant " ..
+              "as the value)", name, v, name, v), 0)
+          end
+          took[2] = v
+        end
+        if f.int then
+          local n, min = math.tointeger(tonumber(v)), f.int ~= true and f.int or nil
+          if not n or (min and n < min) then
+            error(string.format("%s: expected %s, got '%s'", name, util.integer_words(min), v), 0)
+          end
+          v = n
+        end
+      elseif inline then
+        error(string.format("%s takes no value", name), 0)
+      end
+      if f.many then
+        o[key] = o[key] or {}
+        table.insert(o[key], v)
+      else
+        o[key] = v
+      end
+      o.given[#o.given + 1] = {name, args = took}
+    end
+    i = i + 1
+  end
+  return o
+end
+
+--- flags_help(list [, width]) -> the lines describing list's flags, one a line
+function M.flags_help(list, width)
+  local lines = {}
+  for _, f in ipairs(list) do
+    lines[#lines + 1] = string.format("  %-" .. (width or 18) .. "s %s", f[1] .. (f[2] and " " .. f[2] or ""), f[3])
+  end
+  return table.concat(lines, "\n")
 end
 
 --- Converts text to the type of def (the hyperparameter's default).
@@ -61,74 +135,48 @@ function M.typed(key, text, def)
   return text
 end
 
+--- flag_list([extra]) -> M.FLAGS and the names in extra (flags a recipe accepts on top,
+-- each taking a value), as parse_flags takes them.
+function M.flag_list(extra)
+  local list = {}
+  for i, f in ipairs(M.FLAGS) do list[i] = f end
+  for _, e in ipairs(extra or {}) do list[#list + 1] = {e, "VALUE", ""} end
+  return list
+end
+
 --- Parses args (a list of strings) against hparams; returns options and overrides.
--- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}).
+-- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}), each
+-- taking a value, found in o.extra (without the "--").
 function M.parse(args, hparams, opts)
   opts = opts or {}
-  local o = {set = {}, positional = {}, extra = {}}
-  local extra = {}
-  for _, e in ipairs(opts.extra or {}) do extra[e] = true end
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    local name, inline = a:match("^(%-%-[%w%-]+)=(.*)$")
-    name = name or a
-    local takes, known = flag_takes_value(name)
-    if extra[name] then takes, known = true, true end
-    if a:sub(1, 2) ~= "--" then
-      o.positional[#o.positional + 1] = a
-    elseif not known then
-      error(string.format("unknown flag '%s' (see --help)", a), 0)
-    else
-      local v
-      if takes then
-        v = inline
-        if v == nil then
-          i = i + 1
-          v = args[i]
-          if v == nil then error(string.format("%s: missing value", name), 0) end
-          if v:sub(1, 2) == "--" then           -- `--out --no-track`: a value never is the next flag
-            error(string.format("%s: missing value (the next argument '%s' is a flag; write %s=%s if it is meant " ..
-              "as the value)", name, v, name, v), 0)
-          end
-        end
-      elseif inline then
-        error(string.format("%s takes no value", name), 0)
-      end
-      if extra[name] then o.extra[name:sub(3)] = v
-      elseif name == "--out" then o.out = v
-      elseif name == "--steps" then o.steps = positive_int(name, v)
-      elseif name == "--seed" then
-        local n = math.tointeger(tonumber(v))
-        if not n or n < 0 then error(string.format("--seed: expected a non-negative integer, got '%s'", v), 0) end
-        o.seed = n
-      elseif name == "--threads" then o.threads = positive_int(name, v)
-      elseif name == "--trace" then o.trace = v
-      elseif name == "--prune" then o.prune = v
-      elseif name == "--objective" then
-        local metric, mode = v:match("^([^:]+):?(%a*)$")
-        if not metric or (mode ~= "" and mode ~= "max" and mode ~= "min") then
-          error(string.format("--objective: expected METRIC or METRIC:max or METRIC:min, got '%s'", v), 0)
-        end
-        o.objective = {metric = metric, mode = mode ~= "" and mode or nil}
-      elseif name == "--check-determinism" then o.check_determinism = positive_int(name, v)
-      elseif name == "--resume" then o.resume = true
-      elseif name == "--quiet" then o.quiet = true
-      elseif name == "--no-track" then o.no_track = true
-      elseif name == "--help" then o.help = true
-      elseif name == "--set" then
-        local key, val = v:match("^([%w_%.]+)=(.*)$")
-        if not key then error(string.format("--set: expected key=value, got '%s'", v), 0) end
-        if hparams and hparams[key] == nil and key ~= "seed" and key ~= "init_seed" and key ~= "data_seed" then
-          local names = util.sorted_keys(hparams)
-          error(string.format("--set: unknown hyperparameter '%s' (valid: %s)", key, table.concat(names, ", ")), 0)
-        end
-        local def = 0                           -- (`hparams[key] or 0` would type a false default as a number)
-        if hparams and hparams[key] ~= nil then def = hparams[key] end
-        o.set[key] = M.typed(key, val, def)
-      end
+  local o = M.parse_flags(args, M.flag_list(opts.extra))
+  o.extra = {}
+  for _, e in ipairs(opts.extra or {}) do
+    local key = e:sub(3):gsub("%-", "_")
+    o.extra[e:sub(3)], o[key] = o[key], nil
+  end
+  if o.objective ~= nil then               -- METRIC or METRIC:max / METRIC:min
+    local v = o.objective
+    local metric, mode = v:match("^([^:]+):?(%a*)$")
+    if not metric or (mode ~= "" and mode ~= "max" and mode ~= "min") then
+      error(string.format("--objective: expected METRIC or METRIC:max or METRIC:min, got '%s'", v), 0)
     end
-    i = i + 1
+    o.objective = {metric = metric, mode = mode ~= "" and mode or nil}
+  end
+  local sets = o.set or {}
+  o.set = {}
+  for _, v in ipairs(sets) do
+    local key, val = v:match("^([%w_%.]+)=(.*)$")
+    if not key then error(string.format("--set: expected key=value, got '%s'", v), 0) end
+    if hparams and hparams[key] == nil and key ~= "seed" and key ~= "init_seed" and key ~= "data_seed" then
+      local names = util.sorted_keys(hparams)
+      local near = util.nearest(key, names)
+      error(string.format("--set: unknown hyperparameter '%s' (valid: %s)%s", key, table.concat(names, ", "),
+        near and ("; did you mean '" .. near .. "'?") or ""), 0)
+    end
+    local def = 0                           -- (`hparams[key] or 0` would type a false default as a number)
+    if hparams and hparams[key] ~= nil then def = hparams[key] end
+    o.set[key] = M.typed(key, val, def)
   end
   return o
 end
@@ -190,9 +238,7 @@ function M.help(obj, script)
   end
   lines[#lines + 1] = ""
   lines[#lines + 1] = "flags:"
-  for _, f in ipairs(M.FLAGS) do
-    lines[#lines + 1] = string.format("  %-26s %s", f[1] .. (f[2] and " " .. f[2] or ""), f[3])
-  end
+  lines[#lines + 1] = M.flags_help(M.FLAGS, 26)
   return table.concat(lines, "\n")
 end
 

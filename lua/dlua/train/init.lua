@@ -112,7 +112,7 @@ local function batch_fields(b, fields)
   return x, y, w
 end
 
-local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
+local finite = util.finite
 
 -- where config.loss is defined ("file:line": a function, or a module's forward) and what it is called
 local function describe_loss(fn)

@@ -3,6 +3,7 @@
 -- description, trials, best validation value of the best checkpoint and the
 -- exact command that reproduces it. Rows are appended with one write each, so
 -- two processes finishing at once never interleave their lines.
+local core = require "dlua.core"
 local fs = require "dlua.util.fs"
 local util = require "dlua.util"
 
@@ -25,24 +26,10 @@ function M.csv_row(values, n)
   return table.concat(out, ",")
 end
 
---- Parses CSV text into a list of rows (lists of strings); handles quoting.
+--- Parses CSV text into a list of rows (lists of strings); handles quoting (the engine's one
+-- CSV tokenizer, engine/io/csv.c).
 function M.parse_csv(text)
-  local rows, row, field, i, n, inq = {}, {}, {}, 1, #text, false
-  while i <= n do
-    local c = text:sub(i, i)
-    if inq then
-      if c == '"' then
-        if text:sub(i + 1, i + 1) == '"' then field[#field + 1] = '"'; i = i + 1 else inq = false end
-      else field[#field + 1] = c end
-    elseif c == '"' then inq = true
-    elseif c == "," then row[#row + 1] = table.concat(field); field = {}
-    elseif c == "\n" then
-      row[#row + 1] = table.concat(field); rows[#rows + 1] = row; row, field = {}, {}
-    elseif c ~= "\r" then field[#field + 1] = c end
-    i = i + 1
-  end
-  if #field > 0 or #row > 0 then row[#row + 1] = table.concat(field); rows[#rows + 1] = row end
-  return rows
+  return core._csv_rows(text)
 end
 
 --- Appends a row to path, writing the header first when the file is new.

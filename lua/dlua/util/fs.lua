@@ -36,6 +36,11 @@ function M.mkdir_p(dir)
 end
 
 function M.exists(path) return lfs.attributes(path, "mode") ~= nil end
+--- path made absolute against the current directory.
+function M.abspath(path)
+  if path:sub(1, 1) == "/" then return path end
+  return lfs.currentdir() .. "/" .. path
+end
 function M.is_dir(path) return lfs.attributes(path, "mode") == "directory" end
 
 --- Raises "cannot <what> '<path>': not a regular file (<kind>)" when path names a

@@ -7,6 +7,7 @@
 --   util.is_tensor(x), util.copy(t), util.deep_copy(t), util.sorted_keys(t)
 --   util.shell_quote(s), util.nearest(word, words), util.edit_distance(a, b)
 --   util.cores(), util.hostname(), util.getpid(), util.sleep(s), util.VERSION
+--   util.fmt4(v), util.finite(v), util.integer_words(min, max), util.integer_problem(v, min, max)
 --   util.strict(name, f [, max]), util.strict_method, util.strict_table: the one arity check
 --
 -- It deliberately holds no policy of its own (no defaults, no files, no
@@ -17,6 +18,17 @@ local core = require "dlua.core"
 local M = {}
 
 M.VERSION = "0.1.0"
+
+--- A number for messages and tables: integers as they are, other numbers in 4
+-- significant digits (%.4g), anything else by tostring.
+-- @usage util.fmt4(1 / 3) --> "0.3333"
+function M.fmt4(v)
+  if type(v) ~= "number" or math.type(v) == "integer" then return tostring(v) end
+  return string.format("%.4g", v)
+end
+
+--- Is v a finite number (not NaN, not an infinity; false for non-numbers)?
+function M.finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
 
 --- Is x a tensor?
 -- @usage util.is_tensor(dl.zeros(2)) --> true
@@ -115,6 +127,9 @@ local function type_ok(ty, v)
   return type(v) == ty
 end
 
+-- "integer>=N": the lower bound N, or nil for any other type spec
+local function int_min(spec_ty) return math.tointeger(tonumber(spec_ty:match("^integer>=(%-?%d+)$"))) end
+
 -- "number|string" -> ok?
 local function types_ok(spec_ty, v)
   for ty in spec_ty:gmatch("[^|]+") do
@@ -148,7 +163,12 @@ local function problem(fn, opts, spec, path)
         #names > 0 and table.concat(names, ", ") or "none", hint and ("; did you mean '" .. hint .. "'?") or "")
     end
     local key = path and (path .. "." .. tostring(k)) or tostring(k)
-    if type(s) == "string" then
+    if type(s) == "string" and int_min(s) then
+      if math.type(v) ~= "integer" or v < int_min(s) then
+        return string.format("%s: option '%s' must be %s, got %s", fn, key, M.integer_words(int_min(s)),
+          math.type(v) == "integer" and tostring(v) or describe(v) == "number" and tostring(v) or describe(v))
+      end
+    elseif type(s) == "string" then
       if not types_ok(s, v) then
         return string.format("%s: option '%s' must be %s, got %s", fn, key, (s:gsub("|", " or ")), describe(v))
       end
@@ -170,7 +190,8 @@ end
 --- Checks an option table against spec; errors on the first unknown key or wrong type.
 -- spec maps each valid key to true (any value), a type ("number", "integer",
 -- "string", "boolean", "table", "function", "callable", "tensor", or several as
--- "number|function"), or a nested spec (a table, checked the same way when the
+-- "number|function"), an integer with a lower bound ("integer>=0": "option 'warmup'
+-- must be a non-negative integer, got -1", worded by integer_words), or a nested spec (a table, checked the same way when the
 -- value is a plain table; any other value passes). A list of names is taken as
 -- {name = true, ...}. opts may be nil. The error names fn, the key (and where in
 -- nested tables), the valid keys and the nearest one:
@@ -286,20 +307,35 @@ function M.unwrap(f) return wrapped[f] or f end
 
 ------------------------------------------------------------------ machine
 
+--- integer_words(min [, max]) -> how messages name the integers in [min, max]:
+-- "a positive integer" (min 1), "a non-negative integer" (min 0), "an integer >= min",
+-- "an integer in [min, max]", "an integer" (no bounds). The one wording of integer checks
+-- (check_options' "integer>=N", check_integer, the data and nn size checks, the flags).
+function M.integer_words(min, max)
+  if max then return string.format("an integer in [%d, %d]", min, max) end
+  if min == 1 then return "a positive integer" end
+  if min == 0 then return "a non-negative integer" end
+  if min then return "an integer >= " .. min end
+  return "an integer"
+end
+
+--- integer_problem(v, min [, max]) -> nil and v as an integer when v is a whole number in
+-- [min, max] (an integral float is converted), else "must be <integer_words>, got v".
+function M.integer_problem(v, min, max)
+  local n = math.type(v) == "integer" and v or (math.type(v) == "float" and v == math.floor(v) and math.tointeger(v))
+  if n and (not min or n >= min) and (not max or n <= max) then return nil, n end
+  return string.format("must be %s, got %s", M.integer_words(min, max), type(v) == "number" and tostring(v) or type(v))
+end
+
 --- Checks that argument `arg` of fn is an integer in [min, max] and returns it;
 -- raises "bad argument #arg to 'fn' (what must be an integer in [min, max], got v)"
 -- at the caller of fn. Counts and dimensions that drive loops go through it, so no
 -- argument can make a function loop or allocate without bound.
 -- @usage n = util.check_integer("dl.search.primes", 1, n, "n", 1, 10000)
 function M.check_integer(fn, arg, v, what, min, max)
-  if math.type(v) ~= "integer" and type(v) == "number" and v == math.floor(v) and v >= min and v <= max then
-    v = math.tointeger(v)
-  end
-  if math.type(v) ~= "integer" or v < min or v > max then
-    error(string.format("bad argument #%d to '%s' (%s must be an integer in [%d, %d], got %s)", arg, fn, what,
-      min, max, type(v) == "number" and tostring(v) or type(v)), 3)
-  end
-  return v
+  local why, n = M.integer_problem(v, min, max)
+  if why then error(string.format("bad argument #%d to '%s' (%s %s)", arg, fn, what, why), 3) end
+  return n
 end
 
 --- The number of online CPUs (1 when /sys cannot be read).

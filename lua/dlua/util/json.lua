@@ -2,25 +2,47 @@
 -- encode(v) gives one line with object keys sorted (files diff cleanly and
 -- identical data gives identical bytes); decode(s) returns the value or
 -- nil, message naming the byte offset. Numbers that are not finite (a diverged
--- loss) are written as null, as JSON has no NaN; integers stay integers.
+-- loss) are written as null, as JSON has no NaN; integers stay integers, and
+-- other numbers are written exactly, in the shortest of %.15g / %.17g that
+-- reads back the same. This is the library's one JSON encoder (the report's
+-- page data is written by it too, with {script = true}).
 -- @usage json.encode({step = 10, loss = 0.25}) --> '{"loss":0.25,"step":10}'
+local util = require "dlua.util"
+
 local M = {}
 
 local escapes = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
                  ['\r'] = '\\r', ['\t'] = '\\t'}
 
-local function encode_string(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
-    return escapes[c] or string.format("\\u%04x", c:byte())
-  end) .. '"'
+-- script: "</" written "<\/", so the literal never closes the <script> element it is in
+local function encode_string(s, script)
+  s = s:gsub('[%c"\\]', function(c) return escapes[c] or string.format("\\u%04x", c:byte()) end)
+  if script then s = s:gsub("</", "<\\/") end
+  return '"' .. s .. '"'
 end
 
---- A table marked with M.array is written as an array even when empty.
+local function number(v)
+  if math.type(v) == "integer" then return string.format("%d", v) end
+  if v ~= v or v == math.huge or v == -math.huge then return "null" end
+  if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%.1f", v) end
+  local s = string.format("%.15g", v)
+  if tonumber(s) ~= v then s = string.format("%.17g", v) end
+  return s
+end
+
+--- A table marked with M.array is written as an array even when empty; with n,
+-- as an array of n entries (nil entries written as null).
 local array_mt = {__name = "json.array"}
-function M.array(t) return setmetatable(t or {}, array_mt) end
+local lengths = setmetatable({}, {__mode = "k"})
+function M.array(t, n)
+  t = t or {}
+  if n then lengths[t] = n end
+  if getmetatable(t) == nil then setmetatable(t, array_mt) end
+  return t
+end
 
 local function is_array(t)
-  if getmetatable(t) == array_mt then return true end
+  if getmetatable(t) == array_mt or lengths[t] then return true end
   local n = #t
   if n == 0 then return false end
   local count = 0
@@ -31,23 +53,19 @@ local function is_array(t)
   return count == n
 end
 
-local function encode(v, out, depth)
+local function encode(v, out, depth, script)
   local ty = type(v)
   if v == nil then out[#out + 1] = "null"
   elseif ty == "boolean" then out[#out + 1] = tostring(v)
-  elseif ty == "number" then
-    if math.type(v) == "integer" then out[#out + 1] = string.format("%d", v)
-    elseif v ~= v or v == math.huge or v == -math.huge then out[#out + 1] = "null"
-    elseif v == math.floor(v) and math.abs(v) < 2 ^ 53 then out[#out + 1] = string.format("%.1f", v)
-    else out[#out + 1] = string.format("%.17g", v) end
-  elseif ty == "string" then out[#out + 1] = encode_string(v)
+  elseif ty == "number" then out[#out + 1] = number(v)
+  elseif ty == "string" then out[#out + 1] = encode_string(v, script)
   elseif ty == "table" then
     if depth > 100 then error("json.encode: nesting deeper than 100 (a cycle?)", 0) end
     if is_array(v) then
       out[#out + 1] = "["
-      for i = 1, #v do
+      for i = 1, lengths[v] or #v do
         if i > 1 then out[#out + 1] = "," end
-        encode(v[i], out, depth + 1)
+        encode(v[i], out, depth + 1, script)
       end
       out[#out + 1] = "]"
     else
@@ -62,11 +80,11 @@ local function encode(v, out, depth)
       out[#out + 1] = "{"
       for i, k in ipairs(keys) do
         if i > 1 then out[#out + 1] = "," end
-        out[#out + 1] = encode_string(k)
+        out[#out + 1] = encode_string(k, script)
         out[#out + 1] = ":"
         local val = v[k]
         if val == nil then val = v[tonumber(k)] end
-        encode(val, out, depth + 1)
+        encode(val, out, depth + 1, script)
       end
       out[#out + 1] = "}"
     end
@@ -75,10 +93,13 @@ local function encode(v, out, depth)
   end
 end
 
---- Encodes v as one line of JSON.
-function M.encode(v)
+--- Encodes v as one line of JSON; with {script = true}, safe to write inside a
+-- <script> element as a JavaScript literal.
+-- @usage json.encode({x = {1, 2}}) --> '{"x":[1,2]}'
+function M.encode(v, opts)
+  opts = util.check_options("json.encode", opts, {script = "boolean"})
   local out = {}
-  encode(v, out, 0)
+  encode(v, out, 0, opts and opts.script)
   return table.concat(out)
 end
 
@@ -123,42 +144,43 @@ local function decode_string(s, i)
   end
 end
 
+-- the members of an object or an array from i (after its opening bracket) up to close:
+-- item(j) reads one at j and returns the position after it; returns the position after close
+local function members(s, i, close, item)
+  i = skip(s, i)
+  if s:sub(i, i) == close then return i + 1 end
+  while true do
+    i = skip(s, item(skip(s, i)))
+    local d = s:sub(i, i)
+    if d == close then return i + 1 end
+    if d ~= "," then fail("expected ',' or '" .. close .. "'", i) end
+    i = i + 1
+  end
+end
+
 function decode_value(s, i, depth)
   if depth > 200 then fail("nesting deeper than 200", i) end
   i = skip(s, i)
   local c = s:sub(i, i)
   if c == "{" then
     local obj = {}
-    i = skip(s, i + 1)
-    if s:sub(i, i) == "}" then return obj, i + 1 end
-    while true do
-      i = skip(s, i)
-      if s:sub(i, i) ~= '"' then fail("expected a string key", i) end
+    return obj, members(s, i + 1, "}", function(j)
+      if s:sub(j, j) ~= '"' then fail("expected a string key", j) end
       local k
-      k, i = decode_string(s, i)
-      i = skip(s, i)
-      if s:sub(i, i) ~= ":" then fail("expected ':'", i) end
-      obj[k], i = decode_value(s, i + 1, depth + 1)
-      i = skip(s, i)
-      local d = s:sub(i, i)
-      if d == "}" then return obj, i + 1 end
-      if d ~= "," then fail("expected ',' or '}'", i) end
-      i = i + 1
-    end
+      k, j = decode_string(s, j)
+      j = skip(s, j)
+      if s:sub(j, j) ~= ":" then fail("expected ':'", j) end
+      obj[k], j = decode_value(s, j + 1, depth + 1)
+      return j
+    end)
   elseif c == "[" then
     local arr = M.array()
-    i = skip(s, i + 1)
-    if s:sub(i, i) == "]" then return arr, i + 1 end
-    while true do
+    return arr, members(s, i + 1, "]", function(j)
       local v
-      v, i = decode_value(s, i, depth + 1)
+      v, j = decode_value(s, j, depth + 1)
       arr[#arr + 1] = v
-      i = skip(s, i)
-      local d = s:sub(i, i)
-      if d == "]" then return arr, i + 1 end
-      if d ~= "," then fail("expected ',' or ']'", i) end
-      i = i + 1
-    end
+      return j
+    end)
   elseif c == '"' then
     return decode_string(s, i)
   elseif s:find("^true", i) then return true, i + 4

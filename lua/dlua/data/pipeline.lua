@@ -30,6 +30,14 @@ end
 
 function M.is_pipeline(x) return getmetatable(x) == Pipeline end
 
+--- with_stages(p, stages) -> a pipeline over p's source with these stages, at p's
+-- position (data parallelism rewrites a pipeline's stages this way).
+function M.with_stages(p, stages)
+  local q = new_pipeline(p.source, stages, p._default_seed)
+  q._pos = {epoch = p._pos.epoch, batch = p._pos.batch}
+  return q
+end
+
 --- of(x) -> x as a pipeline (a dataset becomes a pipeline without stages).
 function M.of(x)
   if getmetatable(x) == Pipeline then return x end

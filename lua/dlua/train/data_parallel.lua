@@ -11,11 +11,8 @@ local BatchNorm = require "dlua.nn.batchnorm"
 
 local M = {}
 
--- pipelines the same way)
-local function with_stages(p, stages)
-  return setmetatable({source = p.source, stages = stages, _default_seed = p._default_seed,
-    _pos = {epoch = p._pos.epoch, batch = p._pos.batch}, _wait = 0}, getmetatable(p))
-end
+-- a pipeline with other stages, at p's position (dl.data's one constructor)
+local with_stages = require("dlua.data.pipeline").with_stages
 
 --- shard_pipeline(p, rank, world) -> the rank's part of pipeline p, whose batch stage
 -- states the global batch. Each rank gets global / world examples per batch

@@ -313,26 +313,26 @@ function schedule.constant(opts)
   return sched("constant", function() return 1 end, schedule_options("constant", opts))
 end
 
+-- a decay from 1 at the end of warmup to `final` at `steps`: shape(t, final) at the
+-- fraction t of the way (the callers tail-call it, so option errors name their caller)
+local function decay(name, shape, opts)
+  opts = schedule_options(name, opts)
+  local final = opts.final or 0
+  return sched(name, function(step, steps, s)
+    steps = need_steps(name, steps)
+    local t = math.min(1, (step - s.warmup) / math.max(1, steps - s.warmup))
+    return shape(t, final)
+  end, opts)
+end
+
 --- linear{warmup, steps, final = 0}: linear decay from 1 at the end of warmup to final at steps.
 function schedule.linear(opts)
-  opts = schedule_options("linear", opts)
-  local final = opts.final or 0
-  return sched("linear", function(step, steps, s)
-    steps = need_steps("linear", steps)
-    local t = math.min(1, (step - s.warmup) / math.max(1, steps - s.warmup))
-    return 1 + (final - 1) * t
-  end, opts)
+  return decay("linear", function(t, final) return 1 + (final - 1) * t end, opts)
 end
 
 --- cosine{warmup, steps, final = 0}: half-cosine from 1 to final.
 function schedule.cosine(opts)
-  opts = schedule_options("cosine", opts)
-  local final = opts.final or 0
-  return sched("cosine", function(step, steps, s)
-    steps = need_steps("cosine", steps)
-    local t = math.min(1, (step - s.warmup) / math.max(1, steps - s.warmup))
-    return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * t))
-  end, opts)
+  return decay("cosine", function(t, final) return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * t)) end, opts)
 end
 
 --- rsqrt{warmup}: sqrt(warmup / step) after warmup (1 at the end of warmup).

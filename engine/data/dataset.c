@@ -381,3 +381,9 @@ void dl_example_free(dl_example *ex) {
   }
   ex->n = 0;
 }
+
+void *dl_example_begin_image(void *slot, int channels, int64_t height, int64_t width) {
+  dl_example_slot *t = slot;
+  int64_t shape[3] = {channels, height, width};
+  return dl_example_begin(t->ex, t->slot, DL_U8, 3, shape);
+}

@@ -101,6 +101,13 @@ void dl_example_remove(dl_example *ex, int i);
  * f[i].data until dl_example_commit(ex, i) makes the new ones current. */
 void *dl_example_begin(dl_example *ex, int i, dl_dtype d, int ndim, const int64_t *shape);
 void dl_example_commit(dl_example *ex, int i);
+/* Where a decoder writes an image field (io/images.h's dl_image_alloc, with a
+ * dl_example_slot as its user): dl_example_begin of a uint8 [C, H, W] field. */
+typedef struct {
+  dl_example *ex;
+  int slot;
+} dl_example_slot;
+void *dl_example_begin_image(void *slot, int channels, int64_t height, int64_t width);
 int64_t dl_exfield_numel(const dl_exfield *f);
 void dl_example_free(dl_example *ex);                 /* frees the scratch buffers */
 

@@ -48,29 +48,18 @@ static int join(char *buf, const files *f, int64_t row) {
   return k < 0 || k >= PATHMAX ? -1 : 0;
 }
 
-typedef struct {
-  dl_example *ex;
-  int slot;
-} target;
-
-static void *alloc_image(void *user, int channels, int64_t height, int64_t width) {
-  target *t = user;
-  int64_t shape[3] = {channels, height, width};
-  return dl_example_begin(t->ex, t->slot, DL_U8, 3, shape);
-}
-
 static int read_row(const dl_source *src, int64_t row, dl_example *ex, const int *slot, char *err, size_t errlen) {
   const files *f = src->state;
   char path[PATHMAX], msg[512];
   void *buf = NULL;
   size_t n = 0;
-  target t = {ex, slot[0]};
+  dl_example_slot t = {ex, slot[0]};
   if (join(path, f, row) < 0) {
     snprintf(err, errlen, "images: the path of row %lld is longer than %d bytes", (long long)row + 1, PATHMAX - 1);
     return f->o.skip ? 1 : -1;
   }
   int rc = dl_image_read_file(path, 0, &buf, &n, msg, sizeof msg);
-  if (rc == 0) rc = dl_image_decode(buf, n, path, f->o.channels, f->o.max_pixels, alloc_image, &t, msg, sizeof msg);
+  if (rc == 0) rc = dl_image_decode(buf, n, path, f->o.channels, f->o.max_pixels, dl_example_begin_image, &t, msg, sizeof msg);
   free(buf);
   if (rc < 0) {
     snprintf(err, errlen, "images: %s", msg);

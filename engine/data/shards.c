@@ -77,17 +77,6 @@ static void want_list(const dl_shard_field *f, char *buf, size_t n) {
 
 /* ------------------------------------------------------------ reading a row */
 
-typedef struct {
-  dl_example *ex;
-  int slot;
-} target;
-
-static void *alloc_image(void *user, int channels, int64_t height, int64_t width) {
-  target *t = user;
-  int64_t shape[3] = {channels, height, width};
-  return dl_example_begin(t->ex, t->slot, DL_U8, 3, shape);
-}
-
 /* a class member's text as an int32 (plus offset); 0, or -1 with why */
 static int parse_class(const char *p, int64_t n, int32_t offset, int32_t *out, const char **why) {
   char buf[MAX_CLASS_BYTES + 1];
@@ -175,8 +164,8 @@ static int read_row(const dl_source *src, int64_t row, dl_example *ex, const int
     char where[DL_TAR_NAMELEN + 640];
     snprintf(where, sizeof where, "%s: member '%s' at offset %lld", s->paths[sh], m.name, (long long)m.header);
     if (s->f[f].kind == DL_SHARD_IMAGE) {
-      target tg = {ex, slot[f]};
-      if (dl_image_decode(buf, (size_t)m.size, where, s->o.channels, s->o.max_pixels, alloc_image, &tg, msg,
+      dl_example_slot tg = {ex, slot[f]};
+      if (dl_image_decode(buf, (size_t)m.size, where, s->o.channels, s->o.max_pixels, dl_example_begin_image, &tg, msg,
                           sizeof msg) < 0) {
         rc = -1;
         break;

@@ -31,9 +31,19 @@ return dl.experiment{
     channels = 32, dropout = 0.13, flip = 0.0, crop = 0,
     ema = 0.999,    -- in (0, 1): also evaluate an exponential moving average of the weights (this decay) and rank by it;
                     -- 0: the raw weights only (section 7 of docs/tuning-fashion-mnist.md)
+    png_dir = "",   -- "": the IDX files; a folder scripts/fashion_mnist_png.py wrote: the same examples as PNG
+                    -- files decoded on the pipeline's workers (bit-identical batches, hence the same run)
   },
   build = function(hp)
-    local fm = data.fashion_mnist()
+    local fm
+    if hp.png_dir == "" then
+      fm = data.fashion_mnist()
+    else                                    -- list files in the IDX order, labels 0-based as in the IDX files
+      local function part(name)
+        return data.images{list = hp.png_dir .. "/" .. name .. ".csv", channels = 1, zero_based = {"label"}}
+      end
+      fm = {train = part("train"), test = part("test")}
+    end
     local train, valid = fm.train:split{55000, 5000, seed = 0}
     local prep = {T.scale(1 / 255), T.normalize{mean = 0.2860, std = 0.3530}}
     local augment = {}                      -- training batches only: random shifts, mirror images

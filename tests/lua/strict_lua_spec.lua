@@ -113,6 +113,7 @@ local VALID = {
   ["dl.evaluate"] = a(function() return {experiment = "none.lua", checkpoint = ckpt_path} end, false),
   ["dl.is_tensor"] = a(function() return T() end),
   ["dl.load_experiment"] = a(function() return "none.lua" end, false),
+  ["dl.here"] = a(function() return "data.csv" end),
   ["dl.report"] = a(function() return dir, {} end, false),
   ["dl.study_results"] = a(function() return dir, {} end, false),
   ["dl.train"] = a(function() return {model = LIN(), steps = 1} end, false),

@@ -658,6 +658,21 @@ describe("a study checks itself before it spends", function()
     end
   end)
 
+  it("runs examples/flowers.lua and examples/flowers_study.lua from another directory (dl.here)", function()
+    local repo = require("lfs").currentdir()
+    fs.mkdir_p(dir .. "/fl")
+    local out, rc = run(dir .. "/fl", H.shquote(repo .. "/examples/flowers.lua") .. " --steps 5 --quiet --threads 1")
+    assert.are.equal(0, rc, out)
+    assert.are.equal("done", json.decode(fs.read(dir .. "/fl/runs/flowers/result.json")).status)
+    out, rc = run(dir .. "/fl", H.shquote(repo .. "/examples/flowers_study.lua") .. " --out runs --quiet --steps 10")
+    assert.are.equal(0, rc, out)
+    local rows = dl.track.read(dir .. "/fl/runs/flowers-lr/trials.csv")
+    assert.are.equal(4, #rows)
+    for _, r in ipairs(rows) do assert.are.equal("done", r.status, r.message) end
+    -- the run directories are the shell's: nothing was written next to the examples
+    assert.is_false(fs.exists(repo .. "/examples/runs"))
+  end)
+
   it("exits non-zero with a summary when every trial fails", function()
     study_file(dir, "allfail.lua", [[
   name = "allfail", goal = "g", nuisance = {lr = S.log_uniform(1e-3, 0.1)}, fixed = {crash = true}, trials = 2,

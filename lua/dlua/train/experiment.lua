@@ -91,7 +91,11 @@ function M.here(...)
     error("dl.here: called in a tail call (`return dl.here(...)`), which leaves no frame of the calling file; " ..
       "write `local p = dl.here(...)` and return p", 2)
   end
-  local src = debug.getinfo(2, "S").source
+  local info = debug.getinfo(2, "S")
+  if info.what == "C" then
+    error("dl.here: called from C (such as pcall(dl.here, ...)), which has no file; call it from Lua code in a file", 2)
+  end
+  local src = info.source
   if type(src) ~= "string" or src:sub(1, 1) ~= "@" then
     error("dl.here: the calling code is not in a file (it was loaded from a string), so there is no directory to " ..
       "resolve against; give the path itself", 2)

@@ -125,6 +125,28 @@ describe("experiment:run{resume = true} with changed hyperparameters", function(
   end)
 end)
 
+describe("dl.train{resume = true} with hparams of its own", function()
+  it("compares values as they read back from hparams.json, tables included", function()
+    local nn, optim, data = dl.nn, dl.optim, dl.data
+    local dir = H.tmpdir("record-train")
+    local function cfg(hp, steps, resume)
+      dl.seed(1)
+      local x = dl.randn(64, 4)
+      local y = x:matmul(dl.randn(4, 3)):argmax(2)
+      local m = nn.Linear(4, 3)
+      return {model = m, loss = nn.CrossEntropy(), optimizer = optim.SGD{params = m:parameters(), lr = 0.1},
+        data = data.tensors{image = x, label = y}:batch(8), steps = steps, dir = dir, quiet = true, tracking = false,
+        checkpoint = {every = 5}, hparams = hp, resume = resume}
+    end
+    assert.are.equal("done", dl.train(cfg({layers = {64, 32}, note = "x", lr = 1.0}, 5)).status)
+    assert.are.equal("done", dl.train(cfg({layers = {64, 32}, note = "x", lr = 1.0}, 10, true)).status)
+    assert.is_false(fs.exists(dir .. "/hparams_history.json"))     -- nothing changed: no history
+    assert.error_matches(function() dl.train(cfg({layers = {64, 16}, note = "y", lr = 1.0}, 15, true)) end,
+      "record (" .. dir .. "/hparams.json): layers [64,32] -> [64,16], note \"x\" -> \"y\"; resume with", nil, true)
+    fs.rm_rf(dir)
+  end)
+end)
+
 describe("dlua EXPERIMENT --resume", function()
   it("refuses --set that changes the record without --override, and keeps the history with it", function()
     local dir = H.tmpdir("record-cli")

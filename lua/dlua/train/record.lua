@@ -26,7 +26,14 @@ local FREE = {steps = true}
 local function show(v)
   if v == nil then return "(absent)" end
   if type(v) == "string" then return string.format("%q", v) end
+  if type(v) == "table" then return json.encode(v) end
   return tostring(v)
+end
+
+-- the same value once read back from JSON? (a dl.train user's hparams may hold tables)
+local function same(a, b)
+  if type(a) == "table" and type(b) == "table" then return json.encode(a) == json.encode(b) end
+  return a == b
 end
 
 local function read_json(path)
@@ -46,7 +53,7 @@ local function differences(a, b)
   table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
   local out = {}
   for _, k in ipairs(keys) do
-    if a[k] ~= b[k] then out[#out + 1] = {k, a[k], b[k]} end
+    if not same(a[k], b[k]) then out[#out + 1] = {k, a[k], b[k]} end
   end
   return out
 end

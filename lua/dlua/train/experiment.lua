@@ -102,7 +102,7 @@ function M.here(...)
   end
   local dir = fs.dirname(src:sub(2))
   if dir == "." then return path end
-  return (dir == "" and "" or dir) .. "/" .. path
+  return dir .. "/" .. path                   -- dir "" (a file in /): "/" .. path
 end
 
 --- The full hyperparameters: defaults, then overrides, then the derived seeds.
@@ -169,8 +169,7 @@ end
 -- the checkpoints, a study's objective).
 function Experiment:run(overrides, opts)
   opts = util.check_options("experiment:run", opts, {dir = "string", resume = "boolean", override = "boolean",
-    quiet = "boolean",
-    steps = "integer", tracking = "boolean", command = "string", on_eval = "function",
+    quiet = "boolean", steps = "integer", tracking = "boolean", command = "string", on_eval = "function",
     objective = {metric = "string", mode = "string"}}, 2)
   local hp = self:resolve(overrides)
   if opts.steps then hp.steps = opts.steps end

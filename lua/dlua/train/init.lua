@@ -233,10 +233,12 @@ local function open_run(config)
     local path, tensors, meta
     if dp then path, tensors, meta = dp:resume_point(find) else path, tensors, meta = find() end
     if path then
-      -- the record is never rewritten: changed hyperparameters need override (dlua.train.record)
-      local segs, refused = record.on_resume(dir, config.hparams or {}, tonumber(meta.step), config.override)
+      -- the record is never rewritten: changed hyperparameters need override (dlua.train.record);
+      -- under mpirun rank 0 reads and writes it, and every rank stops when it refuses
+      local refused
+      if lead then run.record, refused = record.on_resume(dir, config.hparams or {}, tonumber(meta.step), config.override) end
+      if dp then dp:agree(not refused, refused) end
       if refused then error(refused, 3) end
-      run.record = segs
       state.restore(run, tensors, meta, config.override)    -- override: the new config's learning rate
       run.ledger:truncate(run.step)
       if lead then

@@ -707,6 +707,12 @@ describe("a study whose dry run fails", function()
     -- nothing was claimed: no study directory at all, so no journal and no trial directory
     assert.is_false(fs.exists(dir .. "/runs/broken"))
     assert.are.equal(0, #events(dir .. "/runs/broken"))
+    -- `dlua study FILE` is the same path and keeps the file:line
+    out, rc = run(dir, "study broken.lua --out runs --quiet")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("dlua: broken.lua:4: study broken: the one-step dry run of exp.lua failed, so no trial " ..
+      "was started: " .. dir .. "/exp.lua:8: crash requested", 1, true), out)
+    assert.is_false(fs.exists(dir .. "/runs/broken"))
     fs.rm_rf(dir)
   end)
 

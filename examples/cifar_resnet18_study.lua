@@ -5,7 +5,7 @@
 local dl = require "dlua"
 return dl.study{
   name = "cifar-resnet18-lr", goal = "the learning rate of ResNet-18 on the CIFAR-style folder",
-  experiment = "examples/cifar_resnet18.lua",
+  experiment = "cifar_resnet18.lua",               -- next to this file: runs from any directory
   scientific = {lr = {0.03, 0.1, 0.3}},
   nuisance = {momentum = dl.search.uniform(0.8, 0.95), weight_decay = dl.search.log_uniform(1e-5, 1e-3)},
   fixed = {steps = 600, eval_every = 200, width = 32, test_eval = false},

@@ -5,7 +5,7 @@ local nn, optim, data = dl.nn, dl.optim, dl.data
 return dl.experiment{
   name = "flowers", hparams = {lr = 0.1, width = 16, batch_size = 16, steps = 150},
   build = function(hp)
-    local ds = data.csv{path = "examples/data/flowers.csv", classes = {"label"},
+    local ds = data.csv{path = dl.here("data/flowers.csv"), classes = {"label"},  -- next to this file
                         fields = {x = {"petal_length", "petal_width"}, label = "species"}}
     local train, valid = ds:split{90, 30, seed = 0}
     local model = nn.Sequential{nn.Linear(2, hp.width), nn.ReLU(), nn.Linear(hp.width, #ds.classes.label)}

@@ -2,7 +2,7 @@
 local dl = require "dlua"
 return dl.study{
   name = "flowers-lr", goal = "the learning rate for the flowers classifier",
-  experiment = "examples/flowers.lua",
+  experiment = "flowers.lua",                      -- next to this file
   nuisance = {lr = dl.search.log_uniform(0.01, 1)},
   fixed = {steps = 100},
   trials = 4, algorithm = "quasirandom", seed = 1,

@@ -82,6 +82,7 @@ M.train = util.strict("dl.train", train.train)
 M.experiment = experiment.experiment
 M.evaluate = util.strict("dl.evaluate", experiment.evaluate)
 M.load_experiment = util.strict("dl.load_experiment", experiment.load)
+M.here = experiment.here              -- checks its own arity: it reads its caller's frame
 M.fs = fs
 M.track = track
 M.util = util

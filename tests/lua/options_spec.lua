@@ -75,7 +75,7 @@ local CASES = {
   -- training
   {"dl.train", function() dl.train{stpes = 1} end,
    "dl.train: unknown option 'stpes' (valid: checkpoint, classes, clip_grad_norm, command, config_path, data, description, " ..
-   "dir, divergence, ema, eval, fields, forward, hparams, log_every, loss, model, name, objective, on_eval, optimizer, quiet, resume, " ..
+   "dir, divergence, ema, eval, fields, forward, hparams, log_every, loss, model, name, objective, on_eval, optimizer, override, quiet, resume, " ..
    "schedule, steps, threads, trace, tracking); did you mean 'steps'?"},
   {"dl.train eval", function() dl.train{eval = {evry = 5}} end,
    "dl.train: unknown option 'evry' in eval (valid: batch_size, every, metrics, predictions, sample, sets); " ..
@@ -99,7 +99,7 @@ local CASES = {
   {"dl.experiment", function() dl.experiment{name = "x", build = function() end, hparms = {}} end,
    "dl.experiment: unknown option 'hparms' (valid: build, description, hparams, name); did you mean 'hparams'?"},
   {"experiment:run", function() dl.load_experiment(exp_path):run({}, {qiuet = true}) end,
-   "experiment:run: unknown option 'qiuet' (valid: command, dir, objective, on_eval, quiet, resume, steps, tracking); did you mean " ..
+   "experiment:run: unknown option 'qiuet' (valid: command, dir, objective, on_eval, override, quiet, resume, steps, tracking); did you mean " ..
    "'quiet'?"},
   {"dl.evaluate", function() dl.evaluate{experiment = exp_path, checkpoint = "x", set = {}} end,
    "dl.evaluate: unknown option 'set' (valid: batch_size, checkpoint, experiment, metrics, sets); did you mean " ..

@@ -83,6 +83,7 @@ local VARARG = "vararg by design: passes any number of arguments on to fn (fn(..
 local EXEMPT = {
   ["dl.experiment"] = "reads its caller's frame (debug.getinfo istailcall, for the user's `return dl.experiment{...}` line), which a tail-calling wrapper would replace",
   ["dl.study"] = "reads its caller's frame (study.site.of_caller, to locate the spec in the user's file), which a tail-calling wrapper would replace",
+  ["dl.here"] = "reads its caller's frame (the file whose directory it resolves against), which a tail-calling wrapper would replace; it checks its own arity (tests/lua/paths_spec.lua)",
   ["dl.no_grad"] = VARARG,
   ["dl.enable_grad"] = VARARG,
   ["dl.dist.solo"] = VARARG,

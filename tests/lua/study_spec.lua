@@ -658,13 +658,28 @@ describe("a study checks itself before it spends", function()
     end
   end)
 
+  it("runs examples/flowers.lua and examples/flowers_study.lua from another directory (dl.here)", function()
+    local repo = require("lfs").currentdir()
+    fs.mkdir_p(dir .. "/fl")
+    local out, rc = run(dir .. "/fl", H.shquote(repo .. "/examples/flowers.lua") .. " --steps 5 --quiet --threads 1")
+    assert.are.equal(0, rc, out)
+    assert.are.equal("done", json.decode(fs.read(dir .. "/fl/runs/flowers/result.json")).status)
+    out, rc = run(dir .. "/fl", H.shquote(repo .. "/examples/flowers_study.lua") .. " --out runs --quiet --steps 10")
+    assert.are.equal(0, rc, out)
+    local rows = dl.track.read(dir .. "/fl/runs/flowers-lr/trials.csv")
+    assert.are.equal(4, #rows)
+    for _, r in ipairs(rows) do assert.are.equal("done", r.status, r.message) end
+    -- the run directories are the shell's: nothing was written next to the examples
+    assert.is_false(fs.exists(repo .. "/examples/runs"))
+  end)
+
   it("exits non-zero with a summary when every trial fails", function()
     study_file(dir, "allfail.lua", [[
   name = "allfail", goal = "g", nuisance = {lr = S.log_uniform(1e-3, 0.1)}, fixed = {crash = true}, trials = 2,
   parallel = 2, objective = "valid/accuracy",]])
-    local out, rc = run(dir, "allfail.lua --out runs --quiet")
+    -- --no-check: the dry run would stop the study before any trial (next test)
+    local out, rc = run(dir, "allfail.lua --out runs --quiet --no-check")
     assert.are.equal(1, rc, out)
-    assert.truthy(out:find("dlua: warning: study allfail: the one-step dry run of exp.lua failed (", 1, true), out)
     assert.truthy(out:find("dlua: study allfail: no trial measured valid/accuracy (2 trial(s): 2 failed); first " ..
       "failure trial_t001: ", 1, true), out)
     assert.truthy(out:find("crash requested", 1, true), out)
@@ -672,6 +687,50 @@ describe("a study checks itself before it spends", function()
     local rows = dl.track.read(dir .. "/runs/allfail/trials.csv")
     assert.are.equal(2, #rows)
     for _, r in ipairs(rows) do assert.are.equal("failed", r.status) end
+  end)
+end)
+
+describe("a study whose dry run fails", function()
+  it("stops before claiming any trial, naming the failure and its file:line, and exits non-zero", function()
+    local dir = tmpdir("dryfail")
+    fs.mkdir_p(dir)
+    write(dir .. "/exp.lua", EXPERIMENT)
+    study_file(dir, "broken.lua", [[
+  name = "broken", goal = "g", nuisance = {lr = S.log_uniform(1e-3, 0.1)}, fixed = {crash = true}, trials = 4,
+  parallel = 2, objective = "valid/accuracy",]])
+    local out, rc = run(dir, "broken.lua --out runs --quiet")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("dlua: broken.lua:4: study broken: the one-step dry run of exp.lua failed, so no trial " ..
+      "was started: " .. dir .. "/exp.lua:8: crash requested", 1, true), out)
+    assert.truthy(out:find("or pass --no-check to skip the dry run)", 1, true), out)
+    assert.is_nil(out:find("trial_t0", 1, true), out)
+    -- nothing was claimed: no study directory at all, so no journal and no trial directory
+    assert.is_false(fs.exists(dir .. "/runs/broken"))
+    assert.are.equal(0, #events(dir .. "/runs/broken"))
+    -- `dlua study FILE` is the same path and keeps the file:line
+    out, rc = run(dir, "study broken.lua --out runs --quiet")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("dlua: broken.lua:4: study broken: the one-step dry run of exp.lua failed, so no trial " ..
+      "was started: " .. dir .. "/exp.lua:8: crash requested", 1, true), out)
+    assert.is_false(fs.exists(dir .. "/runs/broken"))
+    fs.rm_rf(dir)
+  end)
+
+  it("names a relative path the experiment could not open, and where relative paths start", function()
+    local dir = tmpdir("dryfail-path")
+    fs.mkdir_p(dir .. "/elsewhere")
+    write(dir .. "/exp.lua", EXPERIMENT:gsub("if hp.crash then error%(\"crash requested\"%) end",
+      "if hp.crash then dl.data.csv{path = \"data/none.csv\", fields = {x = {\"a\"}}} end"))
+    study_file(dir, "broken.lua", [[
+  name = "broken", goal = "g", nuisance = {lr = S.log_uniform(1e-3, 0.1)}, fixed = {crash = true}, trials = 2,
+  objective = "valid/accuracy",]])
+    local out, rc = run(dir .. "/elsewhere", "../broken.lua --out runs --quiet")
+    assert.are.equal(1, rc, out)
+    assert.truthy(out:find("cannot open 'data/none.csv'", 1, true), out)
+    assert.truthy(out:find("'data/none.csv' is relative to the directory the study runs in (" .. dir .. "/elsewhere): " ..
+      "write dl.here(\"data/none.csv\") for a file next to the experiment", 1, true), out)
+    assert.is_false(fs.exists(dir .. "/elsewhere/runs/broken"))
+    fs.rm_rf(dir)
   end)
 end)
 

@@ -1,7 +1,7 @@
 --- dlua.cli: runs what a script returns, the top of the Lua library.
 --
 --   dlua examples/fashion_mnist.lua [--out DIR] [--steps N] [--set key=value]...
---        [--resume] [--seed N] [--threads N] [--trace FILE] [--quiet]
+--        [--resume [--override]] [--seed N] [--threads N] [--trace FILE] [--quiet]
 --        [--check-determinism N] [--prune FILE] [--help]
 --
 -- `--set` values are typed by the default's type (numbers, integers, booleans,
@@ -147,7 +147,8 @@ function run_checked(obj, script)
   local tracking = nil
   if o.no_track then tracking = false end
   local on_eval = o.prune and prune.judge(o.prune) or nil     -- a study's trial judges its pruning
-  local res = obj:run(o.set, {dir = o.out, resume = o.resume, quiet = o.quiet, steps = o.steps,
+  if o.override and not o.resume then error("--override applies to --resume only (see --help)", 0) end
+  local res = obj:run(o.set, {dir = o.out, resume = o.resume, override = o.override, quiet = o.quiet, steps = o.steps,
                               command = M.command(script, obj, hp, o), tracking = tracking, on_eval = on_eval,
                               objective = o.objective})
   if trace then trace.stop() end

@@ -14,6 +14,7 @@
 -- experiment's defaults (dlua.train.flags.typed).
 local lfs = require "lfs"
 local fs = require "dlua.util.fs"
+local blame = require "dlua.util.blame"
 local search = require "dlua.search"
 local flags = require "dlua.train.flags"
 local experiment = require "dlua.train.experiment"
@@ -193,11 +194,13 @@ local function main(args)
   cli.run_study(obj, rest, script, not o.no_report)
 end
 
---- main(args): `dlua study ARGS...`; errors are one line "dlua: message", exit status 1.
+--- main(args): `dlua study ARGS...`; errors are one line "dlua: message", exit status 1,
+-- led by the user's file:line as for `dlua STUDYFILE` (dlua.util.blame: a library's
+-- location is replaced by the user's, or dropped)
 function M.main(args)
-  local ok, err = pcall(main, args)
+  local ok, err = xpcall(main, function(e) return blame.message(e, 2) end, args)
   if not ok then
-    io.stderr:write("dlua: ", (tostring(err):gsub("^[^:]*:%d+: ", "")), "\n")
+    io.stderr:write("dlua: ", tostring(err), "\n")
     os.exit(1)
   end
 end

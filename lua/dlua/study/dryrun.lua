@@ -5,8 +5,11 @@
 -- eval set. The metric names its run directory then holds are the ones every
 -- trial reports, so an objective the experiment does not produce is an error
 -- naming the study file and line, and the metrics there are, before any trial
--- trains. A dry run that fails or diverges proves nothing about the names: it is
--- a warning, and the study goes on (each trial is judged on its own).
+-- trains. A dry run that fails is an error naming the failure (its file:line)
+-- before any trial is claimed: every trial would fail the same way. One that
+-- diverges proves nothing about the names (a trial's hyperparameters can diverge):
+-- a warning, and the study goes on.
+local lfs = require "lfs"
 local core = require "dlua.core"
 local util = require "dlua.util"
 local proc = require "dlua.util.proc"
@@ -106,20 +109,37 @@ function M.nearest_metric(metric, names)
   return best
 end
 
---- check(study, exe [, threads]) -> the dry run's result: errors when one of
--- the study's objectives is not among the metrics the dry run reported (the
--- first such, in the order the study lists them; naming the study file and
--- line, the metrics there are and the nearest); returns it with .warning set
--- when the dry run did not finish (then nothing was checked).
+-- a hint for a dry run that could not open a relative path: where relative paths start
+local function path_hint(msg)
+  local p = tostring(msg):match("cannot open '([^'/][^']*)'")
+  if not p then return "" end
+  return string.format("; '%s' is relative to the directory the study runs in (%s): write dl.here(%q) for a " ..
+    "file next to the experiment (docs/api/train.md, Paths)", p, lfs.currentdir(), p)
+end
+
+--- check(study, exe [, threads]) -> the dry run's result: errors when the dry run
+-- failed (naming the failure, which leads with its file:line, so no trial starts on a
+-- broken experiment; --no-check / check = false skips the dry run) or when one of the
+-- study's objectives is not among the metrics it reported (the first such, in the
+-- order the study lists them; naming the study file and line, the metrics there are
+-- and the nearest); returns it with .warning set when the dry run diverged (a
+-- trial's hyperparameters can do that; then nothing was checked).
 function M.check(study, exe, threads)
   local res = M.run(study, exe, threads)
   local objs = study.objectives or {study.objective}
+  if res.status == "failed" or res.status == "error" then
+    local msg = string.format("study %s: the one-step dry run of %s failed, so no trial was started: %s%s " ..
+      "(fix the experiment and run the study again, or pass --no-check to skip the dry run)", study.name,
+      study.experiment, tostring(res.message):gsub("^dlua: ", ""), path_hint(res.message))
+    local loc = spec.where(study, {key = "experiment"}) or study.script
+    error(loc and (loc .. ": " .. msg) or msg, 0)
+  end
   if res.status ~= "done" then
     local names = {}
     for i, o in ipairs(objs) do names[i] = "'" .. o.metric .. "'" end
     res.warning = string.format("study %s: the one-step dry run of %s %s (%s); the objective %s %s not checked " ..
-      "before the trials", study.name, study.experiment, res.status == "error" and "failed" or res.status,
-      tostring(res.message), table.concat(names, ", "), #names > 1 and "are" or "is")
+      "before the trials", study.name, study.experiment, res.status, tostring(res.message),
+      table.concat(names, ", "), #names > 1 and "are" or "is")
     return res
   end
   local have = {}

@@ -58,8 +58,9 @@ end
 -- steps, quiet, threads, exe, lease, count, create, launch (the function that
 -- starts a trial, M.launch by default: dlua.study.ranks passes its pool's),
 -- check (default true: before anything is written, a one-step dry run of the
--- first trial checks that the experiment reports the objective, unless a trial
--- of the study already did; see dlua.study.dryrun). Returns dl.study_results.
+-- first trial checks that the experiment runs and reports the objective, unless a
+-- trial of the study already did; a failure is an error: dlua.study.dryrun).
+-- Returns dl.study_results.
 function M.run(self, opts)
   opts = util.check_options("study:run", opts, {out = "string", trials = "integer", parallel = "integer",
     steps = "integer", quiet = "boolean", threads = "integer", exe = "string", lease = "number", count = "integer",
@@ -112,7 +113,7 @@ M.STUDY_FLAGS = {
   {"--count", "N", "run at most N trials, then report", int = 0},
   {"--lease", "S", "seconds a claimed trial stays reserved without renewal (default 60)", int = 1},
   {"--create", nil, "write the study directory and exit (then run it with dlua agent DIR)"},
-  {"--no-check", nil, "skip the one-step dry run that checks the objective before the first trial"},
+  {"--no-check", nil, "skip the one-step dry run that checks the experiment and the objective before the first trial"},
   {"--resume", nil, "accepted for symmetry: a study always skips finished trials and resumes unfinished ones"},
   {"--quiet", nil, "no progress lines"},
   {"--help", nil, "describe the study and the flags"},

@@ -17,7 +17,7 @@ local CONFIG = {
   checkpoint = {every = true, keep_latest = true, keep_best = true, keep_every = true, metric = "string",
                 mode = "string", share = "number"},
   objective = {metric = "string", mode = "string"},
-  clip_grad_norm = true, log_every = true, dir = true, resume = true, ema = {decay = "number"},
+  clip_grad_norm = true, log_every = true, dir = true, resume = true, override = "boolean", ema = {decay = "number"},
   hparams = true, name = true, quiet = true, divergence = {factor = "number"},
   fields = {input = true, target = true, weight = true}, tracking = true, classes = "table",
   description = true, command = true, config_path = true, forward = true, threads = true, trace = true,
@@ -78,6 +78,9 @@ function M.config_problem(c)
   local d = c.ema and c.ema.decay
   if d ~= nil and not (d >= 0 and d < 1) then
     return "dl.train: ema.decay must be in [0, 1) (0.999: about the last 1000 steps), got " .. tostring(d)
+  end
+  if c.override and not c.resume then
+    return "dl.train: override = true applies to a resume only (it lets resume = true change hyperparameters)"
   end
   if c.on_eval and dist.world() > 1 then
     return "dl.train: on_eval cannot stop a run that is data parallel over ranks (mpirun): leave it out"

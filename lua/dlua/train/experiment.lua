@@ -17,6 +17,7 @@
 local core = require "dlua.core"
 local util = require "dlua.util"
 local json = require "dlua.util.json"
+local fs = require "dlua.util.fs"
 local dist = require "dlua.dist"
 local nn = require "dlua.nn"
 local train = require "dlua.train"
@@ -74,6 +75,34 @@ function M.load(path)
   end
   exp.path = path
   return exp
+end
+
+--- dl.here(path) -> path, relative to the directory of the Lua file whose code calls
+-- dl.here (an absolute path as it is): `data.csv{path = dl.here("data/flowers.csv")}`
+-- in examples/flowers.lua is examples/data/flowers.csv, whatever the shell's
+-- directory. Other relative paths are the current directory's (docs/api/train.md,
+-- Paths). Not through util.strict: the calling frame is what it reads.
+function M.here(...)
+  local n, path = select("#", ...), ...
+  if n > 1 then error(string.format("bad argument #2 to 'dl.here' (no more than 1 arguments expected, got %d)", n), 2) end
+  util.check_args("dl.here", {"string"}, 1, path)
+  if path:sub(1, 1) == "/" then return path end
+  if debug.getinfo(1, "t").istailcall then
+    error("dl.here: called in a tail call (`return dl.here(...)`), which leaves no frame of the calling file; " ..
+      "write `local p = dl.here(...)` and return p", 2)
+  end
+  local info = debug.getinfo(2, "S")
+  if info.what == "C" then
+    error("dl.here: called from C (such as pcall(dl.here, ...)), which has no file; call it from Lua code in a file", 2)
+  end
+  local src = info.source
+  if type(src) ~= "string" or src:sub(1, 1) ~= "@" then
+    error("dl.here: the calling code is not in a file (it was loaded from a string), so there is no directory to " ..
+      "resolve against; give the path itself", 2)
+  end
+  local dir = fs.dirname(src:sub(2))
+  if dir == "." then return path end
+  return dir .. "/" .. path                   -- dir "" (a file in /): "/" .. path
 end
 
 --- The full hyperparameters: defaults, then overrides, then the derived seeds.
@@ -134,18 +163,19 @@ function Experiment:config(hp)
   return cfg
 end
 
---- Trains with hp overrides; opts: dir, resume, quiet, steps, tracking, command,
+--- Trains with hp overrides; opts: dir, resume, override (with resume: hyperparameters may differ
+-- from the run's record, which then keeps their history: dlua.train.record), quiet, steps, tracking, command,
 -- on_eval (dl.train's hook: a study trial's pruning), objective ({metric =, mode =}: what ranks
 -- the checkpoints, a study's objective).
 function Experiment:run(overrides, opts)
-  opts = util.check_options("experiment:run", opts, {dir = "string", resume = "boolean", quiet = "boolean",
-    steps = "integer", tracking = "boolean", command = "string", on_eval = "function",
+  opts = util.check_options("experiment:run", opts, {dir = "string", resume = "boolean", override = "boolean",
+    quiet = "boolean", steps = "integer", tracking = "boolean", command = "string", on_eval = "function",
     objective = {metric = "string", mode = "string"}}, 2)
   local hp = self:resolve(overrides)
   if opts.steps then hp.steps = opts.steps end
   local cfg = self:config(hp)
   if opts.steps then cfg.steps = opts.steps end
-  for _, k in ipairs({"dir", "resume", "quiet", "tracking", "command", "on_eval", "objective"}) do
+  for _, k in ipairs({"dir", "resume", "override", "quiet", "tracking", "command", "on_eval", "objective"}) do
     if opts[k] ~= nil then cfg[k] = opts[k] end
   end
   cfg.config_path = cfg.config_path or self.path

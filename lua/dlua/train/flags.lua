@@ -2,7 +2,7 @@
 -- (parsed here, run by dlua.cli):
 --
 --   dlua examples/fashion_mnist.lua [--out DIR] [--steps N] [--set key=value]...
---        [--resume] [--seed N] [--threads N] [--trace FILE] [--quiet] [--objective METRIC:MODE]
+--        [--resume [--override]] [--seed N] [--threads N] [--trace FILE] [--quiet] [--objective METRIC:MODE]
 --        [--check-determinism N] [--help]
 --
 -- `--set` values are typed by the default's type (numbers, integers, booleans,
@@ -19,6 +19,8 @@ M.FLAGS = {
   {"--steps", "N", "training steps (overrides hp.steps)", int = 1},
   {"--set", "KEY=VALUE", "override a hyperparameter (repeatable)", many = true},
   {"--resume", nil, "continue from the latest valid checkpoint in the run directory"},
+  {"--override", nil, "with --resume: continue with hyperparameters that differ from the run's record " ..
+    "(hparams_history.json keeps what each step ran with)"},
   {"--seed", "N", "the seed (init_seed = seed, data_seed = seed + 1000 unless set)", int = 0},
   {"--threads", "N", "compute threads (default: all cores)", int = 1},
   {"--trace", "FILE", "write a Chrome trace-event file of the run"},

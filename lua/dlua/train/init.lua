@@ -13,7 +13,8 @@
 --   result.status --> "done" | "diverged" | "failed" | "interrupted" | "stopped" (config.on_eval);
 --   result.best.checkpoint --> path
 --
--- Files in the run directory (docs/formats.md): hparams.json, metrics.jsonl,
+-- Files in the run directory (docs/formats.md): hparams.json (and hparams_history.json
+-- after a resume with override: dlua.train.record), metrics.jsonl,
 -- checkpoints/ckpt-<step>.safetensors, checkpoints/index.json, predictions/.
 --
 -- The loop is four functions of one job each: open_run (the run directory, the
@@ -39,6 +40,7 @@ local ledger = require "dlua.train.ledger"
 local policy = require "dlua.train.policy"
 local config_mod = require "dlua.train.config"
 local state = require "dlua.train.state"
+local record = require "dlua.train.record"
 local track = require "dlua.train.track"
 local nn = require "dlua.nn"
 local util = require "dlua.util"
@@ -231,7 +233,13 @@ local function open_run(config)
     local path, tensors, meta
     if dp then path, tensors, meta = dp:resume_point(find) else path, tensors, meta = find() end
     if path then
-      state.restore(run, tensors, meta)
+      -- the record is never rewritten: changed hyperparameters need override (dlua.train.record);
+      -- under mpirun rank 0 reads and writes it, and every rank stops when it refuses
+      local refused
+      if lead then run.record, refused = record.on_resume(dir, config.hparams or {}, tonumber(meta.step), config.override) end
+      if dp then dp:agree(not refused, refused) end
+      if refused then error(refused, 3) end
+      state.restore(run, tensors, meta, config.override)    -- override: the new config's learning rate
       run.ledger:truncate(run.step)
       if lead then
         fs.filter_lines(metrics_path, function(line)
@@ -256,7 +264,7 @@ local function open_run(config)
     end
     if lead then os.remove(metrics_path) end
   end
-  if lead then fs.write_atomic(dir .. "/hparams.json", json.encode(config.hparams or {}) .. "\n") end
+  if lead then record.write(dir, run.record or {{from_step = 1, hparams = config.hparams or {}}}) end
   run.metrics_path = lead and metrics_path or nil
   run.t_start = core.clock()
 

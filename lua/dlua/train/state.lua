@@ -45,8 +45,10 @@ function M.collect(run)
   return tensors, meta
 end
 
---- restore(run, tensors, meta): the run as it was when collect gave tensors, meta.
-function M.restore(run, tensors, meta)
+--- restore(run, tensors, meta [, keep_lr]): the run as it was when collect gave tensors,
+-- meta; with keep_lr the optimizer keeps its own learning rates (a resume with override:
+-- the new config's), not the checkpoint's.
+function M.restore(run, tensors, meta, keep_lr)
   local msd, osd = {}, {}
   for k, t in pairs(tensors) do
     local kind, name = k:match("^(%a+)/(.*)$")
@@ -55,7 +57,9 @@ function M.restore(run, tensors, meta)
     elseif kind == "ema" and run.ema then run.ema[name] = t end
   end
   run.model:load_state_dict(msd)
-  for k, v in pairs(json.decode(meta.optimizer) or {}) do osd[k] = v end
+  for k, v in pairs(json.decode(meta.optimizer) or {}) do
+    if not (keep_lr and (k == "lr" or k:match("^group%.%d+%.lr$"))) then osd[k] = v end
+  end
   run.optimizer:load_state_dict(osd)
   local rng = json.decode(meta.rng)
   core.rng_state(rng.seed, rng.counter)

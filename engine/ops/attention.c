@@ -77,17 +77,25 @@ static int64_t block_cols(const attn_job *j, int64_t r0, int64_t br) {
       }                                                                                        \
       for (int64_t c = lim; c < nc; c++) p[c] = (T_)-INFINITY;                                 \
       double *s = j->stats + (bh * j->T + i) * 2;                                              \
-      if (fw) {                                                                                \
-        T_ mx = (T_)-INFINITY;                                                                 \
+      if (fw) {                     /* e = exp(s - max) kept in p, then scaled: the values */ \
+        T_ mx = (T_)-INFINITY;      /* of the else branch, bit for bit                     */ \
         for (int64_t c = 0; c < nc; c++) if (p[c] > mx) mx = p[c];                             \
-        double sum = 0;                                                                        \
-        for (int64_t c = 0; c < nc; c++) sum += (double)EXP(p[c] - mx);                       \
+        for (int64_t c = 0; c < nc; c++) p[c] = EXP(p[c] - mx);                                \
+        double a4[4] = {0, 0, 0, 0}; /* four running sums, then added: a short chain */         \
+        int64_t c4 = nc / 4 * 4;                                                               \
+        for (int64_t c = 0; c < c4; c += 4)                                                    \
+          for (int u = 0; u < 4; u++) a4[u] += (double)p[c + u];                               \
+        for (int64_t c = c4; c < nc; c++) a4[c - c4] += (double)p[c];                          \
+        double sum = (a4[0] + a4[1]) + (a4[2] + a4[3]);                                        \
         s[0] = (double)mx;                                                                     \
         s[1] = sum;                                                                            \
+        double inv = 1.0 / sum;                                                                \
+        for (int64_t c = 0; c < nc; c++) p[c] = (T_)((double)p[c] * inv);                      \
+      } else {                                                                                 \
+        T_ mx = (T_)s[0];                                                                      \
+        double inv = 1.0 / s[1];                                                               \
+        for (int64_t c = 0; c < nc; c++) p[c] = (T_)((double)EXP(p[c] - mx) * inv);           \
       }                                                                                        \
-      T_ mx = (T_)s[0];                                                                        \
-      double inv = 1.0 / s[1];                                                                 \
-      for (int64_t c = 0; c < nc; c++) p[c] = (T_)((double)EXP(p[c] - mx) * inv);             \
     }                                                                                          \
   }
 

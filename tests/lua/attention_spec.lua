@@ -215,6 +215,24 @@ describe("nn.MultiheadAttention and nn.TransformerEncoderLayer against torch's m
     end
   end)
 
+  it("pass gradcheck in float64 in their inputs, with masks and causal (torch's twin checks the weights)", function()
+    dl.seed(4)
+    local m = nn.MultiheadAttention(6, 2, {causal = true}):to("float64")
+    local kpm = dl.tensor({{0, 0, 1}, {0, 0, 0}}, {dtype = "uint8"})
+    local ok, rep = dl.autograd.gradcheck(function(q, k) return m(q, k, k, {key_padding_mask = kpm}) end,
+      {dl.randn(2, 3, 6), dl.randn(2, 3, 6)})
+    assert(ok, rep)
+    local l = nn.TransformerEncoderLayer(6, 2, {dim_feedforward = 5, norm_first = true, activation = "gelu"})
+    l = l:to("float64"):eval()
+    local am = dl.randn(3, 3, {dtype = "float64"})
+    ok, rep = dl.autograd.gradcheck(function(x) return l(x, {src_mask = am}) end, {dl.randn(2, 3, 6)})
+    assert(ok, rep)
+    ok, rep = dl.autograd.gradcheck(function(q, k, v)
+      return q:scaled_dot_product_attention(k, v, {mask = dl.tensor({{0.5, -1, 0}}, {dtype = "float64"})})
+    end, {dl.randn(1, 2, 4, 3), dl.randn(1, 2, 3, 3), dl.randn(1, 2, 3, 2)})
+    assert(ok, rep)
+  end)
+
   it("names parameters as torch does and refuses bad sizes, options and inputs", function()
     local names = {}
     for _, p in ipairs(nn.TransformerEncoderLayer(8, 2, {dim_feedforward = 4}):named_parameters()) do

@@ -28,7 +28,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#define BR 64 /* query rows per block */
+#define BR 128 /* query rows per block */
 
 typedef struct {
   dl_dtype d;

@@ -5,7 +5,8 @@
 --   build/dlua tests/bench/attention.lua [B=8] [H=8] [T=128] [D=64] [causal=0] [threads=2] [win=1] [windows=5]
 -- A step is o = attention(q, k, v) (S = T, float32), then o:backward(g) with a fixed gradient g;
 -- the inputs' grads are cleared each step. Median, min and max over the windows (each at least win
--- seconds and 2 steps) after one warm-up window (tests/bench/window.lua); one JSON line per path.
+-- seconds and 2 steps) after one warm-up window (tests/bench/window.lua), and the memory one step
+-- allocates above what was in use before it (step_peak_mib); one JSON line per path.
 local dl = require "dlua"
 local window = dofile(((arg[0] or ""):match("^(.*/)") or "./") .. "window.lua")
 
@@ -38,7 +39,13 @@ for _, name in ipairs({"fused", "composed"}) do
     f():backward(g)
   end
   local med, lo, hi = window.run(step, {seconds = win, windows = nwin, per_step = 1, min_steps = 2})
+  q.grad, k.grad, v.grad = nil, nil, nil
+  collectgarbage()
+  local base = dl.memory.stats().in_use
+  dl.memory.reset_peak()
+  step()
+  local extra = (dl.memory.stats().peak - base) / 2 ^ 20     -- the step's own memory: activations, grads
   print(string.format('{"bench":"attention_fw_bw","impl":"dlua %s","shape":[%d,%d,%d,%d],"causal":%s,' ..
-    '"threads":%d,"ms_median":%.2f,"ms_min":%.2f,"ms_max":%.2f}', name, B, H, T, D, tostring(causal), threads,
-    1000 / med, 1000 / hi, 1000 / lo))
+    '"threads":%d,"ms_median":%.2f,"ms_min":%.2f,"ms_max":%.2f,"step_peak_mib":%.1f}', name, B, H, T, D,
+    tostring(causal), threads, 1000 / med, 1000 / hi, 1000 / lo, extra))
 end

@@ -14,7 +14,8 @@
  *           dv = P^T dout, dP = dout v^T, dS = P (dP - rowsum(dout * out)),
  *           dq = scale dS k, dk = scale dS^T q. The mask gets no gradient.
  *
- * Work: one (b, h) pair is one unit, done by one thread in blocks of BR query rows, each
+ * Work: one (b, h) pair is one unit, done by one thread in blocks of BR query rows (fewer
+ * under causal, where a block computes only the keys up to its last row), each
  * block's scores [BR, S] in per-task scratch (single-threaded gemm). The pairs are split
  * over the pool in contiguous ranges; a pair's arithmetic does not depend on which task
  * runs it, so results are bit-identical at any thread count.
@@ -28,7 +29,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#define BR 128 /* query rows per block */
+#define BR 128       /* query rows per block (the scratch's size) */
+#define BR_CAUSAL 32 /* under causal: a block needs keys up to its last row, so smaller blocks skip more */
 
 typedef struct {
   dl_dtype d;
@@ -43,6 +45,7 @@ typedef struct {
   double *stats;             /* [BH, T, 2]: row max, row sum of exp(s - max) */
   const void *dout;          /* backward: [BH, T, Dv] */
   void *dq, *dk, *dv;        /* backward: [BH, T, D], [BH, S, D] and [BH, S, Dv], dk and dv zeroed */
+  int64_t rows;              /* query rows per block: BR, or BR_CAUSAL under causal */
   char *scratch;             /* per task: 2 * BR * S elements */
   int64_t chunk;             /* pairs per task */
 } attn_job;
@@ -116,8 +119,8 @@ static void fw_task(void *arg, int t) {
   void *P = j->scratch + (size_t)t * 2 * BR * j->S * es;
   int64_t e = (t + 1) * j->chunk < j->BH ? (t + 1) * j->chunk : j->BH;
   for (int64_t bh = t * j->chunk; bh < e; bh++)
-    for (int64_t r0 = 0; r0 < j->T; r0 += BR) {
-      int64_t br = j->T - r0 < BR ? j->T - r0 : BR, nc = block_cols(j, r0, br);
+    for (int64_t r0 = 0; r0 < j->T; r0 += j->rows) {
+      int64_t br = j->T - r0 < j->rows ? j->T - r0 : j->rows, nc = block_cols(j, r0, br);
       probs(j, bh, r0, br, nc, P, 1);
       /* out_blk [br, Dv] = P [br, nc] v[0:nc] [nc, Dv] */
       dl_gemm_serial(j->d, 0, 0, br, j->Dv, nc, 1.0, P, j->S, (const char *)j->v + (size_t)(bh * j->S * j->Dv) * es,
@@ -150,8 +153,8 @@ static void bw_task(void *arg, int t) {
     const char *v = (const char *)j->v + (size_t)(bh * S * Dv) * es;
     char *dk = (char *)j->dk + (size_t)(bh * S * D) * es;
     char *dv = (char *)j->dv + (size_t)(bh * S * Dv) * es;
-    for (int64_t r0 = 0; r0 < j->T; r0 += BR) {
-      int64_t br = j->T - r0 < BR ? j->T - r0 : BR, nc = block_cols(j, r0, br);
+    for (int64_t r0 = 0; r0 < j->T; r0 += j->rows) {
+      int64_t br = j->T - r0 < j->rows ? j->T - r0 : j->rows, nc = block_cols(j, r0, br);
       const char *q = (const char *)j->q + (size_t)((bh * j->T + r0) * D) * es;
       const char *gov = (const char *)j->dout + (size_t)((bh * j->T + r0) * Dv) * es;
       const char *ov = (const char *)j->out + (size_t)((bh * j->T + r0) * Dv) * es;
@@ -179,6 +182,7 @@ static dl_tensor *contig(dl_ctx *ctx, dl_tensor *t) {
 /* runs fn over the pairs with per-task scratch; 0 or -1 (memory) */
 static int run(dl_ctx *ctx, attn_job *j, void (*fn)(void *, int)) {
   if (j->BH == 0 || j->T == 0) return 0;
+  j->rows = j->causal ? BR_CAUSAL : BR;
   int threads = dl_pool_threads(ctx->pool);
   int64_t ntask = j->BH < threads ? j->BH : (threads < 1 ? 1 : threads);
   j->chunk = (j->BH + ntask - 1) / ntask;

@@ -287,6 +287,24 @@ static int reduce(lua_State *L, dl_redop op) {
 }
 
 static int l_sum(lua_State *L) { return reduce(L, DL_RSUM); }
+
+static const char *const attention_keys[] = {"causal", "mask", "scale", NULL};
+
+/* q:scaled_dot_product_attention(k, v [, {causal = false, mask = nil, scale = 1/sqrt(D)}]) */
+static int l_scaled_dot_product_attention(lua_State *L) {
+  dl_tensor *q = lt_check(L, 1), *k = lt_check(L, 2), *v = lt_check(L, 3);
+  lt_opts o;
+  lt_options(L, 4, attention_keys, &o);
+  lt_checkargs(L, 4);
+  int causal = lt_opt_boolean(L, &o, "causal", 0);
+  dl_tensor *mask = lt_opt_tensor(L, &o, "mask");
+  double scale = lt_opt_number(L, &o, "scale", NAN);
+  if (lt_opt_push(L, &o, "scale") != LUA_TNIL && !(isfinite(scale) && scale > 0))
+    lt_opt_error(L, &o, "scale", "a positive finite number expected, got %f", scale);
+  lua_pop(L, 1);
+  lt_newbox(L);
+  return lt_finish(L, dl_attention(lt_ctx(L), q, k, v, mask, causal, scale));
+}
 static int l_mean(lua_State *L) { return reduce(L, DL_RMEAN); }
 static int l_var(lua_State *L) { return reduce(L, DL_RVAR); }
 static int l_logsumexp(lua_State *L) { return reduce(L, DL_RLOGSUMEXP); }
@@ -685,6 +703,7 @@ static const luaL_Reg op_funcs[] = {
   {"round", l_round},
   {"rsqrt", l_rsqrt},
   {"scale", l_scale},
+  {"scaled_dot_product_attention", l_scaled_dot_product_attention},
   {"scatter_add", l_scatter_add},
   {"select", l_select},
   {"sigmoid", l_sigmoid},

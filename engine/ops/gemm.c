@@ -110,3 +110,17 @@ void dl_sgemm_serial(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
   }
   gemm_block(&j, 0, M, 0, N);
 }
+
+void dl_gemm_serial(dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const void *A,
+                    int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
+  gemm_job j = {d, ta, tb, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, NULL, 1, 0};
+  if (M == 0 || N == 0) return;
+  if (K == 0) {                                  /* C = beta C */
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t k = 0; k < N; k++)
+        if (d == DL_F32) ((float *)C)[i * ldc + k] = beta == 0 ? 0.0f : ((float *)C)[i * ldc + k] * (float)beta;
+        else ((double *)C)[i * ldc + k] = beta == 0 ? 0.0 : ((double *)C)[i * ldc + k] * beta;
+    return;
+  }
+  gemm_block(&j, 0, M, 0, N);
+}

@@ -12,7 +12,7 @@
  *                (dl_backward), which calls each node's backward through the table and
  *                sums gradients with kernels: it refers to every op file, none to it
  *   ops_matmul.c a matmul of vectors is unsqueeze, matmul, squeeze (ops_shape.c)
- *   ops_elem.c ops_reduce.c ops_shape.c ops_index.c conv.c batchnorm.c
+ *   ops_elem.c ops_reduce.c ops_shape.c ops_index.c conv.c batchnorm.c attention.c
  *                the ops: check, compute with kernels, record their node through the
  *                tape. Their backward functions call kernels only, so a backward never
  *                records and never reaches another op file
@@ -135,6 +135,8 @@ typedef int (*dl_backward_fn)(dl_ctx *ctx, dl_node *n, dl_tensor *gout, dl_tenso
   X(MAX_POOL2D, "max_pool2d", dl_pool2d, dl_bw_pool2d, "max_pool2d")     \
   X(AVG_POOL2D, "avg_pool2d", dl_pool2d, dl_bw_pool2d, "avg_pool2d")     \
   X(BATCH_NORM, "batch_norm", dl_batch_norm, dl_bw_batch_norm, "batch_norm") \
+  X(SCALED_DOT_PRODUCT_ATTENTION, "scaled_dot_product_attention", dl_attention, dl_bw_attention, \
+    "scaled_dot_product_attention")                                      \
   X(FUNCTION, "function", dl_tape_record, dl_bw_function, "autograd.Function")
 
 #define DL_OP_ENUM_(id, name, fw, bw, lua) DL_OP_##id,
@@ -172,6 +174,7 @@ int dl_bw_linear(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
 int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
 int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
 int dl_bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
+int dl_bw_attention(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);
 int dl_bw_function(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin);  /* calls n->user_backward */
 
 struct dl_node {
@@ -285,6 +288,14 @@ dl_tensor *dl_scatter_add(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index, 
 dl_tensor *dl_one_hot(dl_ctx *ctx, dl_tensor *labels, int64_t classes);
 /* index tensors hold 0-based positions here; the binding converts from 1-based */
 
+/* ------------------------------------------------------------ attention */
+
+/* softmax(scale q k^T + mask) v (attention.c): q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv]
+ * -> [B, H, T, Dv]; causal: query i sees keys j <= i; mask NULL, uint8 (keep where non-zero)
+ * or q's dtype (added), broadcast to [B, H, T, S]; scale NAN: 1 / sqrt(D). */
+dl_tensor *dl_attention(dl_ctx *ctx, dl_tensor *q, dl_tensor *k, dl_tensor *v, dl_tensor *mask, int causal,
+                        double scale);
+
 /* ------------------------------------------------------------ matmul */
 
 dl_tensor *dl_matmul(dl_ctx *ctx, dl_tensor *a, dl_tensor *b);
@@ -302,5 +313,8 @@ void dl_gemm_bias(dl_ctx *ctx, dl_dtype d, int ta, int tb, int64_t M, int64_t N,
 /* the same for float32 on the calling thread only: for kernels that already run on the pool */
 void dl_sgemm_serial(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* the same for float32 or float64 (d), on the calling thread only */
+void dl_gemm_serial(dl_dtype d, int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const void *A,
+                    int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc);
 
 #endif

@@ -1,6 +1,8 @@
 --- examples/models/transformer.lua: a small pre-norm Transformer encoder classifier,
--- with multi-head self-attention written here in Lua from batched matmul, reshape,
--- permute and softmax (no attention kernel in the engine: autograd differentiates it).
+-- with multi-head self-attention written here in Lua: the projections and heads from
+-- Linear, reshape and permute, the attention itself the engine's fused kernel
+-- (t:scaled_dot_product_attention), or batched matmul and softmax when attention dropout
+-- is on in training. (dl.nn.MultiheadAttention is the torch-compatible layer.)
 --
 --   local transformer = dofile("examples/models/transformer.lua")
 --   local model = transformer.build{vocab = 100, seq_len = 32, d_model = 64, heads = 4, layers = 2, classes = 2}
@@ -89,16 +91,22 @@ function MultiHeadAttention:forward(x, mask)
     return qkv:narrow(3, (i - 1) * self.d_model + 1, self.d_model):reshape(n, t, h, d):permute(1, 3, 2, 4)
   end
   local q, k, v = heads_of(1), heads_of(2), heads_of(3)
-  local scores = q:matmul(k:transpose(3, 4)):scale(1 / math.sqrt(d))   -- [N, H, T, T]
+  local bias
   if mask then
     if mask:dim() ~= 2 or mask:size(1) ~= n or mask:size(2) ~= t then
       error(string.format("MultiHeadAttention: mask %s must be [%d, %d]", shape_str(mask), n, t), 2)
     end
-    scores = scores + key_bias(mask)
+    bias = key_bias(mask):to(q:dtype())
   end
-  local p = scores:softmax(4)
-  if self._modules.drop then p = self.drop(p) end
-  local out = p:matmul(v):permute(1, 3, 2, 4):reshape(n, t, self.d_model)   -- [N, T, D]
+  local o                                                        -- [N, H, T, d]
+  if self._modules.drop and self.training then                   -- dropout on the probabilities
+    local scores = q:matmul(k:transpose(3, 4)):scale(1 / math.sqrt(d))   -- [N, H, T, T]
+    if bias then scores = scores + bias end
+    o = self.drop(scores:softmax(4)):matmul(v)
+  else                                                           -- the engine's fused kernel
+    o = q:scaled_dot_product_attention(k, v, {mask = bias})
+  end
+  local out = o:permute(1, 3, 2, 4):reshape(n, t, self.d_model)   -- [N, T, D]
   return self.proj(out)
 end
 

@@ -95,6 +95,10 @@ local cases = {
     function() return {dl.randn(1, 2, 5, 5)} end, f32},
   batch_norm = {function(x, w, b) return core.batch_norm(x, w, b) end,
     function() return {dl.randn(6, 3, 2, 2), pos(3), dl.randn(3)} end},
+  scaled_dot_product_attention = {function(q, k, v)
+      local keep = dl.tensor({1, 1, 1, 0, 1, 1, 1, 1}, {dtype = "uint8"}):reshape(2, 1, 1, 4)
+      return q:scaled_dot_product_attention(k, v, {causal = true, mask = keep, scale = 0.7})
+    end, function() return {dl.randn(2, 2, 5, 3), dl.randn(2, 2, 4, 3), dl.randn(2, 2, 4, 2)} end},
   ["function"] = {function(a) return Square(a) end, function() return {dl.randn(3)} end},
 }
 

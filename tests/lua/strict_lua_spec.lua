@@ -315,6 +315,20 @@ local VALID = {
   ["dl.nn.SmoothL1()"] = a(function() return {} end),
   ["dl.nn.SmoothL1.forward"] = a(function() return dl.nn.SmoothL1(), T(), T() end),
   ["dl.nn.SmoothL1.init"] = a(function() return dl.nn.SmoothL1(), {} end),
+  ["dl.nn.MultiheadAttention()"] = a(function() return 4, 2, {} end),
+  ["dl.nn.MultiheadAttention.extra_repr"] = a(function() return dl.nn.MultiheadAttention(4, 2) end),
+  ["dl.nn.MultiheadAttention.forward"] = a(function()
+    local x = dl.ones(1, 3, 4)
+    return dl.nn.MultiheadAttention(4, 2), x, x, x, {}
+  end),
+  ["dl.nn.MultiheadAttention.init"] = a(function() return dl.nn.MultiheadAttention(4, 2), 4, 2, {} end),
+  ["dl.nn.TransformerEncoderLayer()"] = a(function() return 4, 2, {dim_feedforward = 8} end),
+  ["dl.nn.TransformerEncoderLayer.forward"] = a(function()
+    return dl.nn.TransformerEncoderLayer(4, 2, {dim_feedforward = 8}), dl.ones(1, 3, 4), {}
+  end),
+  ["dl.nn.TransformerEncoderLayer.init"] = a(function()
+    return dl.nn.TransformerEncoderLayer(4, 2, {dim_feedforward = 8}), 4, 2, {dim_feedforward = 8}
+  end),
   ["dl.nn.MaxPool2d()"] = a(function() return 2, {} end),
   ["dl.nn.MaxPool2d.extra_repr"] = a(function() return dl.nn.MaxPool2d(2) end),
   ["dl.nn.MaxPool2d.forward"] = a(function() return dl.nn.MaxPool2d(2), IMG() end),

@@ -129,6 +129,7 @@ local valid = {
   reshape = {args = function() return T(), 3, 2 end},
   rsqrt = {args = function() return core.ones(2) end},
   scale = {args = function() return T(), 2 end},
+  scaled_dot_product_attention = {args = function() return core.ones(1, 1, 2, 3), core.ones(1, 1, 2, 3), core.ones(1, 1, 2, 3) end},
   scatter_add = {args = function() return T(), 1, {{1, 1, 1}}, core.ones(1, 3) end},
   select = {args = function() return T(), 1, 1 end},
   sigmoid = {args = function() return T() end},

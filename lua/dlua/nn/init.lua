@@ -3,14 +3,15 @@
 -- assigning them to fields (or listing them in a container); everything
 -- else (parameter lists, dotted names, train/eval, state dicts) follows.
 -- Layers written here are differentiable through the tensor autograd with
--- no backward code; Conv2d and pooling call C kernels. The base class lives in
--- nn/module.lua, BatchNorm in nn/batchnorm.lua, the losses in nn/losses.lua (all below
--- this file).
+-- no backward code; Conv2d, pooling and attention call C kernels. The base class lives in
+-- nn/module.lua, BatchNorm in nn/batchnorm.lua, the losses in nn/losses.lua, attention in
+-- nn/attention.lua (all below this file).
 local core = require "dlua.core"
 local init = require "dlua.nn.init_fns"
 local module = require "dlua.nn.module"
 local BatchNorm = require "dlua.nn.batchnorm"
 local losses = require "dlua.nn.losses"
+local attention = require "dlua.nn.attention"
 local util = require "dlua.util"
 
 local M = {}
@@ -253,6 +254,12 @@ function LayerNorm:forward(x)
   if self._params.weight then y = y * self._params.weight + self._params.bias end
   return y
 end
+
+-------------------------------------------------------------------- attention
+
+-- MultiheadAttention, TransformerEncoderLayer (nn/attention.lua), built on the layers above
+for name, cls in pairs(attention{Linear = Linear, LayerNorm = LayerNorm, Dropout = Dropout, ReLU = M.ReLU,
+  GELU = M.GELU}) do M[name] = cls end
 
 -------------------------------------------------------------------- losses
 

@@ -9,7 +9,7 @@
 /* See LICENSE */
 #include "io/onnx.h"
 #include "io/fileio.h"
-#include "onnx.pb-c.h"
+#include <onnx.pb-c.h>   /* generated from onnx.proto by protoc-c (CMakeLists.txt) */
 
 #include <stdlib.h>
 #include <string.h>

@@ -161,6 +161,26 @@ describe("dl.onnx.export in ONNX Runtime", function()
       {input_shape = {10}})
   end)
 
+  it("exports the Transformer of examples/models/transformer.lua (attention, GELU, mean or CLS pool, padding mask)", function()
+    local tr = dofile("examples/models/transformer.lua")
+    -- ids 1..20 with about one in four the pad id 3; every row keeps a real token
+    math.randomseed(5)
+    local function ids(n)
+      local rows = {}
+      for i = 1, n do
+        rows[i] = {5}
+        for j = 2, 8 do rows[i][j] = math.random() < 0.25 and 3 or math.random(1, 20) end
+      end
+      return dl.tensor(rows, {dtype = "int64"})
+    end
+    for _, hp in ipairs({{}, {pool = "cls"}, {pad_id = 3}, {pool = "cls", pad_id = 3}}) do
+      local base = {vocab = 20, seq_len = 8, d_model = 16, heads = 4, layers = 2, classes = 3}
+      for k, v in pairs(hp) do base[k] = v end
+      local name = "transformer_" .. (hp.pool or "mean") .. (hp.pad_id and "_pad" or "")
+      roundtrip(name, tr.build(base), {input_shape = {8}, input_dtype = "int64", output_name = "logits"}, ids)
+    end
+  end)
+
   it("exports Conv2d's stride, asymmetric padding, dilation, groups and no bias; pools with padding; Residual", function()
     local model = nn.Sequential{
       nn.Conv2d(4, 6, {3, 2}, {stride = {2, 1}, padding = {1, 2}, dilation = {1, 2}, groups = 2, bias = false}),

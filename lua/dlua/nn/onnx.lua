@@ -16,8 +16,10 @@
 --   g:node(op, inputs, attrs) -> output name     attrs: {name = int | float | {ints}}
 --   g:const(tensor [, hint]) -> name             a float tensor becomes float32
 --   g:int64s(list [, hint]) -> name              a 1-d int64 constant
---   g:call(child, key, x, sample) -> name        a submodule named key (path "3.body")
+--   g:call(child, key, x, sample, ...) -> name   a submodule named key (path "3.body"); the
+--                                                extra arguments go to its exporter
 --   g:layer_norm(x, axes, eps) -> name           (x - mean) / sqrt(var + eps) over axes
+--   g:gelu(x) -> name                            GELU, erf form
 --   g.opset
 local core = require "dlua.core"
 local util = require "dlua.util"
@@ -113,7 +115,14 @@ local function refuse(where, m, why)
   error(string.format("%s (%s): cannot be exported to ONNX (%s)", where, class_name(m), why), 0)
 end
 
-function Graph:call(m, key, x, sample)
+-- GELU, erf form (opset 13 has no Gelu op): 0.5 x (1 + erf(x / sqrt(2)))
+function Graph:gelu(x)
+  local e = self:node("Erf", {self:node("Div", {x, self:scalar(math.sqrt(2), "sqrt2")})})
+  local y = self:node("Mul", {x, self:node("Add", {e, self:scalar(1, "one")})})
+  return self:node("Mul", {y, self:scalar(0.5, "half")})
+end
+
+function Graph:call(m, key, x, sample, ...)
   local where = self.where .. "." .. key
   local saved_path, saved_where = self.path, self.where
   if type(m) ~= "table" or not getmetatable(m) or not m._modules then
@@ -125,7 +134,7 @@ function Graph:call(m, key, x, sample)
   end
   self.path = self:prefixed(key)
   self.where = where
-  local out = fn(self, m, x, sample)
+  local out = fn(self, m, x, sample, ...)
   self.path, self.where = saved_path, saved_where
   return out
 end
@@ -215,12 +224,7 @@ M.register(nn.ReLU, function(g, _, x) return g:node("Relu", {x}) end)
 M.register(nn.Tanh, function(g, _, x) return g:node("Tanh", {x}) end)
 M.register(nn.Sigmoid, function(g, _, x) return g:node("Sigmoid", {x}) end)
 
--- GELU, erf form (opset 13 has no Gelu op): 0.5 x (1 + erf(x / sqrt(2)))
-M.register(nn.GELU, function(g, _, x)
-  local e = g:node("Erf", {g:node("Div", {x, g:scalar(math.sqrt(2), "sqrt2")})})
-  local y = g:node("Mul", {x, g:node("Add", {e, g:scalar(1, "one")})})
-  return g:node("Mul", {y, g:scalar(0.5, "half")})
-end)
+M.register(nn.GELU, function(g, _, x) return g:gelu(x) end)
 
 M.register(nn.Softmax, function(g, m, x)
   local d = m.dim

@@ -191,6 +191,9 @@ describe("dl.onnx.export in ONNX Runtime", function()
       nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 3, {bias = false})}
     roundtrip("convs", model, {input_shape = {4, 11, 9}})
     roundtrip("adaptive", nn.Sequential{nn.AdaptiveAvgPool2d(2), nn.Flatten()}, {input_shape = {2, 6, 4}})
+    -- replicas' moving averages: eval (and the export) uses their mean
+    roundtrip("bn_replicas", trained_bn(nn.Sequential{nn.Linear(6, 4), nn.BatchNorm(4, {replicas = 2, affine = false})}),
+      {input_shape = {6}})
   end)
 
   it("exports a user module through dl.onnx.register", function()
@@ -236,6 +239,8 @@ describe("dl.onnx.export refuses", function()
     assert.error_matches(function() dl.onnx.export(m, p, {input_shape = {3, 0}}) end,
       "input_shape[2] must be a positive integer, got 0", 1, true)
     assert.error_matches(function() dl.onnx.export(m, p, {input_shape = {3}}, 1) end, "onnx.export", 1, true)
+    assert.error_matches(function() dl.onnx.export(m, p, {input_shape = {3}, input_dtype = "uint8"}) end,
+      "onnx.export: input_dtype must be float32, int64 or int32, got uint8", 1, true)
     assert.error_matches(function() dl.onnx.export({}, p, {input_shape = {3}}) end,
       "onnx.export: expected a module as argument 1, got table", 1, true)
     assert.error_matches(function() dl.onnx.export(m, p, {input_shape = {3}, input_name = "x", output_name = "x"}) end,

@@ -1,7 +1,7 @@
 -- recipes/export.lua -- writes a trained model as an ONNX file (dl.onnx.export): the
 -- experiment's model rebuilt with the hyperparameters its checkpoint stores and loaded with
 -- its weights, as dl.evaluate does, in eval mode. The input shape is one example of the
--- experiment's first eval set (by name) unless --input-shape gives it.
+-- experiment's first eval set (by name; after its transforms) unless --input-shape gives it.
 --   dlua export EXPERIMENT CHECKPOINT OUT.onnx [--input-shape 1,28,28] [--opset 13]
 --               [--input-name input] [--output-name logits]
 local dl = require "dlua"
@@ -44,7 +44,12 @@ local function input_shape(cfg)
   table.sort(names)
   if #names == 0 then fail("the experiment has no eval set to take an input shape from: give --input-shape") end
   local field = (cfg.fields or {}).input or "image"
-  local x = sets[names[1]]:get(1)[field]
+  local set, x = sets[names[1]], nil
+  if set.iter then                              -- a pipeline: its first example, transformed
+    for b in set:take(1):batch(1):iter{warn = false} do x = b[field] and b[field]:select(1, 1); break end
+  else
+    x = set:get(1)[field]
+  end
   if not dl.is_tensor(x) then
     fail(string.format("eval set '%s' has no tensor field '%s': give --input-shape", names[1], field))
   end

@@ -138,6 +138,7 @@ describe("dl.onnx.export in ONNX Runtime", function()
   it("exports a small ResNet of examples/models/resnet.lua (pre- and post-norm, the imagenet stem)", function()
     local resnet = dofile("examples/models/resnet.lua")
     roundtrip("resnet", trained_bn(resnet.build{stages = {1, 1}, width = 8}), {input_shape = {1, 16, 16}})
+    roundtrip("resnet18_layout", trained_bn(resnet.build{stages = {2, 2, 2, 2}, width = 8}), {input_shape = {1, 28, 28}})
     roundtrip("resnet_post", trained_bn(resnet.build{stages = {1, 1}, width = 8, post_norm = true, stem = "imagenet",
       in_channels = 3}), {input_shape = {3, 20, 20}})
   end)
@@ -281,6 +282,29 @@ describe("dlua export", function()
       local want = dl.no_grad(function() return cfg.model(x) end)
       local got = ort(d .. "/toy.onnx", x)
       assert(max_err(got, flat(want)) <= TOL)
+    end
+    -- the main job itself (examples/fashion_mnist.lua): a checkpoint of its model with
+    -- trained-looking batch norm; the input shape comes from its eval set
+    local exp = dl.load_experiment("examples/fashion_mnist.lua")
+    local hp = exp:resolve({channels = 8, width = 32})
+    local fm = trained_bn(exp:config(hp).model)
+    local tensors = {}
+    for k, t in pairs(fm:state_dict()) do tensors["model/" .. k] = t end
+    dl.checkpoint.save(d .. "/fm.safetensors", tensors, {hparams = dl.json.encode(hp), step = "1"})
+    ok, out = run(string.format("%s export examples/fashion_mnist.lua %s %s --output-name logits", EXE,
+      d .. "/fm.safetensors", d .. "/fm.onnx"))
+    assert(ok, out)
+    check_model(d .. "/fm.onnx")
+    if not why_no_ort then
+      fm:eval()
+      for _, n in ipairs({1, 5}) do
+        local x = dl.randn(n, 1, 28, 28)
+        local want = dl.no_grad(function() return fm(x) end)
+        local got, info = ort(d .. "/fm.onnx", x)
+        assert.are.same({n, 10}, info.shape)
+        local e = max_err(got, flat(want))
+        assert(e <= TOL, string.format("fashion_mnist at batch %d: ONNX Runtime differs from dlua by %.3g", n, e))
+      end
     end
     ok, out = run(string.format("cd %s && %s export exp.lua nope.safetensors toy.onnx", d, EXE))
     assert.is_false(ok)

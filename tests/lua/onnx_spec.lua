@@ -124,6 +124,8 @@ describe("dl.onnx.export in ONNX Runtime", function()
       {input_shape = {20}})
     roundtrip("mlp_bn", trained_bn(mlp.build{inputs = 20, depth = 2, width = 32, activation = "tanh", norm = "batch",
       dropout = 0.3}), {input_shape = {20}})
+    -- nothing but the identity: the output is an Identity of the input
+    roundtrip("identity", nn.Sequential{nn.Dropout(0.2)}, {input_shape = {3}})
   end)
 
   it("exports the main job's CNN (examples/fashion_mnist.lua's layers) with trained-looking BatchNorm", function()

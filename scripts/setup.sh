@@ -8,7 +8,10 @@
 # terminal, tests/lua/progress_spec.lua; luarocks and man-db: the luarocks make and man -l
 # of tests/lua/install_spec.lua; python3-torch and python3-torchvision: the reference values of
 # tests/lua/image_transforms_spec.lua and the torch twins of tests/lua/numerics_spec.lua and
-# losses_spec.lua, with python3-mpmath through sympy). Idempotent: packages already present are left alone.
+# losses_spec.lua, with python3-mpmath through sympy; protobuf-c-compiler, libprotobuf-c-dev and
+# python3-onnx: the ONNX writer of dl.onnx.export, compiled from the official onnx.proto that
+# python3-onnx ships, whose checker tests/lua/onnx_spec.lua runs; onnxruntime-node from npm ci
+# in tests/onnx runs the exported models there; unzip: the source rock of tests/lua/install_spec.lua). Idempotent: packages already present are left alone.
 # Run as root.
 #   scripts/setup.sh          build + test + run dependencies
 #   scripts/setup.sh --bench  also optuna and scipy for the side-by-side benchmarks
@@ -16,9 +19,9 @@ set -eu
 
 pkgs="build-essential cmake pkg-config lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev
       lua-filesystem lua-busted dataset-fashion-mnist python3-numpy openmpi-bin libopenmpi-dev
-# of tests/lua/install_spec.lua; python3-torch and python3-torchvision: the reference values of
-# tests/lua/image_transforms_spec.lua and the torch twins of tests/lua/numerics_spec.lua and
-# losses_spec.lua, with python3-mpmath through sympy). Idempotent: packages already present are left alone.
+      chromium clang libclang-rt-14-dev tmux luarocks man-db
+      libturbojpeg0-dev libspng-dev python3-pil python3-torch python3-torchvision
+      protobuf-c-compiler libprotobuf-c-dev python3-onnx unzip"
 case "${1:-}" in
   --bench) pkgs="$pkgs python3-optuna python3-scipy" ;;
 esac
@@ -56,3 +59,8 @@ if ! command -v npm >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 (cd "$(dirname "$0")/../tests/browser" && npm ci --no-audit --no-fund --loglevel=error)
+
+# ONNX Runtime for tests/lua/onnx_spec.lua (tests/onnx/run.js), pinned by tests/onnx/package-lock.json;
+# --ignore-scripts: onnxruntime-node's install script only downloads GPU (CUDA) binaries, and
+# the CPU library it needs is inside the package
+(cd "$(dirname "$0")/../tests/onnx" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)

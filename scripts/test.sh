@@ -15,6 +15,8 @@ set -eu
 cd "$(dirname "$0")/.."
 # the report's browser test (tests/browser/) must run, not skip (scripts/setup.sh installs it)
 export DLUA_REQUIRE_BROWSER=1
+# the ONNX Runtime half of tests/lua/onnx_spec.lua must run too (npm ci in tests/onnx, scripts/setup.sh)
+export DLUA_REQUIRE_ONNXRUNTIME=1
 jobs=$(nproc 2>/dev/null || echo 2)
 
 echo "== release build"

@@ -195,6 +195,7 @@ void lt_register_fileio(lua_State *L, int mod, int cidx);      /* lua_fileio.c *
 void lt_register_gp(lua_State *L, int mod, int cidx);          /* lua_gp.c */
 void lt_register_proc(lua_State *L, int mod, int cidx);        /* lua_proc.c */
 void lt_register_shards(lua_State *L, int mod, int cidx);          /* lua_shards.c */
+void lt_register_onnx(lua_State *L, int mod, int cidx);        /* lua_onnx.c */
 
 int luaopen_dlua_core(lua_State *L);
 

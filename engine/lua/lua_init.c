@@ -86,6 +86,7 @@ int luaopen_dlua_core(lua_State *L) {
   lt_register_dist(L, mod, cidx);
   lt_register_proc(L, mod, cidx);
   lt_register_shards(L, mod, cidx);
+  lt_register_onnx(L, mod, cidx);
 
   lua_pushvalue(L, mt);
   lua_setfield(L, mod, "Tensor");         /* the metatable, for type checks */

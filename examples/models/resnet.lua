@@ -96,6 +96,14 @@ end
 
 function ChannelLayerNorm:extra_repr() return tostring(self.channels) end
 
+-- its ONNX export (dl.onnx.export): normalised over the channel axis, then the per-channel
+-- scale and shift as [C, 1, 1] constants
+dl.onnx.register(ChannelLayerNorm, function(g, m, x)
+  local c = m.channels
+  local y = g:node("Mul", {g:layer_norm(x, {1}, m.eps), g:const(m.weight:reshape(c, 1, 1), "weight")})
+  return g:node("Add", {y, g:const(m.bias:reshape(c, 1, 1), "bias")})
+end)
+
 -------------------------------------------------------------------- building blocks
 
 local function norm_factory(hp)

@@ -215,4 +215,78 @@ function M.build(hp, opts)
   return Classifier(hp)
 end
 
+-------------------------------------------------------------------- ONNX export
+
+-- dl.onnx.export's exporters for the three classes above (docs/export.md): the graph
+-- each forward computes, with the padding mask (hp.pad_id) as the additive key bias
+-- [N, 1, 1, T] passed from the classifier to its blocks. Export the classifier with
+-- {input_shape = {T}, input_dtype = "int64"}: the ids; the graph's T is fixed at export.
+
+-- MultiHeadAttention on x [N, T, D]; bias: the key bias's name or nil
+dl.onnx.register(MultiHeadAttention, function(g, m, x, _, bias)
+  local D, H = m.d_model, m.heads
+  local d = D // H
+  local qkv = g:call(m._modules.qkv, "qkv", x)
+  local function part(i)                                          -- [N, T, H, d]
+    local p = g:node("Slice", {qkv, g:int64s({(i - 1) * D}, "start"), g:int64s({i * D}, "end"), g:int64s({2}, "axis")})
+    return g:node("Reshape", {p, g:int64s({0, 0, H, d}, "heads")})
+  end
+  local q = g:node("Transpose", {part(1)}, {perm = {0, 2, 1, 3}})   -- [N, H, T, d]
+  local kt = g:node("Transpose", {part(2)}, {perm = {0, 2, 3, 1}})  -- [N, H, d, T]
+  local v = g:node("Transpose", {part(3)}, {perm = {0, 2, 1, 3}})
+  local scores = g:node("Mul", {g:node("MatMul", {q, kt}), g:scalar(1 / math.sqrt(d), "scale")})
+  if bias then scores = g:node("Add", {scores, bias}) end
+  local out = g:node("MatMul", {g:node("Softmax", {scores}, {axis = -1}), v})
+  out = g:node("Reshape", {g:node("Transpose", {out}, {perm = {0, 2, 1, 3}}), g:int64s({0, 0, D}, "model")})
+  return g:call(m._modules.proj, "proj", out)
+end)
+
+dl.onnx.register(Block, function(g, m, x, _, bias)
+  x = g:node("Add", {x, g:call(m._modules.attn, "attn", g:call(m._modules.ln1, "ln1", x), nil, bias)})
+  local h = g:gelu(g:call(m._modules.fc1, "fc1", g:call(m._modules.ln2, "ln2", x)))
+  return g:node("Add", {x, g:call(m._modules.fc2, "fc2", h)})
+end)
+
+dl.onnx.register(Classifier, function(g, m, ids, sample)
+  local hp = m.hp
+  local D, t = hp.d_model, sample:size(2)
+  local x = g:call(m._modules.tok, "tok", ids, sample)           -- [N, T, D]
+  local mask                                                     -- [N, T] float, or nil
+  if hp.pad_id then
+    local pad = g:const(dl.tensor({hp.pad_id}, {dtype = sample:dtype()}), "pad_id")
+    mask = g:node("Cast", {g:node("Not", {g:node("Equal", {ids, pad})})}, {to = 1})
+  end
+  if hp.pool == "cls" then
+    local n = g:node("Slice", {g:node("Shape", {ids}), g:int64s({0}, "zero"), g:int64s({1}, "one"), g:int64s({0}, "axis")})
+    local cls = g:node("Expand", {g:const(m.cls, "cls"), g:node("Concat", {n, g:int64s({1, D}, "cls_dims")}, {axis = 0})})
+    x = g:node("Concat", {cls, x}, {axis = 1})
+    if mask then
+      local ones = g:node("Expand", {g:const(dl.ones(1, 1), "ones"), g:node("Concat", {n, g:int64s({1}, "one")}, {axis = 0})})
+      mask = g:node("Concat", {ones, mask}, {axis = 1})
+    end
+    t = t + 1
+  end
+  x = g:node("Add", {x, g:const(m.pos:narrow(1, 1, t), "pos")})
+  local bias
+  if mask then
+    bias = g:node("Mul", {g:node("Sub", {mask, g:scalar(1, "one")}), g:scalar(1e9, "big")})
+    bias = g:node("Reshape", {bias, g:int64s({0, 1, 1, -1}, "bias_dims")})
+  end
+  for i = 1, hp.layers do x = g:call(m._modules.blocks[i], "blocks." .. i, x, nil, bias) end
+  x = g:call(m._modules.ln_f, "ln_f", x)
+  local pooled
+  if hp.pool == "cls" then
+    pooled = g:node("Gather", {x, g:const(dl.tensor(0, {dtype = "int64"}), "first")}, {axis = 1})
+  elseif mask then
+    local w = g:node("Reshape", {mask, g:int64s({0, -1, 1}, "mask_dims")})
+    local axis = g:int64s({1}, "axis")
+    local num = g:node("ReduceSum", {g:node("Mul", {x, w}), axis}, {keepdims = 0})
+    local den = g:node("Max", {g:node("ReduceSum", {w, axis}, {keepdims = 0}), g:scalar(1, "one")})
+    pooled = g:node("Div", {num, den})
+  else
+    pooled = g:node("ReduceMean", {x}, {axes = {1}, keepdims = 0})
+  end
+  return g:call(m._modules.head, "head", pooled)
+end)
+
 return M

@@ -20,6 +20,7 @@ local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local autograd = require "dlua.nn.autograd"
 local nn = require "dlua.nn"
+local onnx = require "dlua.nn.onnx"
 local optim = require "dlua.optim"
 local data = require "dlua.data"
 local search = require "dlua.search"
@@ -72,6 +73,7 @@ end
 M.memory = memory
 M.autograd = autograd
 M.nn = nn
+M.onnx = onnx
 M.optim = optim
 M.data = data
 M.trace = data.trace

@@ -121,6 +121,8 @@ local VALID = {
   ["dl.autograd.Function"] = a(function() return square end),
   ["dl.autograd.gradcheck"] = a(function() return function(x) return x * x end, {dl.ones(2)}, {} end),
   -- checkpoint
+  ["dl.onnx.export"] = a(function() return LIN(), dir .. "/m.onnx", {input_shape = {2}} end),
+  ["dl.onnx.register"] = a(function() return dl.nn.Module:extend("OnnxStrict"), function() end end),
   ["dl.checkpoint.load"] = a(function() return ckpt_path end),
   ["dl.checkpoint.read_meta"] = a(function() return ckpt_path end),
   ["dl.checkpoint.save"] = a(function() return dir .. "/v.ckpt", {w = dl.ones(2)}, {step = "2"} end),

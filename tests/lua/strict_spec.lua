@@ -187,6 +187,10 @@ local valid = {
   _fileio_fsync = {args = function() return dir end},
   _fileio_replace = {args = function() return dir .. "/replace.txt", "x" end},
   _fileio_write_count = {args = function() end},
+  _onnx_write = {args = function()
+    return dir .. "/m.onnx", {inputs = {{name = "x", dims = {-1, 2}, dynamic = "batch"}},
+      outputs = {{name = "y", dims = {-1, 2}, dynamic = "batch"}}, nodes = {{op = "Relu", inputs = {"x"}, outputs = {"y"}}}}
+  end},
   _tar_read = {args = function() return tar_path end},
   _ds_shards = {args = function() return {tar_path}, {{"label", "class", {"cls"}, 1}}, 3, false end},
   _ds_blocks = {args = function() return DS() end},

@@ -184,6 +184,28 @@ end
 
 ------------------------------------------------------------ offline evaluation
 
+--- restore(experiment, path, who) -> cfg, meta: the experiment's config (an experiment or
+-- its file) built with the hyperparameters the checkpoint at path stores, its model holding
+-- the checkpoint's weights, batch-norm averages synced, in eval mode; meta is the
+-- checkpoint's metadata. who leads the error of a checkpoint that does not load.
+-- Used by dl.evaluate and by `dlua export` (recipes/export.lua).
+function M.restore(experiment, path, who)
+  local exp = M.load(experiment)
+  local tensors, meta = checkpoint.load(path)
+  if not tensors then error(who .. ": " .. tostring(meta), 3) end
+  local hp = exp:resolve(json.decode(meta.hparams or "{}") or {})
+  local cfg = exp:config(hp)
+  local msd = {}
+  for k, t in pairs(tensors) do
+    local name = k:match("^model/(.*)$")
+    if name then msd[name] = t end
+  end
+  cfg.model:load_state_dict(msd)
+  nn.sync_batchnorm(cfg.model)
+  cfg.model:eval()
+  return cfg, meta
+end
+
 --- dl.evaluate{experiment = path or experiment, checkpoint = path [, sets = {name = set}]
 --  [, batch_size =] [, metrics =]} --> {["set/metric"] = value, ...}, report
 -- Rebuilds the model with the hyperparameters stored in the checkpoint, loads
@@ -196,19 +218,7 @@ function M.evaluate(o)
   end
   util.check_options("dl.evaluate", o, {experiment = true, checkpoint = "string", sets = "table", metrics = "table",
     batch_size = "integer"}, 2)
-  local exp = M.load(o.experiment)
-  local tensors, meta = checkpoint.load(o.checkpoint)
-  if not tensors then error("dl.evaluate: " .. tostring(meta), 2) end
-  local hp = exp:resolve(json.decode(meta.hparams or "{}") or {})
-  local cfg = exp:config(hp)
-  local msd = {}
-  for k, t in pairs(tensors) do
-    local name = k:match("^model/(.*)$")
-    if name then msd[name] = t end
-  end
-  cfg.model:load_state_dict(msd)
-  nn.sync_batchnorm(cfg.model)
-  cfg.model:eval()
+  local cfg, meta = M.restore(o.experiment, o.checkpoint, "dl.evaluate")
   local ev = cfg.eval or {}
   local sets = o.sets or ev.sets or {}
   local fields = {input = "image", target = "label", weight = "weight"}

@@ -11,6 +11,7 @@
 -- but the run directories default_out looks at.
 local util = require "dlua.util"
 local fs = require "dlua.util.fs"
+local proc = require "dlua.util.proc"
 
 local M = {}
 
@@ -242,21 +243,22 @@ function M.help(obj, script)
   return table.concat(lines, "\n")
 end
 
--- the exact command that reproduces a run: every hyperparameter that differs from its default
+-- the exact command that reproduces a run: the dlua running now (dlua.util.proc.exe_path),
+-- the script and every hyperparameter that differs from its default
 function M.command(script, exp, hp, o)
-  local parts = {"dlua", script}
+  local parts = {util.shell_quote(proc.exe_path()), util.shell_quote(script)}
   local keys = {}
   for k in pairs(hp) do keys[#keys + 1] = k end
   table.sort(keys)
   for _, k in ipairs(keys) do
     local def = exp.hparams[k]
     if k ~= "seed" and k ~= "init_seed" and k ~= "data_seed" and hp[k] ~= def then
-      parts[#parts + 1] = string.format("--set %s=%s", k, tostring(hp[k]))
+      parts[#parts + 1] = "--set " .. util.shell_quote(string.format("%s=%s", k, tostring(hp[k])))
     end
   end
   parts[#parts + 1] = "--seed " .. tostring(hp.seed)
   if o.objective then parts[#parts + 1] = "--objective " .. o.objective.metric .. (o.objective.mode and ":" .. o.objective.mode or "") end
-  if o.out then parts[#parts + 1] = "--out " .. o.out end
+  if o.out then parts[#parts + 1] = "--out " .. util.shell_quote(o.out) end
   return table.concat(parts, " ")
 end
 

@@ -104,7 +104,7 @@ local function check_commands(exe, work, datadir)
 
   out, rc = sh(work, q(exe) .. " study --help")
   assert.are.equal(0, rc, out)
-  assert.truthy(has(out, "usage: dlua recipes/study.lua STUDYFILE"), out)
+  assert.truthy(has(out, "usage: dlua study STUDYFILE"), out)
   local out2, rc2 = sh(work, q(exe) .. " help study")
   assert.are.equal(0, rc2)
   assert.are.equal(out, out2)

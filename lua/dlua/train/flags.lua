@@ -136,22 +136,30 @@ function M.typed(key, text, def)
   return text
 end
 
---- flag_list([extra]) -> M.FLAGS and the names in extra (flags a recipe accepts on top,
--- each taking a value), as parse_flags takes them.
-function M.flag_list(extra)
+--- flag_list([extra [, switches]]) -> M.FLAGS, the names in extra (flags a recipe
+-- accepts on top, each taking a value) and in switches (on top, without a value),
+-- as parse_flags takes them.
+function M.flag_list(extra, switches)
   local list = {}
   for i, f in ipairs(M.FLAGS) do list[i] = f end
   for _, e in ipairs(extra or {}) do list[#list + 1] = {e, "VALUE", ""} end
+  for _, e in ipairs(switches or {}) do list[#list + 1] = {e, nil, ""} end
   return list
 end
 
 --- Parses args (a list of strings) against hparams; returns options and overrides.
 -- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}), each
--- taking a value, found in o.extra (without the "--").
+-- taking a value, found in o.extra (without the "--"); opts.switches the same for
+-- flags without a value (e.g. {"--static"}: o.extra.static is true when given). A
+-- mistyped one gets the same did-you-mean as the built-in flags.
 function M.parse(args, hparams, opts)
   opts = opts or {}
-  local o = M.parse_flags(args, M.flag_list(opts.extra))
+  local o = M.parse_flags(args, M.flag_list(opts.extra, opts.switches))
   o.extra = {}
+  for _, e in ipairs(opts.switches or {}) do
+    local key = e:sub(3):gsub("%-", "_")
+    o.extra[e:sub(3)], o[key] = o[key], nil
+  end
   for _, e in ipairs(opts.extra or {}) do
     local key = e:sub(3):gsub("%-", "_")
     o.extra[e:sub(3)], o[key] = o[key], nil

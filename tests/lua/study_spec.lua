@@ -641,7 +641,7 @@ describe("a study checks itself before it spends", function()
     local rows = dl.track.read(dir .. "/elsewhere/runs/rel/trials.csv")
     assert.are.equal(2, #rows)
     for _, r in ipairs(rows) do assert.are.equal("done", r.status, r.message) end
-    assert.truthy(out:find("reproduce the best trial: dlua ../sub/exp.lua --set", 1, true), out)
+    assert.truthy(out:find("reproduce the best trial: " .. dl.util.shell_quote(H.EXE) .. " ../sub/exp.lua --set", 1, true), out)
     -- and through recipes/study.lua, which loads the study file itself
     local recipe = require("lfs").currentdir() .. "/recipes/study.lua"
     out, rc = run(dir .. "/elsewhere", H.shquote(recipe) .. " ../sub/rel.lua --out runs2 --quiet --no-report")

@@ -24,6 +24,7 @@
 -- sent to it when the parent dies (Linux), so it cannot outlive the parent.
 local core = require "dlua.core"
 local util = require "dlua.util"
+local fs = require "dlua.util.fs"
 
 local M = {}
 
@@ -86,7 +87,7 @@ function M.exe_path()
   while arg and arg[i - 1] do i = i - 1 end
   local a = arg and arg[i]
   if a and a ~= "" then
-    if a:find("/", 1, true) then return require("dlua.util.fs").abspath(a) end
+    if a:find("/", 1, true) then return fs.abspath(a) end
     return a
   end
   return os.getenv("DLUA_EXE") or "dlua"

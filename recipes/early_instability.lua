@@ -145,7 +145,7 @@ probe.main(function()
     end
   end
   local last = ey[#ey]
-  if last then print(string.format("final validation loss %.4f after %d steps", last, ex[#ex])) end
+  if last then print(string.format("final validation loss %s after %d steps", dl.util.fmt_metric(last), ex[#ex])) end
   print("report: " .. dl.report(dir))
   return any
 end)

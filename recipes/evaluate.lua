@@ -17,14 +17,20 @@ end
 dl.threads(o.threads or 2)
 local okr, metrics, report = pcall(dl.evaluate, {experiment = o.positional[1], checkpoint = o.extra.checkpoint})
 if not okr then io.stderr:write("dlua: ", tostring(metrics), "\n"); os.exit(1) end
-print(string.format("checkpoint %s (step %s)", o.extra.checkpoint, tostring(report.step)))
+-- a checkpoint dl.train wrote names its step; one written elsewhere (dl.checkpoint.save, PyTorch) may not
+print(string.format("checkpoint %s (%s)", o.extra.checkpoint, report.step and ("step " .. report.step) or
+  "no step recorded"))
+local fmt = dl.util.fmt_metric
 local keys = {}
 for k, v in pairs(metrics) do if type(v) == "number" then keys[#keys + 1] = k end end
 table.sort(keys)
 for _, k in ipairs(keys) do
-  local line = string.format("  %-24s %.4f", k, metrics[k])
+  local line = string.format("  %-24s %s", k, fmt(metrics[k]))
   local g = report.gaps[k]
-  if g then line = line .. string.format("   (sample of %d: %.4f, gap %+.4f)", report.sample, g.sample, g.gap) end
+  if g then
+    line = line .. string.format("   (sample of %d: %s, gap %s%s)", report.sample, fmt(g.sample), g.gap >= 0 and "+" or "",
+      fmt(g.gap))
+  end
   print(line)
 end
 for k, v in pairs(metrics) do

@@ -80,7 +80,7 @@ probe.main(function()
       end
     end
     print(string.format("  %10s  %-9s %12s %12s %16s", probe.fmt(lr), t and t.status or "missing",
-      final and string.format("%.4f", final) or "-", best and string.format("%.4f", best) or "-",
+      final and dl.util.fmt_metric(final) or "-", best and dl.util.fmt_metric(best) or "-",
       reach and tostring(reach) or "-"))
   end
   if not fastest then

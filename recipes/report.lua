@@ -29,15 +29,12 @@ usage: dlua report DIR [flags]
   --screenshot PNG   also render the page in headless Chromium and save a screenshot]]
 
 probe.main(function()
-  local args, static, watch = {}, false, false
-  for i = 1, #arg do
-    if arg[i] == "--static" then static = true
-    elseif arg[i] == "--watch" then watch = true
-    else args[#args + 1] = arg[i] end
-  end
+  local args = {}
+  for i = 1, #arg do args[i] = arg[i] end
   local cli = require "dlua.cli"
   local o = cli.parse(args, nil, {extra = {"--metric", "--mode", "--aggregate", "--top", "--isolate", "--screenshot",
-    "--pareto", "--interval", "--timeout"}})
+    "--pareto", "--interval", "--timeout"}, switches = {"--static", "--watch"}})
+  local static, watch = o.extra.static == true, o.extra.watch == true
   if o.help or #o.positional ~= 1 then
     print(USAGE)
     if not o.help then os.exit(1) end

@@ -10,8 +10,8 @@
 --   budget:      --trials per scientific value, --steps per trial (one value for all)
 --   metric:      --objective valid/accuracy[:max|:min] (the best eval, retrospectively)
 --
---   dlua recipes/study.lua STUDYFILE [study flags]
---   dlua recipes/study.lua [EXPERIMENT] --name NAME --scientific optimizer=nesterov,adam \
+--   dlua study STUDYFILE [study flags]
+--   dlua study [EXPERIMENT] --name NAME --scientific optimizer=nesterov,adam \
 --        --nuisance lr=log:1e-3:0.5 --nuisance momentum=uniform:0.8:0.99@optimizer=nesterov \
 --        --fixed width=64 --trials 8 --steps 60 [--goal TEXT] [--objective M[:mode]]
 --        [--algorithm A, a row of dl.search.algorithm_names()] [--search-seed N] [--no-report] [study flags]

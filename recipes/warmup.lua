@@ -40,9 +40,10 @@ local function verdict(r, t)
   local xs, ys = A.curve(t, "train/loss")
   if #ys < 2 then return true, "done" end
   if ys[#ys] >= ys[1] then
-    return false, string.format("no progress: training loss %.3f at the end, %.3f at step %d", ys[#ys], ys[1], xs[1])
+    return false, string.format("no progress: training loss %s at the end, %s at step %d", dl.util.fmt_metric(ys[#ys]),
+      dl.util.fmt_metric(ys[1]), xs[1])
   end
-  return true, string.format("training loss %.3f -> %.3f", ys[1], ys[#ys])
+  return true, string.format("training loss %s -> %s", dl.util.fmt_metric(ys[1]), dl.util.fmt_metric(ys[#ys]))
 end
 
 probe.main(function()

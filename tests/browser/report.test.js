@@ -11,6 +11,9 @@
 //     hyperparameter sits on its own band, no title is clipped, plots fill the window width;
 //   - log y, smoothing and the legend toggles work;
 //   - a watched study's open page reloads itself as trials finish and keeps the selection;
+//   - a run dl.train wrote: every scalar series of its metrics.jsonl (read here) has an entry
+//     in its group's picker that draws exactly those values; a watched run's page reloads as
+//     the run logs and the watcher stops when result.json is written;
 //   - the 200-trial report renders (the time is printed, not asserted).
 //   node tests/browser/report.test.js MANIFEST.json [--screenshots DIR]
 // Prints "browser: ok ..." and exits 0, or "browser: FAIL ..." lines and exits 1.
@@ -315,6 +318,7 @@ async function studyPage(browser, name) {
     if (h) check(name, !h.tip.rows.some((r) => r.id === id), `the hidden ${id} is still in the tooltip`);
   }
   await tab.click(`#legend input[data-show="${id}"]`);
+  if (P.series) await seriesCheck(name, tab, P);
   checkClean(name, log, P.page);
   if (shotDir && P.screenshot) {
     // the top of the page (diagnosis, curves, history, pruned, axis plots) with the best trial
@@ -340,6 +344,91 @@ async function studyPage(browser, name) {
     await tab.screenshot({path: file, captureBeyondViewport: false});          // the viewport: the tooltip is fixed
     notes.push('screenshot ' + file);
   }
+  await tab.close();
+}
+
+// the scalar series of a metrics.jsonl as the report names them, read independently:
+// {name: {step: value}}
+function loggedSeries(dir) {
+  const out = {};
+  const add = (n, step, v) => { if (Number.isFinite(v)) (out[n] = out[n] || {})[step] = v; };
+  for (const e of fs.readFileSync(path.join(dir, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map(JSON.parse)) {
+    for (const [k, v] of Object.entries(e)) {
+      if (k === 'step' || k === 'split' || k === 'elapsed') continue;
+      if (typeof v === 'number') add(e.split === 'train' && !k.includes('/') ? 'train/' + k : k, e.step, v);
+      else if (v && Array.isArray(v.total)) v.total.forEach((n, i) => { if (n > 0) add(`${k}/${i + 1}`, e.step, v.correct[i] / n); });
+    }
+  }
+  return out;
+}
+
+// every logged series has an entry in a group's picker; picking it draws its values
+async function seriesCheck(name, tab, P) {
+  const want = loggedSeries(P.dir);
+  const names = Object.keys(want).sort();
+  const opts = await tab.evaluate(() => [...document.querySelectorAll('#series-grid figure')].map((f) =>
+    [...f.querySelectorAll('select option')].map((o) => [f.id, o.value])).flat());
+  const where = Object.fromEntries(opts.map(([g, v]) => [v, g]));
+  const missing = names.filter((n) => !where[n]);
+  check(name, missing.length === 0, `logged series with no entry in the page: ${JSON.stringify(missing)}`);
+  check(name, opts.length === names.length, `the pickers list ${opts.length} series, metrics.jsonl has ${names.length}`);
+  for (const want_group of ['train', 'lr', 'valid', 'test', 'ema', 'per-class']) {
+    check(name, opts.some(([g]) => g === 'group-' + want_group), `no group ${want_group}: ${JSON.stringify([...new Set(opts.map(([g]) => g))])}`);
+  }
+  let drawn = 0;
+  for (const n of names) {
+    if (!where[n]) continue;
+    await tab.select(`#${where[n]} select`, n);
+    const r = await tab.evaluate((gid) => {
+      const p = window.dluaReport.plots.find((q) => q.fig.id === gid), u = p.u;
+      const canvas = p.host.querySelector('canvas');
+      return {metric: p.spec.metric, x: u.data[0], y: u.data[1], show: u.series[1] && u.series[1].show,
+        w: canvas ? canvas.width : 0, title: p.fig.querySelector('select').selectedOptions[0].textContent};
+    }, where[n]);
+    const steps = Object.keys(want[n]).map(Number);
+    const got = {};
+    r.x.forEach((x, i) => { if (r.y[i] != null) got[x] = r.y[i]; });
+    const wrong = steps.filter((st) => got[st] !== want[n][st]);
+    if (check(name, r.metric === n && r.show && r.w > 0, `picking ${n} drew ${r.metric} (shown ${r.show}, canvas ${r.w} px)`) &&
+        check(name, wrong.length === 0 && Object.keys(got).length === steps.length,
+          `${n}: the plot has ${Object.keys(got).length} points, metrics.jsonl ${steps.length}; differs at steps ${JSON.stringify(wrong.slice(0, 5))}`)) drawn++;
+  }
+  notes.push(`${name}: ${drawn} of ${names.length} logged series drawn from the pickers (values as in metrics.jsonl)`);
+}
+
+async function runWatchPage(browser, name) {
+  const P = manifest.pages[name];
+  const child = spawn(manifest.dlua, ['recipes/report.lua', P.dir, '--watch', '--interval', '0.3', '--timeout', '60'],
+    {cwd: manifest.root, stdio: ['ignore', 'pipe', 'pipe']});
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { out += d; });
+  const exited = new Promise((res) => child.on('exit', (code) => res(code)));
+  for (let i = 0; i < 100 && !fs.existsSync(P.page + '.watch.js'); i++) await new Promise((r) => setTimeout(r, 100));
+  if (!check(name, fs.existsSync(P.page + '.watch.js'), 'the watcher wrote no .watch.js: ' + out)) { child.kill(); return; }
+  const {tab, log} = await open(browser, P.page, 1400);
+  const n0 = await tab.evaluate(() => window.DLUA.series.curves['train/loss'].x.length);
+  // the run logs the rest of its lines
+  fs.writeFileSync(path.join(P.dir, 'metrics.jsonl'), fs.readFileSync(P.full_metrics));
+  try {
+    await tab.waitForFunction((n0) => window.DLUA && window.dluaReport && window.DLUA.series.curves['train/loss'].x.length > n0,
+      {timeout: 15000}, n0);
+  } catch (e) { problem(name, 'the open page did not reload after the run logged: ' + out); }
+  const n1 = await tab.evaluate(() => window.DLUA.series.curves['train/loss'].x.length);
+  check(name, n1 === Object.keys(loggedSeries(P.dir)['train/loss']).length, `after the reload train/loss has ${n1} points`);
+  const early = await Promise.race([exited, new Promise((r) => setTimeout(() => r('running'), 1000))]);
+  check(name, early === 'running', `the watcher stopped (${early}) before result.json was written: ${out}`);
+  fs.writeFileSync(path.join(P.dir, 'result.json'), fs.readFileSync(P.full_result));      // the run ends
+  const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('timeout'), 15000))]);
+  check(name, code === 0, `the watcher exited with ${code}: ${out}`);
+  check(name, /finished/.test(out), 'the watcher printed: ' + out);
+  if (code === 'timeout') child.kill();
+  try {
+    await tab.waitForFunction(() => /the run is finished/.test((document.getElementById('watching') || {}).textContent || ''),
+      {timeout: 15000});
+  } catch (e) { problem(name, 'the page does not say the run is finished'); }
+  checkClean(name, log, P.page, [P.page + '.watch.js']);
+  notes.push(`${name}: reloaded from ${n0} to ${n1} train/loss points, the watcher stopped at result.json`);
   await tab.close();
 }
 
@@ -401,6 +490,7 @@ async function watchPage(browser, name) {
       try {
         if (P.kind === 'timing') await timing(browser, name);
         else if (P.kind === 'watch') await watchPage(browser, name);
+        else if (P.kind === 'runwatch') await runWatchPage(browser, name);
         else await studyPage(browser, name);
       } catch (e) { problem(name, 'exception: ' + (e && e.stack || e)); }
     }
@@ -408,5 +498,6 @@ async function watchPage(browser, name) {
   for (const n of notes) console.log('browser: ' + n);
   if (problems.length) { for (const p of problems) console.log('browser: FAIL ' + p); process.exit(1); }
   console.log(`browser: ok (${Object.keys(manifest.pages).length} pages: hover values, click highlight, clipping, pruned, ` +
-    'one eval per trial, n/a band, titles, width, log y, smoothing, legend, watch reload)');
+    'one eval per trial, n/a band, titles, width, log y, smoothing, legend, watch reload, every series of a run, ' +
+    'a watched run)');
 })();

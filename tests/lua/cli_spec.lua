@@ -133,6 +133,17 @@ describe("dlua command line", function()
       "description, hparams, name); did you mean 'build'?"), err)
   end)
 
+  it("gives a mistyped flag the did-you-mean option keys get, in experiments and commands alike", function()
+    local exp = tmp('local dl = require "dlua"\nreturn dl.experiment{name = "x", hparams = {lr = 1}, ' ..
+      'build = function(hp) error("not run") end}\n')
+    local code, out, err = dlua({ exp, "--stpes", "3" })
+    assert.are.same({1, "", "dlua: unknown flag '--stpes' (see --help); did you mean '--steps'?\n"}, {code, out, err})
+    code, _, err = dlua({ "report", "/tmp", "--watc" })
+    assert.are.same({1, "dlua: unknown flag '--watc' (see --help); did you mean '--watch'?\n"}, {code, err})
+    code, _, err = dlua({ "evaluate", exp, "--checkpiont", "x" })
+    assert.are.same({1, "dlua: unknown flag '--checkpiont' (see --help); did you mean '--checkpoint'?\n"}, {code, err})
+  end)
+
   it("reports a non-string error object through __tostring", function()
     local script = tmp("error(setmetatable({}, {__tostring = function() return 'custom object' end}))\n")
     local code, _, err = dlua({ script })

@@ -1,7 +1,7 @@
 -- Every ```lua snippet of README.md and docs/**/*.md runs (issue 20: the docs cannot
 -- go stale again). Each snippet is one `it`, run by the dlua binary in a fresh process
 -- (a fresh Lua state), in its own scratch directory that links the source tree's
--- examples/, recipes/ and docs/ and has an empty runs/ (a snippet naming
+-- examples/, recipes/, docs/ and tools/ and has an empty runs/ (a snippet naming
 -- examples/fashion_mnist.lua finds it; the files it writes go nowhere else), with a
 -- time limit. The snippet finds the names the docs use for their running example
 -- already set as globals (FIXTURE below): dl, nn, optim, data, S (dl.search),
@@ -85,7 +85,7 @@ local FIXTURE = table.concat({
 -- runs code with dlua in a scratch directory; returns output and exit status
 local function run(code, tag)
   local dir = H.tmpdir("doc-" .. tag)
-  for _, d in ipairs({"examples", "recipes", "docs"}) do
+  for _, d in ipairs({"examples", "recipes", "docs", "tools"}) do
     assert(os.execute(string.format("ln -s %s %s", q(SRC .. "/" .. d), q(dir .. "/" .. d))))
   end
   fs.mkdir_p(dir .. "/runs")

@@ -12,6 +12,7 @@
 -- sanitizer build directory (DLUA_SANITIZE in its CMakeCache.txt).
 local H = dofile("tests/lua/helpers.lua")
 local fs = require "dlua.util.fs"
+local lfs = require "lfs"
 
 local SRC = io.popen("pwd"):read("l")
 local BUILD = os.getenv("DLUA_BUILD") or "build"
@@ -100,11 +101,14 @@ local function check_commands(exe, work, datadir)
     assert.truthy(has(out, "\n  " .. c .. " "), c .. ": " .. out)
   end
   assert.are.equal(datadir, dir, out)
+  -- tools/ beside the recipes, executable (docs/interop.md runs tools/torch_interop.py)
+  local tool = lfs.attributes(datadir .. "/tools/torch_interop.py")
+  assert.truthy(tool and tool.permissions:match("^rwx"), datadir .. "/tools/torch_interop.py")
   assert.truthy(has(out, "  study                a quasi-random study, ending with the report and the diagnosis\n"), out)
 
   out, rc = sh(work, q(exe) .. " study --help")
   assert.are.equal(0, rc, out)
-  assert.truthy(has(out, "usage: dlua recipes/study.lua STUDYFILE"), out)
+  assert.truthy(has(out, "usage: dlua study STUDYFILE"), out)
   local out2, rc2 = sh(work, q(exe) .. " help study")
   assert.are.equal(0, rc2)
   assert.are.equal(out, out2)
@@ -281,7 +285,7 @@ describe("cmake --install", function()
 end)
 
 describe("luarocks make", function()
-  local need = missing({"luarocks", "lua5.4", "cmake", "tar", "git"})
+  local need = missing({"luarocks", "lua5.4", "cmake", "tar", "git", "unzip"})
   if SANITIZED then
     pending("skipped for a sanitizer build directory: luarocks builds its own Release tree (run once, with build/)")
     return
@@ -310,10 +314,21 @@ describe("luarocks make", function()
     assert.truthy(fs.exists(tree .. "/bin/dlua") and fs.exists(tree .. "/lib/lua/5.4/dlua/core.so") and
       fs.exists(tree .. "/share/lua/5.4/dlua/init.lua"), out)
     local rock = tree .. "/lib/luarocks/rocks-5.4/dlua/scm-1"
+    -- built outside the source tree: no build.luarocks/ left there, no build directory left in the rock
+    assert.is_false(fs.exists(src .. "/build.luarocks"))
+    assert.is_false(fs.exists(rock .. "/build.tmp"))
     check_commands(tree .. "/bin/dlua", work, rock .. "/share/dlua")
     local paths = io.popen("luarocks --lua-version=5.4 --tree=" .. q(tree) .. " path --lr-path"):read("l")
     local cpaths = io.popen("luarocks --lua-version=5.4 --tree=" .. q(tree) .. " path --lr-cpath"):read("l")
     check_lua(work, paths .. ";;", cpaths .. ";;", tree)
+    -- the source rock (scripts/rock.sh: an archive of this repository at HEAD, luarocks pack)
+    -- of the copy, made a repository of its own (luarocks make left nothing in it to commit)
+    out, rc = sh(src, "git init -q && git add -A && git -c user.name=dlua -c user.email=dlua@localhost commit -qm copy && " ..
+      "scripts/rock.sh")
+    assert.are.equal(0, rc, out)
+    out, rc = sh(src, "unzip -l dist/dlua-scm-1.src.rock")
+    assert.are.equal(0, rc, out)
+    assert.truthy(has(out, "dlua-scm.tar.gz") and has(out, "dlua-scm-1.rockspec"), out)
     fs.rm_rf(root)
   end)
 end)

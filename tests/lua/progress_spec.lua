@@ -447,3 +447,30 @@ describe("progress in a terminal (tmux)", function()
     assert.is_true(progress_rows > 0)
   end)
 end)
+
+describe("losses and metrics the user reads (dlua.util.fmt_metric)", function()
+  local util = require "dlua.util"
+
+  it("prints large, tiny and non-finite values in a readable form, the usual ones with four decimals", function()
+    assert.same({"0.1235", "2.3026", "0.0000", "5.63e+15", "-1.23e+05", "1.00e-05", "nan", "inf", "-inf", "16", "x"},
+      {util.fmt_metric(0.123456), util.fmt_metric(2.302585), util.fmt_metric(0.0), util.fmt_metric(5628516456334496.0),
+       util.fmt_metric(-123456.7), util.fmt_metric(1e-5), util.fmt_metric(0 / 0), util.fmt_metric(math.huge),
+       util.fmt_metric(-math.huge), util.fmt_metric(16), util.fmt_metric("x")})
+    assert.same({"nan", "inf", "0.3333"}, {util.fmt4(-(0 / 0)), util.fmt4(1 / 0), util.fmt4(1 / 3)})
+  end)
+
+  it("is what the progress lines, the eval line and the summary print for a diverged loss", function()
+    local c, out = scripted(), sink()
+    local p = progress.new{total = 100, every = 10, out = out, tty = false, clock = c.fn, objective = "valid/loss"}
+    c.t = 1
+    p:train(10, {loss = 5628516456334496.0, lr = 0.1, examples_per_s = 100})
+    p:eval(10, {["valid/loss"] = 0 / 0, ["valid/accuracy"] = 0.1})
+    c.t = 2
+    p:train(20, {loss = math.huge, lr = 0.1, examples_per_s = 100})
+    local text = out:text()
+    assert.truthy(text:find("loss 5.63e+15  lr 0.1", 1, true), text)
+    assert.truthy(text:find("eval at step 10: valid/loss nan, valid/accuracy 0.1000", 1, true), text)
+    assert.truthy(text:find("loss inf  lr 0.1", 1, true), text)
+    assert.is_nil(text:find("5628516456334496", 1, true), text)
+  end)
+end)

@@ -30,7 +30,7 @@ describe("recipes", function()
       local out, rc = run(SRC, r, "--help")
       assert.are.equal(0, rc, r .. ": " .. out)
       -- the usage names the command (`dlua batch-size`), the way dlua runs a recipe
-      local command = r == "study.lua" and "recipes/study.lua" or r:gsub("%.lua$", ""):gsub("_", "-")
+      local command = r:gsub("%.lua$", ""):gsub("_", "-")
       assert.truthy(out:find("usage: dlua " .. command, 1, true), r .. ": " .. out)
     end
   end)

@@ -26,7 +26,8 @@ end
 
 --- A run directory: opts = {steps, eval_every (20), log_every (10), hp, status ("done"),
 -- message, train = fn(step) -> loss, eval = fn(step) -> {["valid/accuracy"] = ...},
--- grad_norm = fn(step)}. Evals at every eval_every steps and the last step.
+-- grad_norm = fn(step), train_extra = fn(step) -> more train-line fields}. Evals at every
+-- eval_every steps and the last step; no result.json when status = false (a run still writing).
 function F.run(dir, opts)
   local steps, every, log_every = opts.steps or 100, opts.eval_every or 20, opts.log_every or 10
   local hp = {}
@@ -40,6 +41,11 @@ function F.run(dir, opts)
     if s % log_every == 0 or s == last then
       lines[#lines + 1] = json.encode({step = s, split = "train", loss = opts.train and opts.train(s) or 1 / s,
         lr = 0.1, grad_norm = opts.grad_norm and opts.grad_norm(s) or 1.0, examples_per_s = 1000.0, elapsed = s * 0.01})
+      if opts.train_extra then
+        local e = json.decode(lines[#lines])
+        for k, v in pairs(opts.train_extra(s)) do e[k] = v end
+        lines[#lines] = json.encode(e)
+      end
     end
     if opts.eval and (s % every == 0 or s == last) then
       local e = {step = s, split = "eval", elapsed = s * 0.01}
@@ -48,7 +54,9 @@ function F.run(dir, opts)
     end
   end
   F.write(dir .. "/metrics.jsonl", table.concat(lines, "\n") .. "\n")
-  F.write(dir .. "/result.json", json.encode({status = opts.status or "done", message = opts.message, steps = last}) .. "\n")
+  if opts.status ~= false then
+    F.write(dir .. "/result.json", json.encode({status = opts.status or "done", message = opts.message, steps = last}) .. "\n")
+  end
   return dir
 end
 

@@ -557,8 +557,74 @@ describe("dl.report{watch = true}", function()
   end)
 end)
 
+describe("dl.report on a run: every logged series", function()
+  it("gathers every scalar of metrics.jsonl into groups by prefix, per-class accuracy as correct / total", function()
+    local root = F.tmpdir("series")
+    local run = F.run(root .. "/r", {steps = 40, eval_every = 20,
+      train_extra = function(s) return {time_per_step = 0.01, ["data/skipped"] = s // 20} end,
+      eval = function(s) return {["valid/accuracy"] = s / 100, ["test/accuracy"] = s / 200, ["ema/valid/accuracy"] = s / 50,
+        ["valid/per_class"] = {correct = json.array({s, 3}), total = json.array({40, 12})}} end})
+    local d = A.load(run)
+    local model = require("dlua.report.data").build(d, {})
+    local got = {}
+    for _, g in ipairs(model.series.groups) do got[#got + 1] = g.name .. ": " .. table.concat(g.metrics, " ") end
+    assert.are.same({"train: train/grad_norm train/loss", "lr: train/lr", "valid: valid/accuracy", "test: test/accuracy",
+      "ema: ema/valid/accuracy", "per-class: valid/per_class/1 valid/per_class/2",
+      "speed: train/examples_per_s train/time_per_step", "data: data/skipped"}, got)
+    local pc = model.series.curves["valid/per_class/1"]
+    assert.are.same({20, 40}, {pc.x[1], pc.x[2]})
+    assert.are.same({20 / 40, 40 / 40}, {pc.series[1].y[1], pc.series[1].y[2]})
+    assert.are.equal(3 / 12, model.series.curves["valid/per_class/2"].series[1].y[2])
+    assert.are.same({0, 1, 2}, {model.series.curves["data/skipped"].series[1].y[1],
+      model.series.curves["data/skipped"].series[1].y[2], model.series.curves["data/skipped"].series[1].y[4]})
+    local html = read(dl.report(run))
+    for _, id in ipairs({"group-train", "group-lr", "group-valid", "group-test", "group-ema", "group-per-class",
+                         "group-speed", "group-data"}) do
+      assert.truthy(html:find('id="' .. id .. '"', 1, true), id)
+    end
+    assert.truthy(html:find('<option value="valid/per_class/2">valid: accuracy of class 2 vs step</option>', 1, true))
+    fs.rm_rf(root)
+  end)
+
+  it("names the groups: per-class before ema, the learning rate apart from train, eval sets by their prefix", function()
+    local g = require("dlua.report.data").group_of
+    assert.are.same({"per-class", "per-class", "ema", "lr", "train", "speed", "holdout", "other"},
+      {g("valid/per_class/3"), g("ema/test/per_class/10"), g("ema/valid/loss"), g("train/lr"), g("train/loss"),
+       g("train/examples_per_s"), g("holdout/top5"), g("loss")})
+    assert.is_true(A.name_less("valid/per_class/2", "valid/per_class/10"))
+  end)
+end)
+
+describe("dl.report{watch = true} on a run", function()
+  it("watches while the run writes and stops when its result.json is written", function()
+    local root = F.tmpdir("watch-run")
+    local run = F.run(root .. "/r", {steps = 30, status = false, eval = function(s) return {["valid/accuracy"] = s / 100} end})
+    local t0 = dl.clock()
+    local path = dl.report(run, {watch = true, interval = 0.1, timeout = 1, quiet = true})
+    assert.is_true(dl.clock() - t0 >= 0.9)
+    assert.truthy(read(path .. ".watch.js"):find('"done":false', 1, true))
+    assert.truthy(read(path):find("watching: the page reloads itself", 1, true))
+    -- a result.json older than metrics.jsonl is a resumed run's old one: still watching
+    F.write(run .. "/result.json", '{"status":"interrupted","steps":20}\n')
+    local lfs = require "lfs"
+    lfs.touch(run .. "/result.json", os.time() - 100, os.time() - 100)
+    t0 = dl.clock()
+    dl.report(run, {watch = true, interval = 0.1, timeout = 1, quiet = true})
+    assert.is_true(dl.clock() - t0 >= 0.9)
+    assert.truthy(read(path .. ".watch.js"):find('"done":false', 1, true))
+    -- the run ends: one more write, marked done, and it returns without waiting the interval
+    F.write(run .. "/result.json", '{"status":"done","steps":30}\n')
+    t0 = dl.clock()
+    dl.report(run, {watch = true, interval = 60, quiet = true})
+    assert.is_true(dl.clock() - t0 < 30)
+    assert.truthy(read(path .. ".watch.js"):find('"done":true', 1, true))
+    assert.truthy(read(path):find('<p id="watching">the run is finished</p>', 1, true))
+    fs.rm_rf(root)
+  end)
+end)
+
 describe("the interactive report in Chromium (tests/browser/report.test.js)", function()
-  it("hovers, clicks, clips, prunes, watches and times the 200-trial page", function()
+  it("hovers, clicks, clips, prunes, watches, draws every series of a run and times the 200-trial page", function()
     local why
     local function has(cmd) return os.execute(cmd .. " >/dev/null 2>&1") == true end
     if not require("dlua.report").chromium() then why = "no chromium (scripts/setup.sh installs it)"

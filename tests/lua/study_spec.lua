@@ -161,7 +161,9 @@ describe("dl.study", function()
     local best = -1
     for _, r in ipairs(rows) do best = math.max(best, tonumber(r.best_value)) end
     assert.are.equal(best, tonumber(s.best_value))
-    assert.truthy(s.command:match("^dlua exp%.lua %-%-set "), s.command)
+    -- led by the dlua that ran the study (not "dlua", which is not on PATH before installation)
+    local lead = dl.util.shell_quote(H.EXE) .. " exp.lua --set "
+    assert.are.equal(lead, s.command:sub(1, #lead), s.command)
     assert.truthy(out:find("width=8", 1, true) and out:find("width=32", 1, true) and
       out:find("reproduce the best trial: " .. s.command, 1, true), out)
     -- a trial ranks its checkpoints by the study's objective (--objective), and the results say
@@ -176,8 +178,11 @@ describe("dl.study", function()
     local kept = string.format("/%s/checkpoints/ckpt-%09d.safetensors", rj.best.id, rj.best.step)
     assert.are.equal(kept, rj.best.checkpoint:sub(-#kept), rj.best.checkpoint)
     assert.truthy(out:find("its checkpoint at step " .. rj.best.step .. ": ", 1, true), out)
-    local cmd = s.command:gsub("^dlua ", "") .. " --out " .. dir .. "/repro --quiet --threads 1"
-    local o2, rc2 = run(dir, cmd)
+    -- the command as printed, pasted into a shell
+    local p2 = io.popen(string.format("cd %s && %s --out %s/repro --quiet --threads 1 2>&1; echo rc=$?", dir, s.command, dir))
+    local o2 = p2:read("a")
+    p2:close()
+    local rc2 = tonumber(o2:match("rc=(%d+)%s*$"))
     assert.are.equal(0, rc2, o2)
     assert.are.equal(tonumber(s.best_value), (best_accuracy(dir .. "/repro")))
     -- the same study again is a no-op
@@ -341,7 +346,7 @@ describe("dl.study", function()
     local res = dl.study_results(sd)
     local cmd
     for _, t in ipairs(res.trials) do if t.id == running then cmd = t.command end end
-    local o2, rc2 = run(dir, cmd:gsub("^dlua ", "") .. " --out " .. dir .. "/uninterrupted --quiet --threads 1")
+    local o2, rc2 = run(dir, cmd:gsub("^%S+ ", "") .. " --out " .. dir .. "/uninterrupted --quiet --threads 1")
     assert.are.equal(0, rc2, o2)
     assert.are.equal(tonumber(row.best_value), (best_accuracy(dir .. "/uninterrupted")))
   end)
@@ -636,7 +641,7 @@ describe("a study checks itself before it spends", function()
     local rows = dl.track.read(dir .. "/elsewhere/runs/rel/trials.csv")
     assert.are.equal(2, #rows)
     for _, r in ipairs(rows) do assert.are.equal("done", r.status, r.message) end
-    assert.truthy(out:find("reproduce the best trial: dlua ../sub/exp.lua --set", 1, true), out)
+    assert.truthy(out:find("reproduce the best trial: " .. dl.util.shell_quote(H.EXE) .. " ../sub/exp.lua --set", 1, true), out)
     -- and through recipes/study.lua, which loads the study file itself
     local recipe = require("lfs").currentdir() .. "/recipes/study.lua"
     out, rc = run(dir .. "/elsewhere", H.shquote(recipe) .. " ../sub/rel.lua --out runs2 --quiet --no-report")

@@ -486,6 +486,9 @@ describe("dlua EXPERIMENT (the CLI)", function()
     assert.are.equal(1000, hp.data_seed)
     local rows = dl.track.read(dir .. "/studies.csv")
     assert.truthy(rows[#rows].command:find("--set lr=0.01 --set steps=20 --set width=32 --seed 0", 1, true), rows[#rows].command)
+    -- led by the dlua that ran it, the script quoted: it runs as printed, before installation
+    local lead = dl.util.shell_quote(EXE) .. " " .. dl.util.shell_quote(script) .. " "
+    assert.are.equal(lead, rows[#rows].command:sub(1, #lead), rows[#rows].command)
     out, rc = run("--help")
     assert.are.equal(0, rc)
     assert.truthy(out:find("width%s+integer%s+default 64"), out)
@@ -624,6 +627,16 @@ describe("dlua EXPERIMENT (the CLI)", function()
     p:close()
     assert.truthy(out:find(string.format("valid/accuracy%%s+%.4f", res["valid/accuracy"])), out)
     assert.truthy(out:find("gap [+-]"), out)
+    assert.truthy(out:find("(step 10)", 1, true), out)
+    -- a checkpoint with the weights and hyperparameters but no step (written by dl.checkpoint.save): no "(step nil)"
+    local tensors, meta = dl.checkpoint.load(ck)
+    local bare = dir .. "/bare.safetensors"
+    assert(dl.checkpoint.save(bare, tensors, {hparams = meta.hparams}))
+    p = io.popen(string.format("%s recipes/evaluate.lua %s --checkpoint %s 2>&1", EXE, script, bare))
+    out = p:read("a")
+    p:close()
+    assert.truthy(out:find("checkpoint " .. bare .. " (no step recorded)\n", 1, true), out)
+    assert.is_nil(out:find("nil", 1, true), out)
   end)
 end)
 

@@ -38,8 +38,8 @@ M.ROLE_FLAGS = {
 }
 
 M.USAGE = [==[
-usage: dlua recipes/study.lua STUDYFILE [study flags]
-       dlua recipes/study.lua [EXPERIMENT] --name NAME [--scientific k=v1,v2]... [--nuisance k=SPEC]...
+usage: dlua study STUDYFILE [study flags]
+       dlua study [EXPERIMENT] --name NAME [--scientific k=v1,v2]... [--nuisance k=SPEC]...
             [--fixed k=v]... [--objective METRIC[:max|min]] [--goal TEXT] [--algorithm A] [--search-seed N]
             [--no-report] [study flags]
   SPEC: log:A:B (log-uniform), uniform:A:B, int:A:B, intlog:A:B, choice:v1,v2, discrete:v1,v2;

@@ -49,13 +49,42 @@ local function read_json(path)
 end
 M.read_json = read_json
 
+-- the numbers of one log line as named series: a train line's field X is
+-- "train/X" (a field named with a "/" of its own, like data/skipped, keeps its
+-- name), an eval line's keys are the series' names, and a per_class entry
+-- ({correct = {...}, total = {...}}) is "<set>/per_class/<k>", class k's
+-- accuracy (1-based); step and elapsed (the clock) are the axes, not series
+local function add_points(into, e, train)
+  local function add(name, v)
+    if not finite(v) then return end
+    local s = into[name]
+    if not s then s = {xs = {}, ys = {}}; into[name] = s end
+    s.xs[#s.xs + 1], s.ys[#s.ys + 1] = e.step, v
+  end
+  for _, k in ipairs(sorted_keys(e)) do
+    local v = e[k]
+    if k ~= "step" and k ~= "split" and k ~= "elapsed" then
+      if type(v) == "number" then
+        add((train and not k:find("/", 1, true)) and "train/" .. k or k, v)
+      elseif type(v) == "table" and k:match("/per_class$") and type(v.correct) == "table" and type(v.total) == "table" then
+        for c = 1, #v.total do
+          local n, ok = v.total[c], v.correct[c]
+          if type(n) == "number" and type(ok) == "number" and n > 0 then add(string.format("%s/%d", k, c), ok / n) end
+        end
+      end
+    end
+  end
+end
+
 --- The stored history of a run directory: {train = {{step, loss, lr,
 -- grad_norm, examples_per_s, elapsed}...}, eval = {{step, ["set/metric"] =
--- ...}...}, hparams =, result =, ledger =}. Cached on the trial table.
+-- ...}...}, series = {train = {[name] = {xs =, ys =}}, eval = {...}} (every
+-- scalar it logged, named as add_points says), hparams =, result =, ledger =}.
+-- Cached on the trial table.
 function M.history(trial)
   if trial._history then return trial._history end
   local dir = trial.dir
-  local h = {train = {}, eval = {}}
+  local h = {train = {}, eval = {}, series = {train = {}, eval = {}}}
   for line in (fs.read(dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
     local e = json.decode(line)
     if type(e) == "table" and type(e.step) == "number" then
@@ -65,6 +94,8 @@ function M.history(trial)
   end
   table.sort(h.train, function(a, b) return a.step < b.step end)
   table.sort(h.eval, function(a, b) return a.step < b.step end)
+  for _, e in ipairs(h.train) do add_points(h.series.train, e, true) end
+  for _, e in ipairs(h.eval) do add_points(h.series.eval, e, false) end
   h.hparams = read_json(dir .. "/hparams.json")
   h.result = read_json(dir .. "/result.json")
   h.ledger = read_json(dir .. "/checkpoints/index.json")
@@ -72,19 +103,34 @@ function M.history(trial)
   return h
 end
 
---- The curve of a metric of a trial: steps, values. "train/X" reads field X
--- of the train log lines; anything else an eval metric.
+--- The curve of a series of a trial: steps, values. "train/X" is field X of
+-- the train log lines when they have it (else an eval set named train);
+-- anything else an eval metric, "<set>/per_class/<k>" or a train line's own
+-- "group/name" field (data/skipped).
 function M.curve(trial, metric)
-  local h = M.history(trial)
-  local split, field = h.eval, metric
-  local tm = metric:match("^train/(.+)$")
-  if tm then split, field = h.train, tm end
+  local s = M.history(trial).series
+  local c = (metric:match("^train/") and s.train[metric]) or s.eval[metric] or s.train[metric]
+  if not c then return {}, {} end
   local xs, ys = {}, {}
-  for _, e in ipairs(split) do
-    local v = e[field]
-    if finite(v) then xs[#xs + 1] = e.step; ys[#ys + 1] = v end
-  end
+  for i = 1, #c.xs do xs[i], ys[i] = c.xs[i], c.ys[i] end
   return xs, ys
+end
+
+--- The names of every scalar series a trial logged, sorted (classes in numeric order).
+function M.series_names(trial)
+  local s, seen, out = M.history(trial).series, {}, {}
+  for _, part in ipairs({s.train, s.eval}) do
+    for k in pairs(part) do if not seen[k] then seen[k] = true; out[#out + 1] = k end end
+  end
+  table.sort(out, M.name_less)
+  return out
+end
+
+--- Natural order of series names: digit runs compare as numbers (class 2 before class 10).
+function M.name_less(a, b)
+  local ka = a:gsub("%d+", function(n) return string.format("%012d", tonumber(n)) end)
+  local kb = b:gsub("%d+", function(n) return string.format("%012d", tonumber(n)) end)
+  return ka < kb
 end
 
 --- Per-step gradient norms of a run (unclipped, as dl.train records them):

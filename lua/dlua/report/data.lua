@@ -3,7 +3,13 @@
 --   {title, kind, metric, mode, aggregate, top,
 --    trials = {{id, status, value, step, rank, order, pruned, rung, feasible, kind, color, best}},
 --    curves = {{id, metric, title, single, x = {...}, series = {{t = trial index (0-based), y = {...}}},
---               lo, hi, clipped = {trial indices}, minpos}}}
+--               lo, hi, clipped = {trial indices}, minpos}},
+--    series = {groups = {{id, name, label, metrics = {names}}}, curves = {[name] = curve plot}}}
+-- curves are the plots drawn at once (training loss, the objective, its loss);
+-- series holds every scalar series any trial logged (dlua.report.analysis
+-- names them: train/X, <set>/<metric>, ema/..., <set>/per_class/<k>,
+-- data/...), grouped by prefix (M.group_of), each a curve plot the page draws
+-- when it is picked in its group's figure.
 -- A curve plot has one x array (the union of the steps every trial logged,
 -- or, when no trial has more than one point, the trials' numbers: a study that
 -- evaluates once per trial gets its values against the trial, not a column of
@@ -82,6 +88,59 @@ local function curve_plot(d, metric, label, trials)
     minpos = minpos < math.huge and minpos or nil}
 end
 
+-- the groups of the logged series, in the order the page shows them
+local GROUP_RANK = {train = 1, lr = 2, valid = 3, test = 4, ema = 90, ["per-class"] = 91, speed = 92, data = 93}
+local GROUP_LABEL = {train = "training loss and gradients (train log lines)", lr = "learning rate",
+  ema = "averaged weights (EMA)", ["per-class"] = "per-class accuracy", speed = "throughput", data = "input data"}
+
+--- The group of a series name: "per-class" (<set>/per_class/<k>), "lr"
+-- (train/lr), "ema" (ema/...), "speed" (train/examples_per_s,
+-- train/time_per_step), else its prefix ("train", "valid", "test", "data",
+-- any eval set's name), "other" without one.
+function M.group_of(name)
+  if name:match("/per_class/%d+$") then return "per-class" end
+  if name == "train/lr" then return "lr" end
+  if name:match("^ema/") then return "ema" end
+  if name == "train/examples_per_s" or name == "train/time_per_step" then return "speed" end
+  return name:match("^([^/]+)/") or "other"
+end
+
+local function series_label(name)
+  local set, k = name:match("^(.-)/per_class/(%d+)$")
+  if set then return string.format("%s: accuracy of class %s", set, k) end
+  return name
+end
+
+-- every series any trial logged, grouped: {groups =, curves =}
+local function series_model(d)
+  local seen, names = {}, {}
+  for _, t in ipairs(d.trials) do
+    for _, n in ipairs(A.series_names(t)) do if not seen[n] then seen[n] = true; names[#names + 1] = n end end
+  end
+  table.sort(names, A.name_less)
+  local groups, by, curves = {}, {}, {}
+  for _, n in ipairs(names) do
+    local c = curve_plot(d, n, series_label(n), d.trials)
+    if c then
+      c.id = "series-" .. slug(n)
+      curves[n] = c
+      local g = M.group_of(n)
+      if not by[g] then
+        by[g] = {id = "group-" .. slug(g), name = g, label = GROUP_LABEL[g] or ("eval set " .. g), metrics = {}}
+        groups[#groups + 1] = by[g]
+      end
+      by[g].metrics[#by[g].metrics + 1] = n
+    end
+  end
+  table.sort(groups, function(a, b)
+    local ra, rb = GROUP_RANK[a.name] or 10, GROUP_RANK[b.name] or 10
+    if ra ~= rb then return ra < rb end
+    return a.name < b.name
+  end)
+  for _, g in ipairs(groups) do g.metrics = M.list(g.metrics) end
+  return {groups = M.list(groups), curves = curves}
+end
+
 --- The page's data for loaded data d (dlua.report.analysis.load): see the header.
 function M.build(d, opts)
   local top = opts.top or 3
@@ -99,7 +158,7 @@ function M.build(d, opts)
     if c then curves[#curves + 1] = c end
   end
   return {kind = d.kind, metric = d.metric, mode = d.mode, aggregate = d.aggregate, top = top,
-    trials = M.list(trials), curves = M.list(curves)}
+    trials = M.list(trials), curves = M.list(curves), series = series_model(d)}
 end
 
 return M

@@ -48,6 +48,19 @@ local function curve_figure(c)
     '<div class="plot-host"></div><figcaption></figcaption></figure>', esc(c.id), esc(c.title))
 end
 
+-- a group of the logged series: a picker and the plot of the picked series
+local function series_figure(g, curves)
+  local o = {string.format('<figure class="figure uplot-fig series-fig" id="%s" data-kind="series" data-group="%s">' ..
+    '<div class="fig-title">%s</div><div class="series-pick"><select aria-label="series of %s">', esc(g.id), esc(g.name),
+    esc(g.label), esc(g.label))}
+  for _, m in ipairs(g.metrics) do
+    o[#o + 1] = string.format('<option value="%s">%s</option>', esc(m), esc(curves[m].title))
+  end
+  o[#o + 1] = string.format('</select> <span class="series-n">%d series</span></div><div class="plot-host"></div>' ..
+    '<figcaption></figcaption></figure>', #g.metrics)
+  return table.concat(o)
+end
+
 --- The interactive page (a string) for loaded data d and its findings. opts:
 -- top (3), isolate, pareto, title, watch = {file =, stamp =, interval = ms, done =}.
 function M.render(d, findings, opts)
@@ -61,12 +74,13 @@ function M.render(d, findings, opts)
     M.asset("app.css"), "</style></head><body>")
   w("<h1>", esc(title), "</h1>", static.meta_html(d))
   if opts.watch then
-    w('<p id="watching">', opts.watch.done and "the study is finished" or
+    w('<p id="watching">', opts.watch.done and ("the " .. (d.kind == "run" and "run" or "study") .. " is finished") or
       "watching: the page reloads itself when the report is rewritten", "</p>")
   end
   w('<p class="meta">sections: <a href="#diagnosis">diagnosis</a>')
   local secs = static.svg_sections(d, findings, opts)
   if #model.curves > 0 then w(' · <a href="#curves">curves</a>') end
+  if #model.series.groups > 0 then w(' · <a href="#series">every logged series</a>') end
   for _, s in ipairs(secs) do w(' · <a href="#', s.id, '">', esc(s.heading:lower()), "</a>") end
   w(' · <a href="#trials">trials</a></p>')
   w('<h2 id="diagnosis">Diagnosis</h2>', static.findings_html(findings))
@@ -83,6 +97,13 @@ function M.render(d, findings, opts)
     w("</div>")
   else
     w('<div id="selection"></div>')
+  end
+  if #model.series.groups > 0 then
+    w('<h2 id="series">Every logged series</h2><p class="meta">each scalar the ', d.kind == "run" and "run" or "trials",
+      ' logged in metrics.jsonl, grouped by prefix; pick one in a group to draw it', d.kind == "run" and "" or
+      " for every trial (select a trial to pick it out)", '</p><div class="grid" id="series-grid">')
+    for _, g in ipairs(model.series.groups) do w(series_figure(g, model.series.curves)) end
+    w("</div>")
   end
   for _, sec in ipairs(secs) do
     w('<h2 id="', sec.id, '">', esc(sec.heading), "</h2>")

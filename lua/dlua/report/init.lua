@@ -4,7 +4,7 @@
 --
 --   dl.report("runs/fashion-mnist-optimizer")            -- .../report.html, interactive
 --   dl.report(dir, {static = true})                      -- inline SVG only (CI artefacts, papers, PDFs)
---   dl.report(dir, {watch = true})                       -- rewrites it as trials finish, until the study is done
+--   dl.report(dir, {watch = true})                       -- rewrites it as trials (the run) log, until the study (run) is done
 --   dl.report(dir, {metric = "valid/loss", aggregate = "final", out = "r.html", top = 5})
 --
 -- The interactive page (dlua.report.html) draws the training curves with the
@@ -69,11 +69,16 @@ local function signature(dir)
 end
 
 -- is there nothing more to wait for: a study with results.json newer than its
--- journal (dl.study writes it on completion), a run with its result.json
+-- journal (dl.study writes it on completion), a run with a result.json that
+-- names a status and is not older than its metrics.jsonl (dl.train writes it
+-- when the run ends; a resumed run appends to metrics.jsonl after the old one)
 local function finished(dir)
   local res, jr = lfs.attributes(dir .. "/results.json"), lfs.attributes(dir .. "/journal.jsonl")
   if fs.exists(dir .. "/study.json") then return res ~= nil and (jr == nil or res.modification >= jr.modification) end
-  return fs.exists(dir .. "/metrics.jsonl") and fs.exists(dir .. "/result.json")
+  local r, m = lfs.attributes(dir .. "/result.json"), lfs.attributes(dir .. "/metrics.jsonl")
+  if not (r and m and r.modification >= m.modification) then return false end
+  local result = A.read_json(dir .. "/result.json")
+  return result ~= nil and type(result.status) == "string"
 end
 
 -- a page for a study that has no readable trial yet; it polls like the report
@@ -123,9 +128,10 @@ end
 -- HTML file (default dir/report.html). dir: a study directory, a run
 -- directory or a directory of run directories. watch: rewrite the page (and
 -- <out>.watch.js, which the open page polls to reload itself) whenever a
--- trial logs or finishes, every `interval` seconds, until the study is
--- finished (its results.json) or `timeout` seconds passed; prints a line per
--- rewrite unless quiet.
+-- trial (the run) logs or finishes, every `interval` seconds, until the study
+-- is finished (its results.json; a run: its result.json, not older than its
+-- metrics.jsonl) or `timeout` seconds passed; prints a line per rewrite unless
+-- quiet.
 -- @usage print(dl.report("runs/fashion-mnist-optimizer"))
 function M.report(dir, opts)
   opts = util.check_options("dl.report", opts, OPTIONS, 2)

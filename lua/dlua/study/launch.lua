@@ -6,7 +6,6 @@ local lfs = require "lfs"
 local core = require "dlua.core"
 local proc = require "dlua.util.proc"
 local fs = require "dlua.util.fs"
-local common = require "dlua.study.common"
 
 local M = {}
 
@@ -50,17 +49,11 @@ function M.pid_alive(pid)
 end
 
 --- exe_path([opts]) -> the dlua executable trials run: opts.exe, else the one
--- running now (arg[-n], made absolute), else $DLUA_EXE, else "dlua".
+-- running now (dlua.util.proc.exe_path: arg[-n], made absolute), else
+-- $DLUA_EXE, else "dlua".
 function M.exe_path(opts)
   if opts and opts.exe then return opts.exe end
-  local i = -1
-  while arg and arg[i - 1] do i = i - 1 end
-  local a = arg and arg[i]
-  if a and a ~= "" then
-    if a:find("/") then return common.abspath(a) end
-    return a
-  end
-  return os.getenv("DLUA_EXE") or "dlua"
+  return proc.exe_path()
 end
 
 return M

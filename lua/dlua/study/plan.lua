@@ -12,6 +12,7 @@
 local util = require "dlua.util"
 local algorithms = require "dlua.search.algorithms"
 local common = require "dlua.study.common"
+local proc = require "dlua.util.proc"
 
 local M = {}
 
@@ -80,11 +81,13 @@ function M.trial_args(study, hp, extra)
   return args
 end
 
---- command(study, hp) -> the exact shell command that reproduces a trial.
+--- command(study, hp) -> the exact shell command that reproduces a trial,
+-- led by the dlua running now (dlua.util.proc.exe_path), so it works when
+-- pasted before dlua is on PATH.
 function M.command(study, hp)
   local args = M.trial_args(study, hp)
   args[1] = study.experiment
-  local parts = {"dlua"}
+  local parts = {shq(proc.exe_path())}
   for _, a in ipairs(args) do parts[#parts + 1] = shq(a) end
   if not hp.seed then parts[#parts + 1] = "--seed 0" end
   return table.concat(parts, " ")

@@ -307,11 +307,12 @@ function M.format_results(res)
   for _, g in ipairs(res.groups) do
     local b = g.best
     lines[#lines + 1] = string.format("  %-24s %6d %10d %10s %6s  %-28s %s", g.label, g.trials, g.infeasible,
-      b and string.format("%.4f", b.value) or "-", b and tostring(b.step) or "-", b and b.id or "-",
+      b and util.fmt_metric(b.value) or "-", b and tostring(b.step) or "-", b and b.id or "-",
       b and short_hp(b) or "")
     if g.seeds then
-      lines[#lines + 1] = string.format("  %-24s seeds: n %d, mean %.4f, std %s, min %.4f, max %.4f", "", g.seeds.n,
-        g.seeds.mean, g.seeds.std and string.format("%.4f", g.seeds.std) or "-", g.seeds.min, g.seeds.max)
+      local f = util.fmt_metric
+      lines[#lines + 1] = string.format("  %-24s seeds: n %d, mean %s, std %s, min %s, max %s", "", g.seeds.n,
+        f(g.seeds.mean), g.seeds.std and f(g.seeds.std) or "-", f(g.seeds.min), f(g.seeds.max))
     end
   end
   for _, g in ipairs(res.groups) do

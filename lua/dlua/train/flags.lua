@@ -11,6 +11,7 @@
 -- but the run directories default_out looks at.
 local util = require "dlua.util"
 local fs = require "dlua.util.fs"
+local proc = require "dlua.util.proc"
 
 local M = {}
 
@@ -137,22 +138,30 @@ function M.typed(key, text, def)
   return text
 end
 
---- flag_list([extra]) -> M.FLAGS and the names in extra (flags a recipe accepts on top,
--- each taking a value), as parse_flags takes them.
-function M.flag_list(extra)
+--- flag_list([extra [, switches]]) -> M.FLAGS, the names in extra (flags a recipe
+-- accepts on top, each taking a value) and in switches (on top, without a value),
+-- as parse_flags takes them.
+function M.flag_list(extra, switches)
   local list = {}
   for i, f in ipairs(M.FLAGS) do list[i] = f end
   for _, e in ipairs(extra or {}) do list[#list + 1] = {e, "VALUE", ""} end
+  for _, e in ipairs(switches or {}) do list[#list + 1] = {e, nil, ""} end
   return list
 end
 
 --- Parses args (a list of strings) against hparams; returns options and overrides.
 -- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}), each
--- taking a value, found in o.extra (without the "--").
+-- taking a value, found in o.extra (without the "--"); opts.switches the same for
+-- flags without a value (e.g. {"--static"}: o.extra.static is true when given). A
+-- mistyped one gets the same did-you-mean as the built-in flags.
 function M.parse(args, hparams, opts)
   opts = opts or {}
-  local o = M.parse_flags(args, M.flag_list(opts.extra))
+  local o = M.parse_flags(args, M.flag_list(opts.extra, opts.switches))
   o.extra = {}
+  for _, e in ipairs(opts.switches or {}) do
+    local key = e:sub(3):gsub("%-", "_")
+    o.extra[e:sub(3)], o[key] = o[key], nil
+  end
   for _, e in ipairs(opts.extra or {}) do
     local key = e:sub(3):gsub("%-", "_")
     o.extra[e:sub(3)], o[key] = o[key], nil
@@ -244,21 +253,22 @@ function M.help(obj, script)
   return table.concat(lines, "\n")
 end
 
--- the exact command that reproduces a run: every hyperparameter that differs from its default
+-- the exact command that reproduces a run: the dlua running now (dlua.util.proc.exe_path),
+-- the script and every hyperparameter that differs from its default
 function M.command(script, exp, hp, o)
-  local parts = {"dlua", script}
+  local parts = {util.shell_quote(proc.exe_path()), util.shell_quote(script)}
   local keys = {}
   for k in pairs(hp) do keys[#keys + 1] = k end
   table.sort(keys)
   for _, k in ipairs(keys) do
     local def = exp.hparams[k]
     if k ~= "seed" and k ~= "init_seed" and k ~= "data_seed" and hp[k] ~= def then
-      parts[#parts + 1] = string.format("--set %s=%s", k, tostring(hp[k]))
+      parts[#parts + 1] = "--set " .. util.shell_quote(string.format("%s=%s", k, tostring(hp[k])))
     end
   end
   parts[#parts + 1] = "--seed " .. tostring(hp.seed)
   if o.objective then parts[#parts + 1] = "--objective " .. o.objective.metric .. (o.objective.mode and ":" .. o.objective.mode or "") end
-  if o.out then parts[#parts + 1] = "--out " .. o.out end
+  if o.out then parts[#parts + 1] = "--out " .. util.shell_quote(o.out) end
   return table.concat(parts, " ")
 end
 

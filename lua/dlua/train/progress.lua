@@ -36,6 +36,8 @@ local core = require "dlua.core"
 local util = require "dlua.util"
 local proc = require "dlua.util.proc"
 
+local fmtm = util.fmt_metric     -- every loss and metric the user reads
+
 local M = {}
 local P = {}
 P.__index = P
@@ -169,7 +171,7 @@ end
 function P:train(step, e)
   self:tick(step)
   if self.quiet then return end
-  local rest = string.format("loss %.4f  lr %.3g  %.0f ex/s", e.loss, e.lr or 0, e.examples_per_s or 0)
+  local rest = string.format("loss %s  lr %.3g  %.0f ex/s", fmtm(e.loss), e.lr or 0, e.examples_per_s or 0)
   local eta = "ETA " .. fmt_time(self:eta(step))
   if self.tty then
     self.live_parts = {step = step, eta = eta, rest = rest}
@@ -207,14 +209,14 @@ function P:eval(step, metrics, key)
   local parts = {}
   for k, v in pairs(metrics) do
     if type(v) == "number" and k ~= key and (k:match("accuracy$") or k:match("loss$")) then
-      parts[#parts + 1] = string.format("%s %.4f", k, v)
+      parts[#parts + 1] = string.format("%s %s", k, fmtm(v))
     end
   end
   table.sort(parts)
   local kv = key and metrics[key]
   if type(kv) == "number" then
-    table.insert(parts, 1, string.format("%s %.4f", key, kv))
-    self.last_eval = string.format("%s %.4f@%d  ", key, kv, step)
+    table.insert(parts, 1, string.format("%s %s", key, fmtm(kv)))
+    self.last_eval = string.format("%s %s@%d  ", key, fmtm(kv), step)
   end
   if self.quiet then return end
   local text = "eval at step " .. step .. ": " .. table.concat(parts, ", ")
@@ -241,7 +243,7 @@ function P:summary(result, ranking)
   if b then
     local parts = {}
     for k, v in pairs(b.metrics or {}) do
-      if type(v) == "number" then parts[#parts + 1] = string.format("%s %.4f", k, v) end
+      if type(v) == "number" then parts[#parts + 1] = string.format("%s %s", k, fmtm(v)) end
     end
     table.sort(parts)
     if b.selected == "best" then
@@ -249,8 +251,8 @@ function P:summary(result, ranking)
         ranking.source == "config" and "" or " (" .. (ranking.source == "default" and "the default" or "the objective") ..
         ")", b.step, table.concat(parts, ", "), b.checkpoint))
       if be and not be.checkpoint and be.value ~= b.value then
-        self:message(string.format("the best eval, step %d (%s %.4f), has no checkpoint (set checkpoint.keep_best " ..
-          "to write every new best)", be.step, ranking.metric, be.value))
+        self:message(string.format("the best eval, step %d (%s %s), has no checkpoint (set checkpoint.keep_best " ..
+          "to write every new best)", be.step, ranking.metric, fmtm(be.value)))
       end
     else
       self:message(string.format("last checkpoint (none ranked: set checkpoint.metric to keep the best): " ..
@@ -300,7 +302,7 @@ function S:line(c, best)
   end
   local s = table.concat(parts, ", ")
   if best and best.value then
-    s = s .. string.format("  best %s %.4f (%s)", self.metric or "value", best.value, tostring(best.id))
+    s = s .. string.format("  best %s %s (%s)", self.metric or "value", fmtm(best.value), tostring(best.id))
   end
   return s .. "  ETA " .. fmt_time(self:eta(c.pending or 0, c.running or 0))
 end

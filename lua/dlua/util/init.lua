@@ -7,7 +7,7 @@
 --   util.is_tensor(x), util.copy(t), util.deep_copy(t), util.sorted_keys(t)
 --   util.shell_quote(s), util.nearest(word, words), util.edit_distance(a, b)
 --   util.cores(), util.hostname(), util.getpid(), util.sleep(s), util.VERSION
---   util.fmt4(v), util.finite(v), util.integer_words(min, max), util.integer_problem(v, min, max)
+--   util.fmt4(v), util.fmt_metric(v), util.finite(v), util.integer_words(min, max), util.integer_problem(v, min, max)
 --   util.strict(name, f [, max]), util.strict_method, util.strict_table: the one arity check
 --
 -- It deliberately holds no policy of its own (no defaults, no files, no
@@ -19,12 +19,34 @@ local M = {}
 
 M.VERSION = "0.1.0"
 
+-- "nan", "inf", "-inf" for a non-finite number (the C library may write "-nan"), else nil
+local function nonfinite(v)
+  if v ~= v then return "nan" end
+  if v == math.huge then return "inf" end
+  if v == -math.huge then return "-inf" end
+end
+
 --- A number for messages and tables: integers as they are, other numbers in 4
--- significant digits (%.4g), anything else by tostring.
+-- significant digits (%.4g; nan, inf, -inf as such), anything else by tostring.
 -- @usage util.fmt4(1 / 3) --> "0.3333"
 function M.fmt4(v)
   if type(v) ~= "number" or math.type(v) == "integer" then return tostring(v) end
-  return string.format("%.4g", v)
+  return nonfinite(v) or string.format("%.4g", v)
+end
+
+--- A loss or metric value for the user (progress lines, summaries, tables):
+-- four decimals in the range where they read well (1e-4 <= |v| < 1e5, and
+-- 0), three significant digits with an exponent outside it (a diverged loss
+-- 5628516456334496.0 is "5.63e+15"), "nan", "inf", "-inf"; integers and
+-- anything else by tostring.
+-- @usage util.fmt_metric(0.123456) --> "0.1235"; util.fmt_metric(0 / 0) --> "nan"
+function M.fmt_metric(v)
+  if type(v) ~= "number" or math.type(v) == "integer" then return tostring(v) end
+  local nf = nonfinite(v)
+  if nf then return nf end
+  local a = math.abs(v)
+  if a == 0 or (a >= 1e-4 and a < 1e5) then return string.format("%.4f", v) end
+  return string.format("%.2e", v)
 end
 
 --- Is v a finite number (not NaN, not an infinity; false for non-numbers)?

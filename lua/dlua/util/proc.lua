@@ -24,6 +24,7 @@
 -- sent to it when the parent dies (Linux), so it cannot outlive the parent.
 local core = require "dlua.core"
 local util = require "dlua.util"
+local fs = require "dlua.util.fs"
 
 local M = {}
 
@@ -75,6 +76,22 @@ function M.winch_count() return core._signal_winch() end
 
 --- proc.term_width([fd]) -> columns of the terminal on fd (default 1), or nil.
 function M.term_width(fd) return call("proc.term_width", core._term_width, fd) end
+
+--- proc.exe_path() -> the dlua executable running now, as a command a user
+-- can paste: arg[-n] (the interpreter's own argv[0]) made absolute when it
+-- names a path ("build/dlua" -> "/src/dlua/build/dlua"), kept as it is when it
+-- was found on PATH ("dlua"); else $DLUA_EXE, else "dlua".
+-- @usage proc.exe_path() --> "/home/me/dlua/build/dlua"
+function M.exe_path()
+  local i = -1
+  while arg and arg[i - 1] do i = i - 1 end
+  local a = arg and arg[i]
+  if a and a ~= "" then
+    if a:find("/", 1, true) then return fs.abspath(a) end
+    return a
+  end
+  return os.getenv("DLUA_EXE") or "dlua"
+end
 
 --- proc.getpid() -> this process's id.
 function M.getpid() return core._getpid() end

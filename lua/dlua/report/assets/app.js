@@ -6,13 +6,16 @@
  *  - a shared legend: the checkbox shows or hides a trial in every plot;
  *  - selection: clicking a curve, a point or line of an SVG plot, a table row or a legend
  *    name highlights that trial in every plot and in the trials table;
+ *  - every logged series (D.series): one plot per group of series, drawing the series picked
+ *    in the group's select (the pick survives reloads);
  *  - watching (window.DLUA_WATCH): polls a sibling script the watcher rewrites and reloads
  *    the page when it changed, keeping the selection, toggles and scroll position.
  * Nothing is fetched but that sibling file (watch mode only). */
 (function () {
   'use strict';
   var D = window.DLUA, T = D.trials, W = window.DLUA_WATCH;
-  var state = {log: false, clip: true, smooth: 0, hidden: {}, sel: null};
+  var S = D.series || {groups: [], curves: {}};
+  var state = {log: false, clip: true, smooth: 0, hidden: {}, sel: null, pick: {}};
   var plots = [];
   var tip = document.getElementById('tip');
 
@@ -23,11 +26,11 @@
   } catch (e) { saved = null; }
   if (saved && saved.path === location.pathname) {
     state.log = !!saved.log; state.clip = saved.clip !== false; state.smooth = +saved.smooth || 0;
-    state.hidden = saved.hidden || {}; state.sel = saved.sel || null;
+    state.hidden = saved.hidden || {}; state.sel = saved.sel || null; state.pick = saved.pick || {};
   }
   function save() {
     window.name = 'dlua-report:' + JSON.stringify({path: location.pathname, log: state.log, clip: state.clip,
-      smooth: state.smooth, hidden: state.hidden, sel: state.sel, y: window.scrollY});
+      smooth: state.smooth, hidden: state.hidden, sel: state.sel, pick: state.pick, y: window.scrollY});
   }
 
   var byId = {};
@@ -362,6 +365,21 @@
     var fig = document.getElementById(spec.id);
     if (fig) plots.push({spec: spec, fig: fig, host: fig.querySelector('.plot-host')});
   });
+  // a group of the logged series: its plot draws the series picked in its select
+  function pick(p, m) {
+    if (!S.curves[m] || p.group.metrics.indexOf(m) < 0) return false;
+    p.spec = S.curves[m]; p.select.value = m; state.pick[p.group.name] = m;
+    if (p.u) { build(p); caption(p); save(); }
+    return true;
+  }
+  S.groups.forEach(function (g) {
+    var fig = document.getElementById(g.id);
+    if (!fig) return;
+    var p = {fig: fig, host: fig.querySelector('.plot-host'), group: g, select: fig.querySelector('select')};
+    if (!pick(p, state.pick[g.name])) pick(p, g.metrics[0]);
+    p.select.addEventListener('change', function () { pick(p, p.select.value); });
+    plots.push(p);
+  });
   legend();
   controls();
   rebuild();
@@ -385,7 +403,8 @@
     var note = document.getElementById('watching');
     window.dluaWatch = function (s) {
       if (s.stamp !== W.stamp) { save(); location.reload(); return; }
-      if (note) note.textContent = 'watching: checked ' + new Date().toLocaleTimeString() + (s.done ? '; the study is finished' : '');
+      if (note) note.textContent = 'watching: checked ' + new Date().toLocaleTimeString() +
+        (s.done ? '; the ' + (D.kind === 'run' ? 'run' : 'study') + ' is finished' : '');
       if (s.done) clearInterval(timer);
     };
     var timer = setInterval(function () {
@@ -396,5 +415,9 @@
     }, W.interval);
   }
   window.dluaReadyMs = window.performance ? performance.now() : 0;
-  window.dluaReport = {state: state, plots: plots, select: select, setShown: setShown, rebuild: rebuild};
+  window.dluaReport = {state: state, plots: plots, select: select, setShown: setShown, rebuild: rebuild,
+    pick: function (m) {
+      var p = plots.filter(function (q) { return q.group && q.group.metrics.indexOf(m) >= 0; })[0];
+      return p ? pick(p, m) && plots.indexOf(p) : -1;
+    }};
 })();

@@ -442,6 +442,7 @@ local VALID = {
   ["dl.util.getpid"] = a(none),
   ["dl.util.finite"] = a(function() return 1 end),
   ["dl.util.fmt4"] = a(function() return 0.5 end),
+  ["dl.util.fmt_metric"] = a(function() return 0.5 end),
   ["dl.util.hostname"] = a(none),
   ["dl.util.integer_problem"] = a(function() return 1, 1, 2 end),
   ["dl.util.integer_words"] = a(function() return 1, 2 end),

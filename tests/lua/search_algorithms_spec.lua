@@ -59,7 +59,7 @@ describe("the table of search algorithms", function()
     end
     local R = S.register_algorithm
     assert.error_matches(function() R("toy") end,
-      "dl.search.register_algorithm: argument 1 must be an algorithm row %(a table%), got string")
+      "bad argument #1 to 'search.register_algorithm' %(table expected, got string%)")
     assert.error_matches(function() R(row{adaptve = true}) end,
       "dl.search.register_algorithm: unknown option 'adaptve' %(valid: adaptive, batches, check, conditional, " ..
       "count, estimate, finite, init, name, needs_feasible, objectives, options, point, suggest, warnings%); did " ..

@@ -448,6 +448,10 @@ function Pipeline:__tostring()
 end
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("Pipeline:", Pipeline, true)
+util.strict_table("Pipeline:", Pipeline, true, {
+  batch = {"integer", "table?"}, cache = {"string"}, iter = {"table?"}, prefetch = {"integer"}, ["repeat"] = {"integer?"},
+  repeat_ = {"integer?"}, seed = {"integer"}, select = {"table"}, set_state = {"table"}, shard = {"table"},
+  shuffle = {"table?"}, take = {"integer"}, workers = {"integer"},
+})
 
 return M

@@ -246,7 +246,7 @@ end
 function M.space(tbl, opts)
   if is_space(tbl) then return tbl end
   if type(tbl) ~= "table" then error("dl.search.space: expected a table of parameters, got " .. type(tbl), 2) end
-  opts = opts or {}
+  opts = util.check_options("dl.search.space", opts, {context = "table"}, 2)
   local self = setmetatable({dims = {}, fixed = {}, names = {}, context = opts.context or {}}, Space)
   local names = {}
   for name in pairs(tbl) do

@@ -303,6 +303,8 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("metrics.", M)
+util.strict_table("metrics.", M, false, {
+  batches = {"table", "integer", "table", "integer?", "table?"}, evaluator = {"table"},
+})
 
 return M

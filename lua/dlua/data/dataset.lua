@@ -143,7 +143,7 @@ for _, name in ipairs({"shuffle", "map", "select", "batch", "shard", "prefetch",
 end
 Dataset["repeat"] = Dataset.repeat_
 util.strict_table("Dataset:", Dataset, true, {
-  column = {"string"}, get = {"integer"}, split = {"table"}, subset = {"table"}, take = {"integer"},
+  column = {"string"}, get = {"number"}, split = {"table"}, subset = {"table|tensor"}, take = {"number"},
 })
 
 return M

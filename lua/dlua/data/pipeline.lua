@@ -448,10 +448,11 @@ function Pipeline:__tostring()
 end
 
 -- every exported function refuses extra arguments (util.strict)
+-- positional types, declared once; "number" where check_int names the range of a count
 util.strict_table("Pipeline:", Pipeline, true, {
-  batch = {"integer", "table?"}, cache = {"string"}, iter = {"table?"}, prefetch = {"integer"}, ["repeat"] = {"integer?"},
-  repeat_ = {"integer?"}, seed = {"integer"}, select = {"table"}, set_state = {"table"}, shard = {"table"},
-  shuffle = {"table?"}, take = {"integer"}, workers = {"integer"},
+  batch = {"number", "table?"}, cache = {"string"}, iter = {"table?"}, prefetch = {"number"}, ["repeat"] = {"number?"},
+  repeat_ = {"number?"}, seed = {"number"}, select = {"table|string"}, set_state = {"table"}, shard = {"table"},
+  shuffle = {"table?"}, take = {"number"}, workers = {"number"},
 })
 
 return M

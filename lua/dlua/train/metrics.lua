@@ -304,7 +304,7 @@ end
 
 -- every exported function refuses extra arguments (util.strict)
 util.strict_table("metrics.", M, false, {
-  batches = {"table", "integer", "table", "integer?", "table?"}, evaluator = {"table"},
+  batches = {"table", "integer", "table?", "integer?", "table?"}, evaluator = {"table"},
 })
 
 return M

@@ -398,11 +398,11 @@ function M.sleep(s) return core._sleep(s) end
 
 M.strict_table("util.", M, false, {
   check_integer = {"string", "integer", "any?", "string", "integer?", "integer?"},
-  check_options = {"string", "table?", "table", "integer?"}, copy = {"table"}, declared = {"any?"},
+  check_options = {"string", "any?", "table", "integer?"}, copy = {"table?"}, declared = {"any?"},
   deep_copy = {"any?", "table?"}, edit_distance = {"string", "string"}, finite = {"any?"}, fmt4 = {"any?"},
   integer_problem = {"any?", "integer?", "integer?"}, integer_words = {"integer?", "integer?"},
   nearest = {"string", "table"}, option_problem = {"string", "any?", "table"}, shell_quote = {"string"},
-  sleep = {"number"}, sorted_keys = {"table"}, spec = {"table"}, strict = {"string", "function", "number?", "table?"},
+  sleep = {"number"}, sorted_keys = {"table?"}, spec = {"table"}, strict = {"string", "function", "number?", "table?"},
   strict_method = {"string", "function", "number?", "table?"}, strict_table = {"string", "table", "boolean?", "table?"},
   unwrap = {"any?"},
 })

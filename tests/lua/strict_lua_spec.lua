@@ -105,6 +105,7 @@ local EXEMPT = {
 -- functions with parameters that declare no positional types, and why
 local UNTYPED = {
   ["dl.is_tensor"] = "a predicate: any value is a valid question (util.is_tensor)",
+  ["dl.nn.Module.to"] = "its own check names the valid values: to: dtype must be 'float32' or 'float64', got number",
 }
 -- nn classes: a constructor's types are its class's sig.init (Module:extend(name, sig)), which
 -- silent_spec walks position by position; forward takes what the layer's math takes (tensors,

@@ -91,7 +91,7 @@ M.util = util
 M.dist = {}
 local DIST_ARGS = {
   data_parallel = {"table"}, run_study = {"table", "table", "string"},
-  serve_trials = {"callable"}, shard_pipeline = {"table", "integer", "integer"}, trial_pool = {"callable"},
+  serve_trials = {"callable"}, shard_pipeline = {"table|function", "integer", "integer"}, trial_pool = {"callable"},
 }
 for _, part in ipairs({dist, data_parallel, ranks}) do
   for k, v in pairs(part) do

@@ -14,7 +14,7 @@ local M = {}
 -- pipelines the same way)
 local function with_stages(p, stages)
   return setmetatable({source = p.source, stages = stages, _default_seed = p._default_seed,
-    _pos = {epoch = p._pos.epoch, batch = p._pos.batch}, _wait = 0}, getmetatable(p))
+    _pos = {epoch = p._pos.epoch, batch = p._pos.batch}, _wait = 0, _skipped = 0}, getmetatable(p))
 end
 
 --- shard_pipeline(p, rank, world) -> the rank's part of pipeline p, whose batch stage

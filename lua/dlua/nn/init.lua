@@ -293,7 +293,7 @@ M.sync_batchnorm = BatchNorm.sync_all
 
 -- every exported function refuses extra arguments (util.strict)
 util.strict_table("nn.", M, false, {
-  _options = {"string", "table?", "table", "table"}, accuracy = {"tensor", "tensor", "tensor?"}, sync_batchnorm = {"module"},
+  _options = {"string", "any?", "table", "table?"}, accuracy = {"tensor", "tensor", "tensor?"}, sync_batchnorm = {"module"},
 })
 
 return M

@@ -649,6 +649,19 @@ describe("dlua (Lua library) strictness", function()
       1, true)
     assert.error_matches(function() sg:observe("x", 1) end, "bad argument #1 to 'Suggester:observe' (table expected, got string)",
       1, true)
+    local space = SPACE()
+    assert.error_matches(function() space:point("u") end, "bad argument #1 to 'Space:point' (table expected, got string)",
+      1, true)
+    assert.error_matches(function() space:encode({0.5, 0.5}, 3) end,
+      "bad argument #2 to 'Space:encode' (table or nil expected, got integer)", 1, true)
+    assert.error_matches(function() dl.search.uniform(0, 1):map("x") end,
+      "bad argument #1 to 'Param:map' (number expected, got string)", 1, true)
+    assert.error_matches(function() dl.search.uniform(0, 1):when("x") end,
+      "bad argument #1 to 'Param:when' (table expected, got string)", 1, true)
+    assert.error_matches(function() dl.search.halton_sequence(2, 0):point("1") end,
+      "bad argument #1 to 'Halton:point' (number expected, got string)", 1, true)
+    assert.error_matches(function() space:describe(1) end,
+      "bad argument #1 to 'Space:describe' (no more than 0 arguments expected, got 1)", 1, true)
     -- issue 33's case: an unknown option of dl.search.space
     assert.error_matches(function() dl.search.space({lr = dl.search.uniform(0, 1)}, {contxt = {}}) end,
       "dl.search.space: unknown option 'contxt' (valid: context); did you mean 'context'?", 1, true)

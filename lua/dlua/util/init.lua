@@ -216,6 +216,25 @@ function M.spec(spec)
   return out
 end
 
+-- types list -> {{opt =, ty =, names = {type...}}} (parsed once: wrappers check on every call)
+local parsed = setmetatable({}, {__mode = "k"})
+local function parse_types(types)
+  local out = {}
+  for i, spec_ty in ipairs(types) do
+    local opt = spec_ty:sub(-1) == "?"
+    local ty = opt and spec_ty:sub(1, -2) or spec_ty
+    local names = {}
+    for t in ty:gmatch("[^|]+") do
+      if not TYPES[t] then error("util.check_args: unknown type '" .. t .. "' in a declaration", 0) end
+      names[#names + 1] = t
+    end
+    out[i] = {opt = opt, ty = ty, names = names, any = ty == "any"}
+  end
+  parsed[types] = out
+  return out
+end
+
+
 --- check_args(name, types, level, ...) -> nothing, or raises at level (1: the caller
 -- of check_args' caller) "bad argument #i to 'name' (T expected, got U)" for the
 -- first argument whose type is not its declared one. types[i] is a type of
@@ -224,11 +243,17 @@ end
 -- type check of the Lua library: nn's constructors and methods declare theirs.
 -- @usage util.check_args("nn.Softmax", {"integer?"}, 1, dim)
 function M.check_args(name, types, level, ...)
-  for i, spec_ty in ipairs(types) do
+  for i, p in ipairs(parsed[types] or parse_types(types)) do
     local v = select(i, ...)
-    local opt = spec_ty:sub(-1) == "?"
-    local ty = opt and spec_ty:sub(1, -2) or spec_ty
-    if not ((v == nil and opt) or (v ~= nil and types_ok(ty, v))) then
+    local ok = v == nil and p.opt
+    if not ok and v ~= nil then
+      if p.any then ok = true
+      else
+        for _, t in ipairs(p.names) do if type_ok(t, v) then ok = true; break end end
+      end
+    end
+    local opt, ty = p.opt, p.ty
+    if not ok then
       error(string.format("bad argument #%d to '%s' (%s%s expected, got %s)", i, name, (ty:gsub("|", " or ")),
         opt and " or nil" or "", v == nil and "no value" or describe(v)), level + 2)
     end

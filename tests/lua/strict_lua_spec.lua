@@ -634,7 +634,7 @@ describe("dlua (Lua library) strictness", function()
     assert.is_true(walked > 400, "walked " .. walked)
   end)
 
-  it("checks the methods the walk does not reach: Optimizer, Suggester", function()
+  it("checks the methods the walk does not reach: Optimizer, Suggester, Space, Param, Halton, Study", function()
     local opt = dl.optim.SGD{params = LIN():parameters(), lr = 0.1}
     assert.error_matches(function() opt:set_lr("x") end,
       "bad argument #1 to 'Optimizer:set_lr' (number expected, got string)", 1, true)
@@ -662,6 +662,15 @@ describe("dlua (Lua library) strictness", function()
       "bad argument #1 to 'Halton:point' (number expected, got string)", 1, true)
     assert.error_matches(function() space:describe(1) end,
       "bad argument #1 to 'Space:describe' (no more than 0 arguments expected, got 1)", 1, true)
+    local st = dl.study{name = "strict", goal = "g", experiment = "tests/fixtures/toy_experiment.lua",
+      nuisance = {lr = dl.search.uniform(0, 1)}, trials = 2, objective = {metric = "valid/accuracy", mode = "max"}}
+    assert.error_matches(function() st:plan("3") end, "bad argument #1 to 'Study:plan' (integer or nil expected, got string)",
+      1, true)
+    assert.error_matches(function() st:prepare(5) end, "bad argument #1 to 'Study:prepare' (string expected, got integer)",
+      1, true)
+    assert.error_matches(function() st:trial_hparams("t") end,
+      "bad argument #1 to 'Study:trial_hparams' (table expected, got string)", 1, true)
+    assert.are.equal(2, #st:plan())
     -- issue 33's case: an unknown option of dl.search.space
     assert.error_matches(function() dl.search.space({lr = dl.search.uniform(0, 1)}, {contxt = {}}) end,
       "dl.search.space: unknown option 'contxt' (valid: context); did you mean 'context'?", 1, true)

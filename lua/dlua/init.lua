@@ -80,10 +80,10 @@ M.trace = data.trace
 M.checkpoint = checkpoint
 M.json = json
 M.metrics = metrics
-M.train = util.strict("dl.train", train.train)
+M.train = util.strict("dl.train", train.train, nil, {"table"})
 M.experiment = experiment.experiment
-M.evaluate = util.strict("dl.evaluate", experiment.evaluate)
-M.load_experiment = util.strict("dl.load_experiment", experiment.load)
+M.evaluate = util.strict("dl.evaluate", experiment.evaluate, nil, {"table"})
+M.load_experiment = util.strict("dl.load_experiment", experiment.load, nil, {"string"})
 M.here = experiment.here              -- checks its own arity: it reads its caller's frame
 M.fs = fs
 M.track = track
@@ -92,15 +92,21 @@ M.util = util
 -- (dlua.train.data_parallel) and the study trials over ranks (dlua.study.ranks)
 -- as one table; a new table, so no lower module is changed by it
 M.dist = {}
+local DIST_ARGS = {
+  data_parallel = {"table"}, run_study = {"table", "table", "string"},
+  serve_trials = {"callable"}, shard_pipeline = {"table|function", "integer", "integer"}, trial_pool = {"callable"},
+}
 for _, part in ipairs({dist, data_parallel, ranks}) do
-  for k, v in pairs(part) do M.dist[k] = type(v) == "function" and util.strict("dist." .. k, v) or v end
+  for k, v in pairs(part) do
+    M.dist[k] = type(v) == "function" and util.strict("dist." .. k, v, nil, DIST_ARGS[k] or (util.declared(v) or {}).types) or v
+  end
 end
 M.search = search
 M.study = study.study
-M.study_results = util.strict("dl.study_results", study.results)
-M.report = util.strict("dl.report", report.report)
-M.diagnose = util.strict("dl.diagnose", diagnose.diagnose)
-M.batch_size_sweep = util.strict("dl.batch_size_sweep", probe.batch_size_sweep)
+M.study_results = util.strict("dl.study_results", study.results, nil, {"string", "table?"})
+M.report = util.strict("dl.report", report.report, nil, {"string|table", "table?"})
+M.diagnose = util.strict("dl.diagnose", diagnose.diagnose, nil, {"string|table", "table?"})
+M.batch_size_sweep = util.strict("dl.batch_size_sweep", probe.batch_size_sweep, nil, {"table"})
 
 -- The top-level functions refuse extra arguments too (util.strict; its tail call
 -- keeps their error(msg, 2) at the user's line), except dl.experiment and dl.study,

@@ -425,7 +425,7 @@ describe("dlua.train.checkpoint", function()
   describe("save", function()
     it("raises on bad arguments, naming them", function()
       local t = dl.ones(2)
-      assert.error_matches(function() ck.save(1, {}) end, "checkpoint.save: path must be a string, got number")
+      assert.error_matches(function() ck.save(1, {}) end, "bad argument #1 to 'checkpoint.save' %(string expected, got integer%)")
       local x = d .. "/x"
       assert.error_matches(function() ck.save(x, t) end,
         "checkpoint.save: tensors must be a table of name %-> tensor, got userdata")

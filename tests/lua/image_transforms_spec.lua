@@ -330,7 +330,7 @@ describe("image transform options", function()
     refuses(function() T.resize{size = 3, interpolation = "area", antialias = true} end,
       "resize: antialias applies to bilinear interpolation only")
     refuses(function() T.resize{size = 3, field = 4} end, "resize: option 'field' must be")
-    refuses(function() T.resize(3) end, "resize: expected an option table")
+    refuses(function() T.resize(3) end, "bad argument #1 to 'data.transforms.resize' (table expected, got integer)")
     refuses(function() T.resize({size = 3}, 2) end, "bad argument #2 to 'data.transforms.resize'")
     refuses(function() T.random_resized_crop{size = 3, scale = {0.5, 0.1}} end,
       "random_resized_crop: scale must be {lo, hi} with 0 <= lo <= hi <= 1")

@@ -271,7 +271,9 @@ describe("nn.init.orthogonal and nn.init.trunc_normal", function()
     assert.error_matches(function() nn.init.orthogonal(dl.zeros(2, 2, {dtype = "int32"})) end,
       "nn.init.orthogonal: expected a float tensor, got int32 tensor", nil, true)
     assert.error_matches(function() nn.init.orthogonal(dl.empty(2, 2), "big") end,
-      "nn.init.orthogonal: gain must be a finite number, got big", nil, true)
+      "bad argument #2 to 'nn.init.orthogonal' (number or nil expected, got string)", nil, true)
+    assert.error_matches(function() nn.init.orthogonal(dl.empty(2, 2), 0 / 0) end,
+      "nn.init.orthogonal: gain must be a finite number, got", nil, true)
     assert.error_matches(function() nn.init.trunc_normal(dl.empty(3), 0, 1, 2, -2) end,
       "nn.init.trunc_normal: a (2) must be below b (-2)", nil, true)
     assert.error_matches(function() nn.init.trunc_normal(dl.empty(3), 0, 0) end,

@@ -130,7 +130,7 @@ describe("the module tree", function()
     for _, e in ipairs(m:named_modules()) do index[e[2]] = e[1] end
     assert.are.equal(m, m:apply(function(x) seen[#seen + 1] = index[x] end))
     assert.are.same({"1", "2.body.1", "2.body.2", "2.body", "2", "3", ""}, seen)
-    assert.has_error(function() m:apply(3) end, "apply: expected a function, got number")
+    assert.has_error(function() m:apply(3) end, "bad argument #1 to 'Module:apply' (callable expected, got integer)")
   end)
 
   it("initialises through apply", function()

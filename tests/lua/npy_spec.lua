@@ -124,7 +124,7 @@ describe("dlua.data.read_npy", function()
   end)
 
   it("checks its arguments", function()
-    assert.error_matches(function() data.read_npy(3) end, "read_npy: path must be a string, got number")
+    assert.error_matches(function() data.read_npy(3) end, "bad argument #1 to 'data.read_npy' %(string expected, got integer%)")
     assert.error_matches(function() data.read_npy(p("le_f4.npy"), {map = true}) end,
       "read_npy: unknown option 'map' %(valid: mmap%); did you mean 'mmap'%?")
     assert.error_matches(function() data.read_npy(p("le_f4.npy"), {mmap = 1}) end,

@@ -245,7 +245,7 @@ describe("dl.onnx.export refuses", function()
     assert.error_matches(function() dl.onnx.export(m, p, {input_shape = {3}, input_dtype = "uint8"}) end,
       "onnx.export: input_dtype must be float32, int64 or int32, got uint8", 1, true)
     assert.error_matches(function() dl.onnx.export({}, p, {input_shape = {3}}) end,
-      "onnx.export: expected a module as argument 1, got table", 1, true)
+      "bad argument #1 to 'onnx.export' (module expected, got table)", 1, true)
     assert.error_matches(function() dl.onnx.export(m, p, {input_shape = {3}, input_name = "x", output_name = "x"}) end,
       "input_name and output_name are both 'x'", 1, true)
     assert.error_matches(function() dl.onnx.export(m, dir .. "/no/such/dir/m.onnx", {input_shape = {3}}) end,

@@ -112,7 +112,8 @@ function F.study(root, opts)
     events[#events + 1] = json.encode({event = "finish", trial = t.id, owner = "synthetic", status = status,
       value = status == "done" and value or nil, step = status == "done" and step or nil,
       steps = rung or (final and steps or 7), hp = hp, message = not final and "loss is nan at step 7" or nil,
-      nuisance = t.nuisance, group = t.group.index, kind = kind, base = base, dir = tdir, time = 0})
+      nuisance = t.nuisance, group = t.group.index, kind = kind, base = base, dir = tdir, time = 0,
+      u = kind == "search" and t.u and json.array(t.u) or nil})
   end
   local plan = study:plan()
   for _, t in ipairs(plan) do add(t, study:trial_hparams(t), "search") end

@@ -1,7 +1,7 @@
 -- The table of search algorithms (lua/dlua/search/algorithms/): its rows and their
 -- checks, the one initial-point rule that plan and suggester share (issue 35), the
 -- suggester's initial points counting observations made elsewhere and init = 0, the
--- importance binning docs/studies.md describes, and docs/architecture.md's "Adding a
+-- importance method docs/studies.md describes, and docs/architecture.md's "Adding a
 -- search algorithm" walked through: a toy algorithm registered here at run time runs
 -- a tiny study.
 local dl = require "dlua"
@@ -59,7 +59,7 @@ describe("the table of search algorithms", function()
     end
     local R = S.register_algorithm
     assert.error_matches(function() R("toy") end,
-      "dl.search.register_algorithm: argument 1 must be an algorithm row %(a table%), got string")
+      "bad argument #1 to 'search.register_algorithm' %(table expected, got string%)")
     assert.error_matches(function() R(row{adaptve = true}) end,
       "dl.search.register_algorithm: unknown option 'adaptve' %(valid: adaptive, batches, check, conditional, " ..
       "count, estimate, finite, init, name, needs_feasible, objectives, options, point, suggest, warnings%); did " ..
@@ -172,39 +172,22 @@ describe("the initial points of an adaptive algorithm (issue 35)", function()
   end)
 end)
 
-describe("importance binning (issue 35)", function()
-  it("bins a continuous parameter into `bins` (10) equal-width bins of its coordinate, as docs/studies.md says", function()
-    local space = S.space{x = S.uniform(0, 1)}
-    local r = S.rng("binning-spec")
-    local hist = {}
-    for i = 1, 30 do
-      local u = (i - 0.5) / 30
-      hist[i] = {u = {u}, value = math.sin(7 * u) + 0.3 * r:normal()}
-    end
-    -- omega^2 by hand over B equal-width bins
-    local function omega2(B)
-      local sum, cnt, mean, n = {}, {}, 0, #hist
-      for b = 1, B do sum[b], cnt[b] = 0, 0 end
-      for _, h in ipairs(hist) do
-        local b = math.min(B - 1, math.floor(h.u[1] * B)) + 1
-        sum[b], cnt[b] = sum[b] + h.value, cnt[b] + 1
-        mean = mean + h.value / n
-      end
-      local sst, ssb, used = 0, 0, 0
-      for _, h in ipairs(hist) do sst = sst + (h.value - mean) ^ 2 end
-      for b = 1, B do
-        if cnt[b] > 0 then ssb, used = ssb + cnt[b] * (sum[b] / cnt[b] - mean) ^ 2, used + 1 end
-      end
-      local msw = (sst - ssb) / (n - used)
-      return math.max(0, math.min(1, (ssb - (used - 1) * msw) / (sst + msw)))
-    end
-    local got = S.importance(space, hist).params[1].fanova        -- the default, which the study's results use
-    assert.is_near(omega2(10), got, 1e-12)
-    assert.is_true(math.abs(omega2(5) - got) > 1e-3, "min(5, n / 3) = 5 cells would give another share")
+describe("importance (issue 35): one definition, documented", function()
+  it("docs/studies.md describes the GP functional ANOVA dl.search.importance computes, and no binned estimate", function()
     local doc = slurp("docs/studies.md")
-    assert.is_nil(doc:find("min(5, n / 3)", 1, true))
     local section = doc:match("\n## Importance\n(.-)\n## ")
-    assert.truthy(section:find("10 equal-width bins", 1, true), section)
+    assert.truthy(section:find("`" .. S.importance_method .. "`", 1, true), section)
+    assert.is_nil(section:find("equal-width bins", 1, true))
+    assert.is_nil(doc:find("fANOVA %d"))
+    -- a continuous parameter's grid has `bins` (10) cells: another bins gives another share
+    local space = S.space{x = S.uniform(0, 1), y = S.uniform(0, 1)}
+    local hist = {}
+    for i = 1, 20 do
+      local u = S.halton(i, 2)
+      hist[i] = {u = u, value = math.sin(7 * u[1]) + u[2]}
+    end
+    local a, b = S.importance(space, hist).params[1].share, S.importance(space, hist, {bins = 3}).params[1].share
+    assert.is_true(math.abs(a - b) > 1e-3, a .. " " .. b)
   end)
 end)
 

@@ -5,6 +5,10 @@
 -- argument, naming the function and the argument. A reachable function must be
 -- in VALID (a valid call) or EXEMPT (the reason it cannot be arity-checked);
 -- one in neither fails the walk, so a new function cannot skip the check.
+-- Types (issue 33 item 11): every function with parameters declares their types
+-- once (util.strict / util.strict_table's types, util.declared reads them back),
+-- or is in UNTYPED with the reason; a walk passes a wrong-typed value at each
+-- declared position and expects "bad argument #i to 'NAME' (T expected, got U)".
 local dl = require "dlua"
 local core = require "dlua.core"
 local util = require "dlua.util"
@@ -98,6 +102,24 @@ local EXEMPT = {
   ["dl.json.encode"] = "json is exempt: a standalone codec whose functions keep Lua's lenient conventions",
   ["dl.nn.Module.forward"] = "the abstract forward every subclass overrides (it only raises 'forward is not defined'); each subclass's own forward is checked here",
 }
+
+-- functions with parameters that declare no positional types, and why
+local UNTYPED = {
+  ["dl.is_tensor"] = "a predicate: any value is a valid question (util.is_tensor)",
+  ["dl.nn.Module.to"] = "its own check names the valid values: to: dtype must be 'float32' or 'float64', got number",
+}
+-- nn classes: a constructor's types are its class's sig.init (Module:extend(name, sig)), which
+-- silent_spec walks position by position; forward takes what the layer's math takes (tensors,
+-- checked by the ops in C with lt_argerror, or a submodule's input for containers)
+local function untyped_nn(name, f)
+  local cls, m = name:match("^dl%.nn%.(%u%w*)%.(%w+)$")
+  if not cls or cls == "Module" then return nil end
+  if m == "forward" then return "forward" end
+  if m == "init" then
+    local sig = rawget(dl.nn[cls], "_sig")
+    return sig and sig.init and "init" or nil
+  end
+end
 
 ------------------------------------------------------------------ valid calls
 
@@ -452,9 +474,10 @@ local VALID = {
   ["dl.util.sleep"] = a(function() return 0 end),
   ["dl.util.sorted_keys"] = a(function() return {b = 1, a = 2} end),
   ["dl.util.spec"] = a(function() return {"a"} end),
-  ["dl.util.strict"] = a(function() return "f", function() end, 0 end),
+  ["dl.util.strict"] = a(function() return "f", function() end, 0, {"number?"} end),
+  ["dl.util.declared"] = a(function() return print end),
   ["dl.util.strict_method"] = a(function() return "f", function() end, 0, {"number?"} end),
-  ["dl.util.strict_table"] = a(function() return "t.", {}, false end),
+  ["dl.util.strict_table"] = a(function() return "t.", {}, false, {} end),
   ["dl.util.unwrap"] = a(function() return print end),
 }
 -- every optimizer of the C table (engine/ops/optim.c), so a new row is checked without an edit here
@@ -563,5 +586,111 @@ describe("dlua (Lua library) strictness", function()
         assert(info.isvararg or u == f or name == "dl.data.Dataset.map", name)
       end
     end
+  end)
+
+  it("declares the positional types of every function with parameters (or says why not)", function()
+    local missing, stale = {}, {}
+    for name, f in pairs(found) do
+      if type(f) == "function" and not EXEMPT[name] and not UNTYPED[name] and not untyped_nn(name, f) then
+        local d = util.declared(f)
+        local u = util.unwrap(f)
+        local info = debug.getinfo(u, "u")
+        local method = d and d.method or (u ~= f and debug.getinfo(f, "u").nparams == 1)
+        local params = info.nparams - (method and 1 or 0)
+        if not d and (params > 0 or info.isvararg) then missing[#missing + 1] = name end
+      end
+    end
+    for name, why in pairs(UNTYPED) do
+      if not found[name] then stale[#stale + 1] = name end
+      assert.is_true(#why > 20, name)
+    end
+    table.sort(missing)
+    table.sort(stale)
+    assert.same({}, missing)
+    assert.same({}, stale)
+  end)
+
+  it("refuses a wrong-typed value at every declared position, naming the function, the position and both types", function()
+    local KINDS = {"abc", 2.5, {}, true, function() end}
+    local function fits(ty, v)
+      for t in ty:gsub("%?$", ""):gmatch("[^|]+") do
+        if t == "any" then return true end
+        if t == "number" and type(v) == "number" then return true end
+        if t == "integer" and math.type(v) == "integer" then return true end
+        if t == "callable" and type(v) == "function" then return true end
+        if t == type(v) then return true end
+      end
+      return false
+    end
+    local function kind(v) return math.type(v) == "float" and "number" or type(v) end
+    local accepted, walked = {}, 0
+    for name, v in pairs(VALID) do
+      local f = found[name]
+      local d = type(f) == "function" and util.declared(f)
+      if d then
+        local args = table.pack(v.args())
+        local shift = d.method and 1 or 0
+        for i, ty in ipairs(d.types) do
+          for _, bad in ipairs(KINDS) do
+            if not fits(ty, bad) then
+              walked = walked + 1
+              local call = {table.unpack(args, 1, args.n)}
+              call[i + shift] = bad
+              local ok, err = pcall(f, table.unpack(call, 1, math.max(args.n, i + shift)))
+              local want = string.format("bad argument #%d to '%s' (%s%s expected, got %s)", i, d.name,
+                (ty:gsub("%?$", ""):gsub("|", " or ")), ty:sub(-1) == "?" and " or nil" or "", kind(bad))
+              if ok or not tostring(err):find(want, 1, true) then
+                accepted[#accepted + 1] = name .. " #" .. i .. " " .. kind(bad) .. " -> " .. tostring(err)
+              end
+            end
+          end
+        end
+      end
+    end
+    table.sort(accepted)
+    assert.same({}, accepted)
+    assert.is_true(walked > 400, "walked " .. walked)
+  end)
+
+  it("checks the methods the walk does not reach: Optimizer, Suggester, Space, Param, Halton, Study", function()
+    local opt = dl.optim.SGD{params = LIN():parameters(), lr = 0.1}
+    assert.error_matches(function() opt:set_lr("x") end,
+      "bad argument #1 to 'Optimizer:set_lr' (number expected, got string)", 1, true)
+    assert.error_matches(function() opt:set_lr(0.1, "g") end,
+      "bad argument #2 to 'Optimizer:set_lr' (integer or nil expected, got string)", 1, true)
+    assert.error_matches(function() opt:lr({}) end, "bad argument #1 to 'Optimizer:lr' (integer or nil expected, got table)",
+      1, true)
+    assert.error_matches(function() opt:load_state_dict("x") end,
+      "bad argument #1 to 'Optimizer:load_state_dict' (table expected, got string)", 1, true)
+    local sg = dl.search.suggester(SPACE())
+    assert.error_matches(function() sg:suggest("2") end, "bad argument #1 to 'Suggester:suggest' (integer or nil expected, got string)",
+      1, true)
+    assert.error_matches(function() sg:observe("x", 1) end, "bad argument #1 to 'Suggester:observe' (table expected, got string)",
+      1, true)
+    local space = SPACE()
+    assert.error_matches(function() space:point("u") end, "bad argument #1 to 'Space:point' (table expected, got string)",
+      1, true)
+    assert.error_matches(function() space:encode({0.5, 0.5}, 3) end,
+      "bad argument #2 to 'Space:encode' (table or nil expected, got integer)", 1, true)
+    assert.error_matches(function() dl.search.uniform(0, 1):map("x") end,
+      "bad argument #1 to 'Param:map' (number expected, got string)", 1, true)
+    assert.error_matches(function() dl.search.uniform(0, 1):when("x") end,
+      "bad argument #1 to 'Param:when' (table expected, got string)", 1, true)
+    assert.error_matches(function() dl.search.halton_sequence(2, 0):point("1") end,
+      "bad argument #1 to 'Halton:point' (number expected, got string)", 1, true)
+    assert.error_matches(function() space:describe(1) end,
+      "bad argument #1 to 'Space:describe' (no more than 0 arguments expected, got 1)", 1, true)
+    local st = dl.study{name = "strict", goal = "g", experiment = "tests/fixtures/toy_experiment.lua",
+      nuisance = {lr = dl.search.uniform(0, 1)}, trials = 2, objective = {metric = "valid/accuracy", mode = "max"}}
+    assert.error_matches(function() st:plan("3") end, "bad argument #1 to 'Study:plan' (integer or nil expected, got string)",
+      1, true)
+    assert.error_matches(function() st:prepare(5) end, "bad argument #1 to 'Study:prepare' (string expected, got integer)",
+      1, true)
+    assert.error_matches(function() st:trial_hparams("t") end,
+      "bad argument #1 to 'Study:trial_hparams' (table expected, got string)", 1, true)
+    assert.are.equal(2, #st:plan())
+    -- issue 33's case: an unknown option of dl.search.space
+    assert.error_matches(function() dl.search.space({lr = dl.search.uniform(0, 1)}, {contxt = {}}) end,
+      "dl.search.space: unknown option 'contxt' (valid: context); did you mean 'context'?", 1, true)
   end)
 end)

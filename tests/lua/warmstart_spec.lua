@@ -147,39 +147,7 @@ describe("dl.study warm_start", function()
 end)
 
 describe("importance of a study's hyperparameters", function()
-  -- the study reports dl.search.importance's shares, largest GP share first
-  local importance = {importance = function(space, hist)
-    local out = S.importance(space, hist).params
-    table.sort(out, function(x, y) return x.gp > y.gp end)
-    return out
-  end}
-
-  it("recovers the one relevant dimension of a synthetic objective, by the GP and model-free", function()
-    local space = S.space{a = S.uniform(0, 1), b = S.log_uniform(1e-3, 1), c = S.choice{"x", "y", "z"}}
-    -- the objective depends on a alone (b and c are ignored)
-    local hist = {}
-    for i = 1, 40 do
-      local u = S.point(space, i, {seed = 1})
-      local hp = space:point(u)
-      hist[i] = {u = u, value = math.sin(3 * hp.a) + 0.5 * hp.a * hp.a}
-    end
-    local imp = importance.importance(space, hist)
-    assert.are.equal("a", imp[1].name)
-    assert.is_true(imp[1].gp > 0.8, "gp share of a: " .. imp[1].gp)
-    assert.is_true(imp[1].fanova > 0.8, "fanova share of a: " .. imp[1].fanova)
-    local sum = 0
-    for _, e in ipairs(imp) do
-      sum = sum + e.gp
-      if e.name ~= "a" then
-        assert.is_true(e.gp < 0.1 and e.fanova < 0.2, e.name .. " " .. e.gp .. " " .. e.fanova)
-      end
-    end
-    assert.is_true(math.abs(sum - 1) < 1e-12)
-    -- too few observations: no estimate (the study's results leave importance out below d + 2)
-    assert.error_matches(function() S.importance(space, {hist[1], hist[2]}) end,
-      "needs at least 3 feasible observations, got 2")
-  end)
-
+  -- the study reports dl.search.importance's shares, largest first
   it("is in the study's results, results.json and the printed summary", function()
     local dir = H.tmpdir("importance")
     write(dir .. "/exp.lua", EXPERIMENT)
@@ -190,10 +158,29 @@ describe("importance of a study's hyperparameters", function()
     local imp = res.groups[1].importance
     assert.are.equal(2, #imp)
     assert.are.same({"lr", "momentum"}, (function() local l = {imp[1].name, imp[2].name}; table.sort(l); return l end)())
-    assert.is_true(math.abs(imp[1].gp + imp[2].gp - 1) < 1e-9)
-    assert.truthy(out:find("importance: " .. imp[1].name .. " %d%.%d%d %(fANOVA %d%.%d%d%), " .. imp[2].name), out)
+    assert.is_true(imp[1].share >= imp[2].share)
+    -- one set of numbers, one method name: the printed line, results.json and the HTML panel
+    local line = assert(out:match("importance %(gp%-fanova%): ([^\n]+)"), out)
+    local printed = {}
+    for name, v in line:gmatch("([%w_%.%[%]=]+) (%d%.%d%d%d)") do printed[#printed + 1] = {name, tonumber(v)} end
     local rj = json.decode(fs.read(dir .. "/runs/imp/results.json"))
-    assert.are.equal(imp[1].name, rj.groups[1].importance[1].name)
+    assert.are.equal("gp-fanova", rj.importance_method)
+    local page = fs.read(dl.report(dir .. "/runs/imp", {static = true, out = dir .. "/r.html"}))
+    local panel = assert(page:match('<figure class="figure wide%-ok" id="importance">.-</figure>'))
+    assert.truthy(panel:find("(gp-fanova)", 1, true))
+    local html = {}
+    for name, v in panel:gmatch('data%-name="([^"]+)".-<span class="imp%-v">([%d%.]+)</span>') do
+      html[#html + 1] = {name, tonumber(v)}
+    end
+    assert.are.equal(2, #printed)
+    for i = 1, 2 do
+      assert.are.equal(imp[i].name, printed[i][1])
+      assert.are.equal(imp[i].name, rj.groups[1].importance[i].name)
+      assert.are.equal(imp[i].name, html[i][1])
+      assert.are.equal(tonumber(string.format("%.3f", rj.groups[1].importance[i].share)), printed[i][2])
+      assert.are.equal(printed[i][2], html[i][2])
+      assert.is_near(imp[i].share, rj.groups[1].importance[i].share, 1e-12)
+    end
     fs.rm_rf(dir)
   end)
 end)

@@ -137,10 +137,13 @@ for _, name in ipairs({"shuffle", "map", "select", "batch", "shard", "prefetch",
   local stage = pipeline.Pipeline[name]
   local info = debug.getinfo(util.unwrap(stage), "u")
   -- as many arguments as the pipeline stage takes (map takes any number)
+  local decl = util.declared(stage)                  -- and the stage's declared types
   Dataset[name] = util.strict_method("Dataset:" .. name, function(self, ...) return stage(pipeline.of(self), ...) end,
-    not info.isvararg and info.nparams - 1 or math.huge)
+    not info.isvararg and info.nparams - 1 or math.huge, decl and decl.types)
 end
 Dataset["repeat"] = Dataset.repeat_
-util.strict_table("Dataset:", Dataset, true)
+util.strict_table("Dataset:", Dataset, true, {
+  column = {"string"}, get = {"number"}, split = {"table"}, subset = {"table|tensor"}, take = {"number"},
+})
 
 return M

@@ -63,6 +63,11 @@ setmetatable(M, {
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("data.", M)
+util.strict_table("data.", M, false, {
+  _worker_load = {"table"}, csv = {"table"}, fashion_mnist = {"table?"}, fashion_mnist_tensors = {"table?"},
+  idx = {"table"}, images = {"table"}, is_dataset = {"any?"}, is_pipeline = {"any?"}, npy = {"table"}, npz = {"table"},
+  pack = {"table"}, read_npy = {"string", "table?"}, read_npz = {"string", "table?"}, shards = {"table"},
+  tensors = {"table"},
+})
 
 return M

@@ -133,6 +133,6 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("Iterator:", Iter, true)
+util.strict_table("Iterator:", Iter, true, {})
 
 return M

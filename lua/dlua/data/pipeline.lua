@@ -456,6 +456,11 @@ function Pipeline:__tostring()
 end
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("Pipeline:", Pipeline, true)
+-- positional types, declared once; "number" where check_int names the range of a count
+util.strict_table("Pipeline:", Pipeline, true, {
+  batch = {"number", "table?"}, cache = {"string"}, iter = {"table?"}, prefetch = {"number"}, ["repeat"] = {"number?"},
+  repeat_ = {"number?"}, seed = {"number"}, select = {"table|string"}, set_state = {"table"}, shard = {"table"},
+  shuffle = {"table?"}, take = {"number"}, workers = {"number"},
+})
 
 return M

@@ -48,6 +48,6 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("trace.", trace)
+util.strict_table("trace.", trace, false, {start = {"string"}})
 
 return trace

@@ -252,6 +252,11 @@ function Transform:apply(image, opts, ...)
 end
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("data.transforms.", M.transforms)
+util.strict_table("data.transforms.", M.transforms, false, {
+  cast = {"string", "table?"}, center_crop = {"table"}, color_jitter = {"table"}, flip = {"table?"}, hflip = {"number?"},
+  normalize = {"table"}, one_hot = {"integer", "table?"}, random_affine = {"table?"}, random_crop = {"integer", "table?"},
+  random_resized_crop = {"table"}, random_translate = {"integer", "table?"}, resize = {"table"}, scale = {"number", "table?"},
+  vflip = {"number?"},
+})
 
 return M

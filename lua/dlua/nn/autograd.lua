@@ -102,6 +102,6 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("autograd.", M)
+util.strict_table("autograd.", M, false, {Function = {"table"}, gradcheck = {"callable", "table", "table?"}})
 
 return M

@@ -299,6 +299,8 @@ M.BatchNorm = BatchNorm
 M.sync_batchnorm = BatchNorm.sync_all
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("nn.", M)
+util.strict_table("nn.", M, false, {
+  _options = {"string", "any?", "table", "table?"}, accuracy = {"tensor", "tensor", "tensor?"}, sync_batchnorm = {"module"},
+})
 
 return M

@@ -107,6 +107,11 @@ function M.trunc_normal(t, mean, std, a, b)
 end
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("nn.init.", M)
+util.strict_table("nn.init.", M, false, {
+  constant = {"tensor", "number"}, kaiming_normal = {"tensor"}, kaiming_uniform = {"tensor"},
+  normal = {"tensor", "number?", "number?"}, orthogonal = {"tensor", "number?"},
+  trunc_normal = {"tensor", "number?", "number?", "number?", "number?"}, uniform = {"tensor", "number?", "number?"},
+  xavier_normal = {"tensor"}, xavier_uniform = {"tensor"}, zeros = {"tensor"},
+})
 
 return M

@@ -448,7 +448,7 @@ end
 -- and check the types their arguments are declared with here
 local MODULE_ARGS = {
   parameter = {"tensor"}, buffer = {"tensor"}, train = {"boolean?"}, load_state_dict = {"table", "table?"},
-  _name_root = {"string"},
+  _name_root = {"string"}, apply = {"callable"}, extend = {"string?", "table?"},
 }
 for _, k in ipairs(util.sorted_keys(Module)) do
   local v = rawget(Module, k)

@@ -331,6 +331,6 @@ function M.export(model, path, opts)
   return path
 end
 
-util.strict_table("onnx.", M)
+util.strict_table("onnx.", M, false, {export = {"module", "string", "table?"}, register = {"table", "function"}})
 
 return M

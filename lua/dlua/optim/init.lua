@@ -355,8 +355,14 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("optim.", M)
-util.strict_table("optim.schedule.", M.schedule)
-util.strict_table("Optimizer:", Optimizer, true)
+local OPTIM_ARGS = {clip_grad_norm = {"table", "number?"}, param_groups = {"module", "table"}}
+for kind in pairs(rows) do OPTIM_ARGS[kind] = {"table"} end       -- each constructor takes its option table
+util.strict_table("optim.", M, false, OPTIM_ARGS)
+util.strict_table("optim.schedule.", M.schedule, false, {
+  constant = {"table?"}, cosine = {"table"}, linear = {"table"}, piecewise = {"table"}, rsqrt = {"table?"},
+})
+util.strict_table("Optimizer:", Optimizer, true, {
+  attach = {"table", "integer?"}, set_lr = {"number", "integer?"}, lr = {"integer?"}, load_state_dict = {"table"},
+})
 
 return M

@@ -1,6 +1,6 @@
 --- dlua.report.analysis: reads finished runs and studies back from their files, for
 -- dl.report and dl.diagnose; re-exports dlua.report.stats (quantiles,
--- bootstrap, bucketing, robust ranges, importance, Pareto front).
+-- bootstrap, bucketing, robust ranges, Pareto front; importance is the study's own, dl.search.importance).
 --
 --   local A = require "dlua.report.analysis"
 --   local d = A.load("runs/fashion-mnist-optimizer", {metric = "valid/loss", aggregate = "final"})
@@ -288,7 +288,7 @@ local function load_study(dir, opts)
   if fs.exists(dir .. "/journal.jsonl") then
     local res = study.results(dir, {metric = metric, mode = mode, aggregate = aggregate})
     for i, g in ipairs(res.groups) do
-      d.groups[i] = {label = g.label, values = g.values, tag = g.tag, seeds = g.seeds, index = i}
+      d.groups[i] = {label = g.label, values = g.values, tag = g.tag, seeds = g.seeds, index = i, importance = g.importance}
     end
     for _, t in ipairs(res.trials) do
       local tr = {id = t.id, status = t.status, value = t.value, step = t.step, hp = t.hp or {}, group = t.group,
@@ -308,7 +308,12 @@ local function load_study(dir, opts)
     -- no journal (a copied study): the trials table and the run directories
     local rows = track.parse_csv(fs.read(dir .. "/trials.csv") or "")
     if #rows < 1 then error(string.format("%s holds study.json but neither journal.jsonl nor trials.csv", dir), 0) end
-    for i, g in ipairs(rec.groups or {}) do d.groups[i] = {label = g.label, values = g.values, tag = g.tag, index = i} end
+    -- importance: results.json's (the study's own numbers) when the study completed
+    local rj = read_json(dir .. "/results.json") or {}
+    for i, g in ipairs(rec.groups or {}) do
+      d.groups[i] = {label = g.label, values = g.values, tag = g.tag, index = i,
+                     importance = rj.metric == metric and rj.groups and rj.groups[i] and rj.groups[i].importance or nil}
+    end
     local head = rows[1]
     for r = 2, #rows do
       local row = {}

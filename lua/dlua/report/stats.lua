@@ -1,9 +1,9 @@
 --- dlua.report.stats: the statistics of the report and the diagnosis, on plain
 -- numbers and trial tables (no files): quantiles, least squares, the bootstrap
 -- of the best value vs the number of trials, positions and buckets in a
--- dimension's sampling scale, robust y-ranges for many curves, a model-free
--- hyperparameter importance and the Pareto front of two objectives.
--- dlua.report.analysis re-exports every function (A.quantile, A.importance, ...).
+-- dimension's sampling scale, robust y-ranges for many curves
+-- and the Pareto front of two objectives.
+-- dlua.report.analysis re-exports every function (A.quantile, A.bucket, ...).
 local util = require "dlua.util"
 local search = require "dlua.search"
 
@@ -171,50 +171,6 @@ function M.robust_range(series)
   local clipped = {}
   for i, ys in ipairs(series) do if ys.max > hi or ys.min < lo then clipped[#clipped + 1] = i end end
   return lo, hi, clipped
-end
-
---- Hyperparameter importance, model-free: for each varied hyperparameter,
--- the fraction of the objective's variance (over the feasible search trials
--- where it is active) explained by its binned marginal means (one bin per
--- value; continuous ones in equal-width bins of their sampling scale, about
--- sqrt(n) of them, 2 to 6), corrected for the fraction k-1 / n-1 that k bins
--- explain by chance (adjusted eta squared, clamped at 0). The main effects of
--- fANOVA without its model. dims: {{name =, values = | lo =, hi =, log =,
--- cond =}}. Returns {{name =, value =, trials =, bins =}}, largest first;
--- dims with fewer than 4 active trials are left out.
-function M.importance(trials, dims)
-  local out = {}
-  for _, dim in ipairs(dims) do
-    local ys, keys = {}, {}
-    local nb = 0
-    local n_active = 0
-    for _, t in ipairs(trials) do if t.feasible and M.active(dim, t.hp) then n_active = n_active + 1 end end
-    if not dim.values then nb = math.max(2, math.min(6, math.floor(math.sqrt(n_active)))) end
-    for _, t in ipairs(trials) do
-      if t.feasible and M.active(dim, t.hp) then
-        local v, key = t.hp[dim.name], nil
-        if dim.values then key = type(v) .. ":" .. tostring(v) else key = M.bucket(dim, v, nb) end
-        if key ~= nil then ys[#ys + 1], keys[#keys + 1] = t.value, key end
-      end
-    end
-    local n = #ys
-    if n >= 4 then
-      local mean = M.mean(ys)
-      local sum, cnt, total = {}, {}, 0
-      for i, y in ipairs(ys) do
-        sum[keys[i]], cnt[keys[i]] = (sum[keys[i]] or 0) + y, (cnt[keys[i]] or 0) + 1
-        total = total + (y - mean) ^ 2
-      end
-      local between, k = 0, 0
-      for key, c in pairs(cnt) do k = k + 1; between = between + c * (sum[key] / c - mean) ^ 2 end
-      local eta = total > 0 and between / total or 0
-      local chance = (k - 1) / (n - 1)
-      local adj = chance < 1 and math.max(0, (eta - chance) / (1 - chance)) or 0
-      out[#out + 1] = {name = dim.name, value = adj, raw = eta, trials = n, bins = k}
-    end
-  end
-  table.sort(out, function(a, b) if a.value == b.value then return a.name < b.name end return a.value > b.value end)
-  return out
 end
 
 --- The non-dominated trials of two objectives {{metric =, mode =}, {...}}:

@@ -4,8 +4,8 @@
 -- data-trial="<id>":
 --   - optimisation history: each trial's objective against its number (the
 --     order the trials finished in) and the best so far;
---   - hyperparameter importance: the study's own numbers (study.json
---     "importance") or the model-free estimate of dlua.report.stats;
+--   - hyperparameter importance: the study's own numbers per group
+--     (dl.study_results, dl.search.importance), as results.json and the summary show them;
 --   - pruned trials: the value each pruned trial had at its rung next to the
 --     values the other trials had at that step;
 --   - the Pareto front of two objectives (opts.pareto or study.json "objectives").
@@ -13,6 +13,7 @@
 --   local figs = views.history(d)   -- {"<figure ...>"} or {}
 local A = require "dlua.report.analysis"
 local svg = require "dlua.report.svg"
+local search = require "dlua.search"
 local util = require "dlua.util"
 
 local M = {}
@@ -56,45 +57,36 @@ function M.history(d)
   return {p:render()}
 end
 
---- {source = "study" | "estimate", items = {{name =, value =, trials =, bins =}}}
--- or nil when nothing can be said (fewer than 4 feasible trials per dimension).
-function M.importance_data(d, dims)
-  local rec = d.record and d.record.importance
-  if type(rec) == "table" then
-    local items = {}
-    for _, k in ipairs(A.sorted_keys(rec)) do
-      if type(rec[k]) == "number" then items[#items + 1] = {name = k, value = rec[k]} end
-    end
-    table.sort(items, function(a, b) return a.value > b.value end)
-    if #items > 0 then return {source = "study", items = items} end
+--- The study's importance per group (dl.study_results' groups[i].importance,
+-- dl.search.importance: the numbers the printed summary and results.json hold):
+-- {{label =, items = {{name =, share =, trials =}}}}, or nil when no group has one.
+function M.importance_data(d)
+  local out = {}
+  for _, g in ipairs(d.groups or {}) do
+    if type(g.importance) == "table" and #g.importance > 0 then out[#out + 1] = {label = g.label, items = g.importance} end
   end
-  local items = A.importance(A.search_trials(d), dims)
-  if #items == 0 then return nil end
-  return {source = "estimate", items = items}
+  return #out > 0 and out or nil
 end
 
---- Importance as horizontal bars (HTML): {figure} or {}.
-function M.importance(d, dims)
-  local imp = M.importance_data(d, dims)
+--- Importance as horizontal bars (HTML), one block per scientific value: {figure} or {}.
+function M.importance(d)
+  local imp = M.importance_data(d)
   if not imp then return {} end
-  local top = 0
-  for _, it in ipairs(imp.items) do top = math.max(top, it.value) end
   local o = {'<figure class="figure wide-ok" id="importance"><div class="fig-title">hyperparameter importance for ',
-    esc(d.metric), '</div><div class="imp">'}
-  for _, it in ipairs(imp.items) do
-    o[#o + 1] = string.format('<div class="imp-row" data-name="%s"><span class="imp-name">%s</span><span class="imp-bar">' ..
-      '<span style="width:%.1f%%"></span></span><span class="imp-v">%s</span></div>', esc(it.name), esc(it.name),
-      top > 0 and 100 * it.value / top or 0, string.format("%.3f", it.value))
+    esc(d.metric), ' (', esc(search.importance_method), ')</div>'}
+  for _, grp in ipairs(imp) do
+    if #imp > 1 then o[#o + 1] = '<div class="imp-group">' .. esc(grp.label) .. '</div>' end
+    o[#o + 1] = string.format('<div class="imp" data-group="%s">', esc(grp.label))
+    for _, it in ipairs(grp.items) do
+      o[#o + 1] = string.format('<div class="imp-row" data-name="%s"><span class="imp-name">%s</span><span class="imp-bar">' ..
+        '<span style="width:%.1f%%"></span></span><span class="imp-v">%.3f</span></div>', esc(it.name), esc(it.name),
+        100 * it.share, it.share)
+    end
+    o[#o + 1] = "</div>"
   end
-  o[#o + 1] = "</div><figcaption>"
-  if imp.source == "study" then
-    o[#o + 1] = "the study's own importance numbers (study.json)"
-  else
-    o[#o + 1] = "model-free estimate: the share of the objective's variance (feasible trials) explained by each " ..
-      "hyperparameter's binned marginal means, less what as many bins explain by chance (adjusted eta squared; " ..
-      "the main effects of fANOVA without its random forest); a rough guide below ~20 trials"
-  end
-  o[#o + 1] = "</figcaption></figure>"
+  o[#o + 1] = "<figcaption>the study's own numbers (dl.search.importance, as in results.json and the printed summary): " ..
+    "each hyperparameter's first-order share of the variance of a GP's posterior mean fitted to the group's trials " ..
+    "(a functional ANOVA), over the region where it is active; a parameter inactive in a group's trials has none</figcaption></figure>"
   return {table.concat(o)}
 end
 

@@ -143,4 +143,6 @@ function M.centered_l2_discrepancy(points)
   return math.sqrt(math.max(0, c2))
 end
 
+util.strict_table("Halton:", Halton, true, {point = {"number"}})
+
 return M

@@ -1,63 +1,85 @@
---- dlua.search.importance: how much each hyperparameter of a space matters
--- to the observed values of a history, by two estimates:
---   gp:     from a GP fitted to the history (engine/search/gp.c, the surrogate of
---           bayes): the relevance 1 / l of each parameter's ARD length scale
---           (a one-hot choice block: sqrt of the sum of 1 / l^2 over its
---           features), normalised to sum to 1 over the parameters. Cheap
---           and smooth, but it measures how fast f varies along a parameter,
---           not how much of the variance it explains.
---   fanova: model-free, a first-order variance decomposition in the spirit of
---           fANOVA (Hutter et al. 2014): the points where the parameter is
---           active are binned by its coordinate (one bin per value for a
---           parameter with at most `bins` values, else `bins` equal-width
---           bins of u), and the importance is the variance of the bin means
---           (weighted by counts) over the total variance: the correlation
---           ratio eta^2, with the omega^2 correction for the variance that
---           noise alone puts between bin means (SS_between - (B - 1)
---           MS_within) / (SS_total + MS_within), clamped to [0, 1]. Not
---           normalised: the parameters' shares need not sum to 1
---           (interactions and noise take the rest).
+--- dlua.search.importance: how much each hyperparameter of a space matters to
+-- the observed values of a history, by one definition, which dl.study_results,
+-- results.json, the printed summary of a study and the HTML report all show:
+-- a functional ANOVA of a GP (method "gp-fanova"). A GP is fitted to the
+-- feasible observations (engine/search/gp.c, the surrogate of bayes); the share
+-- of parameter k is the first-order (main-effect) share of the variance of the
+-- GP's posterior mean mu over the region of the space where k is active:
+--   B = the first 256 points of a fixed scrambled Halton sequence of the cube
+--       at which k is active (under the context), G = the grid of k's
+--       coordinate (the centre of each value when k has at most `bins` values,
+--       else `bins` equal cells), F[g][b] = mu(b with u_k = g):
+--   share_k = Var_g(mean_b F[g][b]) / Var_{g,b}(F[g][b]), in [0, 1].
+-- The shares need not sum to 1 (interactions take the rest). A parameter active
+-- in fewer than 3 feasible observations (a conditional parameter of another
+-- branch, e.g. momentum when the optimizer is adam) gets no share at all
+-- (share = nil, trials = the observations where it is active): inactive
+-- parameters take nothing. Replaces two earlier estimates (the ARD relevance
+-- 1/l and a binned omega^2) that ranked the relevant parameters first less
+-- often at small n (2 relevant of 5 at 30 points, 20 seeds: 20 of 20 against
+-- 8 of 20 for the binned estimate; docs/studies.md).
 --   local imp = importance.importance(space, history [, {bins =, context =, theta =}])
---   imp.params[k] --> {name =, gp =, fanova =}, in the space's dimension order
+--   imp.params[k] --> {name =, share = number or nil, trials =}, in the space's dimension order
+--   imp.method    --> "gp-fanova" (also dl.search.importance_method)
 --   imp.theta     --> the GP's hyperparameters (a warm start for the next fit)
 local util = require "dlua.util"
 local gp = require "dlua.search.gp"
 local spaces = require "dlua.search.space"
 local bayes = require "dlua.search.bayes"
+local halton = require "dlua.search.halton"
 
 local M = {}
 
--- first-order variance share of one dimension: ys with their bin indices
-local function omega2(ys, bin_of, nbins)
-  local n = #ys
-  if n < 3 then return 0 end
-  local mean = 0
-  for i = 1, n do mean = mean + ys[i] end
-  mean = mean / n
-  local sum, cnt = {}, {}
-  for b = 1, nbins do sum[b], cnt[b] = 0, 0 end
-  local sst = 0
-  for i = 1, n do
-    local b = bin_of[i]
-    sum[b], cnt[b] = sum[b] + ys[i], cnt[b] + 1
-    sst = sst + (ys[i] - mean) ^ 2
+M.importance_method = "gp-fanova"
+
+-- GP functional ANOVA: the first-order share of dimension k of the posterior
+-- mean mu over the region where k is active: base points B (quasirandom points
+-- of the cube where k is active), a grid G of k's coordinate (the centre of
+-- each value, or `bins` equal cells), F[g][b] = mu(b with u_k = g);
+-- share = Var_g(mean_b F[g][b]) / Var_{g,b}(F[g][b]).
+local BASE = 256
+
+local function gp_share(space, model, k, nbins, context)
+  local d = space.dims[k]
+  local levels = d.param:levels()
+  local ng = (levels and levels <= nbins) and levels or nbins
+  local seq = halton.halton_sequence(space.d, 7919)
+  local base = {}
+  for i = 1, BASE do
+    local u = seq:point(i)
+    local _, active = space:point(u, context)
+    if active[k] then base[#base + 1] = u end
   end
-  local ssb, used = 0, 0
-  for b = 1, nbins do
-    if cnt[b] > 0 then
-      ssb = ssb + cnt[b] * (sum[b] / cnt[b] - mean) ^ 2
-      used = used + 1
+  if #base < 2 then return 0 end
+  local Xs = {}
+  for g = 1, ng do
+    for _, u in ipairs(base) do
+      local v = {}
+      for j = 1, space.d do v[j] = u[j] end
+      v[k] = (g - 0.5) / ng
+      Xs[#Xs + 1] = (space:encode(v, context))
     end
   end
-  if sst <= 0 or used < 2 then return 0 end
-  local msw = (n > used) and (sst - ssb) / (n - used) or 0
-  return math.max(0, math.min(1, (ssb - (used - 1) * msw) / (sst + msw)))
+  local mu = model:predict_many(Xs)
+  local nb, all, sum2 = #base, 0, 0
+  for i = 1, #mu do all = all + mu[i] end
+  all = all / #mu
+  for i = 1, #mu do sum2 = sum2 + (mu[i] - all) ^ 2 end
+  local total = sum2 / #mu
+  if total <= 0 then return 0 end
+  local main = 0
+  for g = 1, ng do
+    local m = 0
+    for b = 1, nb do m = m + mu[(g - 1) * nb + b] end
+    main = main + (m / nb - all) ^ 2
+  end
+  return math.max(0, math.min(1, main / ng / total))
 end
 
---- importance(space, history [, opts]) --> {params = {{name, gp, fanova}}, theta}.
+--- importance(space, history [, opts]) --> {params = {{name, share, trials}}, method, theta}.
 -- history: {{u =, value = number or nil (infeasible, left out)}}; at least 3
--- feasible observations. opts: bins (10: the bins of a parameter with more
--- values than that), context (scientific values conditions test), theta (a
+-- feasible observations. opts: bins (10: the grid cells of a parameter with
+-- more values than that), context (scientific values conditions test), theta (a
 -- warm start of the GP fit, as bayes_suggest's info.theta for this space).
 function M.importance(space, history, opts)
   opts = util.check_options("dl.search.importance", opts, {bins = "integer", context = "table", theta = "table"}, 2)
@@ -79,34 +101,16 @@ function M.importance(space, history, opts)
     error(string.format("dl.search.importance: needs at least 3 feasible observations, got %d", #y), 2)
   end
   local model = gp.fit(X, y, {theta = opts.theta, dim = space.features})
-  local params, total = {}, 0
+  local params = {}
   for k, d in ipairs(space.dims) do
-    local width = d.param.kind == "choice" and #d.param.values or 1
-    local rel = 0
-    for j = d.feature, d.feature + width - 1 do rel = rel + math.exp(-2 * model.theta[j]) end
-    rel = math.sqrt(rel)
-    total = total + rel
-    -- bins over the points where the dimension is active
-    local levels = d.param:levels()
-    local nb = (levels and levels <= nbins) and levels or nbins
-    local ys, bin_of = {}, {}
-    for i, h in ipairs(used) do
-      local hp, active = space:point(h.u, opts.context)
-      if active[k] then
-        local b
-        if nb == levels then                      -- one bin per value
-          b = d.param.kind == "int" and hp[d.name] - d.param.lo + 1 or d.param:index_of(hp[d.name])
-        else
-          b = math.min(nb - 1, math.floor(h.u[k] * nb)) + 1
-        end
-        ys[#ys + 1] = y[i]
-        bin_of[#bin_of + 1] = b
-      end
+    local n = 0
+    for _, h in ipairs(used) do
+      local _, active = space:point(h.u, opts.context)
+      if active[k] then n = n + 1 end
     end
-    params[k] = {name = d.path, gp = rel, fanova = omega2(ys, bin_of, nb)}
+    params[k] = {name = d.path, trials = n, share = n >= 3 and gp_share(space, model, k, nbins, opts.context) or nil}
   end
-  for _, p in ipairs(params) do p.gp = total > 0 and p.gp / total or 0 end
-  return {params = params, theta = model.theta}
+  return {params = params, theta = model.theta, method = M.importance_method}
 end
 
 return M

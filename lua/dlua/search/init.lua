@@ -62,6 +62,23 @@ M.bayes_suggest = bayes_row.suggest
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("search.", M)
+-- every export's positional types, declared once (util.check_args lists); "number"
+-- where the function's own util.check_integer names the range of a count or an index
+util.strict_table("search.", M, false, {
+  algorithm = {"string"}, bayes_suggest = {"table", "table", "table?", "integer?", "table?"},
+  centered_l2_discrepancy = {"table"}, choice = {"table"}, digits = {"integer"}, discrete = {"table"},
+  dominates = {"table", "table", "table"}, grid_points = {"table", "integer?"}, halton = {"number", "number", "table?"},
+  halton_permutations = {"number", "integer|string|boolean?", "integer"},
+  halton_sequence = {"number", "integer|string|boolean?"},
+  hash_string = {"string"}, importance = {"table", "table", "table?"}, int = {"number", "number", "table?"},
+  is_param = {"any?"}, is_space = {"any?"}, log_uniform = {"number", "number"}, param_from_table = {"table"},
+  parego = {"table", "table", "table"}, parego_weights = {"number", "number", "number"},
+  pareto_front = {"table", "table"}, point = {"table", "integer", "table?"}, primes = {"number"},
+  radical_inverse = {"integer", "integer", "table"}, random_point = {"number", "number", "integer|string|boolean?"},
+  register_algorithm = {"table"}, sample = {"table", "integer", "table?"}, space = {"table", "table?"},
+  space_from_table = {"table"}, suggester = {"table", "table?"}, switch = {"string", "table"},
+  trust_region = {"table", "table", "table", "number", "table", "integer"}, uniform = {"number", "number"},
+  warnings = {"table", "string?"},
+})
 
 return M

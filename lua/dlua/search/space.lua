@@ -246,7 +246,7 @@ end
 function M.space(tbl, opts)
   if is_space(tbl) then return tbl end
   if type(tbl) ~= "table" then error("dl.search.space: expected a table of parameters, got " .. type(tbl), 2) end
-  opts = opts or {}
+  opts = util.check_options("dl.search.space", opts, {context = "table"}, 2)
   local self = setmetatable({dims = {}, fixed = {}, names = {}, context = opts.context or {}}, Space)
   local names = {}
   for name in pairs(tbl) do
@@ -398,10 +398,13 @@ function Space:point(u, context)
   return hp, active
 end
 
+-- the unwrapped point, for encode (the surrogate encodes thousands of candidates)
+local point_of = Space.point
+
 --- Feature vector of a point for the surrogate: per dimension its cell centre
 -- (ordered types) or a one-hot block (choice); inactive dimensions are 0.5 / all 0.
 function Space:encode(u, context)
-  local hp, active = self:point(u, context)
+  local hp, active = point_of(self, u, context)
   local x = {}
   for _, d in ipairs(self.dims) do
     local p = d.param
@@ -488,5 +491,9 @@ function M.space_from_table(t)
 end
 
 M._fmt, M._finite = fmt, finite
+
+-- the methods of parameters and spaces refuse extra arguments and wrong types too
+util.strict_table("Param:", Param, true, {when = {"table"}, map = {"number"}, index_of = {"any?"}, unmap = {"any?"}})
+util.strict_table("Space:", Space, true, {point = {"table", "table?"}, encode = {"table", "table?"}})
 
 return M

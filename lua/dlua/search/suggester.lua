@@ -174,6 +174,6 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("Suggester:", Suggester, true)
+util.strict_table("Suggester:", Suggester, true, {suggest = {"integer?"}, observe = {"table", "any?"}})
 
 return M

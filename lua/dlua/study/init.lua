@@ -46,6 +46,11 @@ local M = {}
 -- the methods that run a study (spec.lua cannot require run.lua, which uses it)
 local Study = spec.Study
 Study.run, Study.main, Study.help, Study.prepare = run.run, run.main, run.help, run.prepare
+-- a study's methods refuse extra arguments and wrong types (declared once)
+util.strict_table("Study:", Study, true, {
+  run = {"table?"}, main = {"table?", "string?", "table?"}, help = {"string?"}, prepare = {"string", "integer?"},
+  plan = {"integer?"}, trial_hparams = {"table"}, trial_args = {"table", "table?"}, command = {"table"},
+})
 
 M.study, M.is_study, M.from_record = spec.study, spec.is_study, spec.from_record
 --- load_file(path) -> what a study file returns, the file known to its dl.study call (site.load_file).

@@ -17,15 +17,27 @@ local search = require "dlua.search"
 
 local M = {}
 
--- per-hyperparameter importance of a group's finished trials (dl.search.importance),
--- largest GP share first; nil with fewer than d + 2 feasible observations
+-- per-hyperparameter importance of a group's finished trials (dl.search.importance,
+-- the one definition every output shows): {{name =, share =, trials =}}, largest
+-- share first (ties by name), parameters inactive in the group's trials left
+-- out; nil with fewer than d + 2 feasible observations
 local function group_importance(space, history, context)
   if #history < space.d + 2 then return nil end
   local imp = search.importance(space, history, {context = context})
   local out = {}
-  for _, e in ipairs(imp.params) do out[#out + 1] = {name = e.name, gp = e.gp, fanova = e.fanova} end
-  table.sort(out, function(a, b) return (a.gp or 0) > (b.gp or 0) end)
+  for _, e in ipairs(imp.params) do
+    if e.share then out[#out + 1] = {name = e.name, share = e.share, trials = e.trials} end
+  end
+  table.sort(out, function(a, b) if a.share == b.share then return a.name < b.name end return a.share > b.share end)
   return out
+end
+
+--- format_importance(list) -> "lr 0.812, momentum 0.031": the shares as the
+-- printed summary and the HTML report show them (3 decimals).
+function M.format_importance(list)
+  local parts = {}
+  for _, e in ipairs(list) do parts[#parts + 1] = string.format("%s %.3f", e.name, e.share) end
+  return table.concat(parts, ", ")
 end
 
 local sorted_keys, better, fmtv = util.sorted_keys, common.better, common.format_value
@@ -317,13 +329,8 @@ function M.format_results(res)
   end
   for _, g in ipairs(res.groups) do
     if g.importance then
-      local parts = {}
-      for _, e in ipairs(g.importance) do
-        parts[#parts + 1] = string.format("%s %s (fANOVA %.2f)", e.name, e.gp and string.format("%.2f", e.gp) or "-",
-          e.fanova)
-      end
-      lines[#lines + 1] = string.format("importance%s: %s", #res.groups > 1 and (" (" .. g.label .. ")") or "",
-        table.concat(parts, ", "))
+      lines[#lines + 1] = string.format("importance (%s)%s: %s", search.importance_method,
+        #res.groups > 1 and (" " .. g.label) or "", M.format_importance(g.importance))
     end
   end
   if res.pruned and res.pruned > 0 then
@@ -368,7 +375,7 @@ function M.complete(study, dir, opts)
     metric = res.metric, mode = res.mode, best = res.best and {id = res.best.id, value = res.best.value,
     step = res.best.step, command = res.best.command, checkpoint = res.best.checkpoint or false,
     kept_best = res.best.kept_best} or nil, groups = groups, adoption = res.adoption,
-    pruned = res.pruned, prune = res.prune, warnings = json.array(res.warnings), objectives = res.objectives,
+    pruned = res.pruned, prune = res.prune, importance_method = search.importance_method, warnings = json.array(res.warnings), objectives = res.objectives,
     completed = res.completed, front = res.front and json.array(objectives.record(res.front))}) .. "\n")
   local root = opts.root or fs.dirname(dir)
   track.append(root .. "/studies.csv", {

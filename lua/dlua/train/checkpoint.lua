@@ -108,6 +108,8 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("checkpoint.", M)
+util.strict_table("checkpoint.", M, false, {
+  load = {"string"}, read_meta = {"string"}, save = {"string", "any", "table?"}, verify = {"string"},
+})
 
 return M

@@ -303,6 +303,9 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("metrics.", M)
+util.strict_table("Evaluator:", Evaluator, true, {run = {"string", "table|function", "integer?"}})
+util.strict_table("metrics.", M, false, {
+  batches = {"table", "integer", "table?", "integer?", "table?"}, evaluator = {"table"},
+})
 
 return M

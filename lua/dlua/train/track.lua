@@ -76,6 +76,9 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("track.", M)
+util.strict_table("track.", M, false, {
+  append = {"string", "table", "table?"}, append_run = {"table", "table"}, csv_field = {"any?"},
+  csv_row = {"table", "integer?"}, parse_csv = {"string"}, read = {"string"},
+})
 
 return M

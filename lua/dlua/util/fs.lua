@@ -184,6 +184,12 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("fs.", M)
+util.strict_table("fs.", M, false, {
+  _fail_writes_from = {"integer"}, abspath = {"string"}, append_line = {"string", "string", "boolean?"},
+  check_regular = {"string", "string"}, checked_path = {"string", "any?", "string", "string"},
+  create_once = {"string", "string"}, dirname = {"string"}, exists = {"string"}, filter_lines = {"string", "callable"},
+  inside = {"string", "any?"}, is_dir = {"string"}, list = {"string"}, mkdir_p = {"string"}, read = {"string"},
+  remove_matching = {"string"}, rm_rf = {"string"},
+})
 
 return M

@@ -238,6 +238,25 @@ function M.spec(spec)
   return out
 end
 
+-- types list -> {{opt =, ty =, names = {type...}}} (parsed once: wrappers check on every call)
+local parsed = setmetatable({}, {__mode = "k"})
+local function parse_types(types)
+  local out = {}
+  for i, spec_ty in ipairs(types) do
+    local opt = spec_ty:sub(-1) == "?"
+    local ty = opt and spec_ty:sub(1, -2) or spec_ty
+    local names = {}
+    for t in ty:gmatch("[^|]+") do
+      if not TYPES[t] then error("util.check_args: unknown type '" .. t .. "' in a declaration", 0) end
+      names[#names + 1] = t
+    end
+    out[i] = {opt = opt, ty = ty, names = names, any = ty == "any"}
+  end
+  parsed[types] = out
+  return out
+end
+
+
 --- check_args(name, types, level, ...) -> nothing, or raises at level (1: the caller
 -- of check_args' caller) "bad argument #i to 'name' (T expected, got U)" for the
 -- first argument whose type is not its declared one. types[i] is a type of
@@ -246,11 +265,17 @@ end
 -- type check of the Lua library: nn's constructors and methods declare theirs.
 -- @usage util.check_args("nn.Softmax", {"integer?"}, 1, dim)
 function M.check_args(name, types, level, ...)
-  for i, spec_ty in ipairs(types) do
+  for i, p in ipairs(parsed[types] or parse_types(types)) do
     local v = select(i, ...)
-    local opt = spec_ty:sub(-1) == "?"
-    local ty = opt and spec_ty:sub(1, -2) or spec_ty
-    if not ((v == nil and opt) or (v ~= nil and types_ok(ty, v))) then
+    local ok = v == nil and p.opt
+    if not ok and v ~= nil then
+      if p.any then ok = true
+      else
+        for _, t in ipairs(p.names) do if type_ok(t, v) then ok = true; break end end
+      end
+    end
+    local opt, ty = p.opt, p.ty
+    if not ok then
       error(string.format("bad argument #%d to '%s' (%s%s expected, got %s)", i, name, (ty:gsub("|", " or ")),
         opt and " or nil" or "", v == nil and "no value" or describe(v)), level + 2)
     end
@@ -261,39 +286,44 @@ end
 
 -- wrapper -> the function it wraps, so nothing is wrapped twice
 local wrapped = setmetatable({}, {__mode = "k"})
+-- wrapper -> its declaration {name =, types =, method =}, when it has types
+local declared = setmetatable({}, {__mode = "k"})
 
 local function arity_error(name, max, got)
   error(string.format("bad argument #%d to '%s' (no more than %d arguments expected, got %d)", max + 1, name,
     max, got), 3)
 end
 
---- strict(name, f [, max]) -> f, refusing more than max arguments (default: f's
--- fixed parameter count, debug.getinfo(f, "u").nparams) with
+--- strict(name, f [, max [, types]]) -> f, refusing more than max arguments
+-- (default: f's fixed parameter count, debug.getinfo(f, "u").nparams) with
 --   bad argument #3 to 'nn.Linear' (no more than 2 arguments expected, got 3)
--- at the caller. A vararg f without max is returned unchanged. The wrapper
--- tail-calls f, so f's own error(msg, 2) and check_options still blame the
--- caller's line. The one arity check of the Lua library: packages pass their
--- exports through strict_table and nn.Module classes check by construction.
-function M.strict(name, f, max)
+-- at the caller, and with types (a check_args list) any argument of another type:
+--   bad argument #1 to 'search.space' (table expected, got string)
+-- A vararg f without max and types is returned unchanged. The wrapper tail-calls
+-- f, so f's own error(msg, 2) and check_options still blame the caller's line.
+-- The one arity and positional type check of the Lua library: packages pass
+-- their exports through strict_table and nn.Module classes check by construction.
+function M.strict(name, f, max, types)
   if wrapped[f] then return f end
   if max == nil then
     local info = debug.getinfo(f, "u")
-    if info.isvararg then return f end
-    max = info.nparams
+    if info.isvararg and not types then return f end
+    max = info.isvararg and math.huge or info.nparams
   end
   local function w(...)
     local got = select("#", ...)
     if got > max then arity_error(name, max, got) end
+    if types then M.check_args(name, types, 1, ...) end
     return f(...)
   end
   wrapped[w] = f
+  declared[w] = types and {name = name, types = types}
   return w
 end
 
---- strict_method(name, f [, max]) -> like strict for a method called as obj:m(...):
--- self is not counted, so the numbers are those the caller wrote (max defaults to
--- f's fixed parameter count less one).
--- With types (a check_args list), the arguments' types are checked too.
+--- strict_method(name, f [, max [, types]]) -> like strict for a method called as
+-- obj:m(...): self is not counted, so the numbers are those the caller wrote (max
+-- defaults to f's fixed parameter count less one).
 function M.strict_method(name, f, max, types)
   if wrapped[f] then return f end
   if max == nil then
@@ -308,21 +338,35 @@ function M.strict_method(name, f, max, types)
     return f(self, ...)
   end
   wrapped[w] = f
+  declared[w] = types and {name = name, types = types, method = true}
   return w
 end
 
---- strict_table(prefix, t [, methods]) -> t, with every function field whose key
--- does not start with "__" replaced by its strict wrapper named prefix .. key
--- (strict_method when methods is true). Changes t in place.
--- @usage return util.strict_table("search.", M)
-function M.strict_table(prefix, t, methods)
+--- strict_table(prefix, t [, methods [, types]]) -> t, with every function field
+-- whose key does not start with "__" replaced by its strict wrapper named prefix
+-- .. key (strict_method when methods is true); types[key], when given, is that
+-- function's check_args list (its positional types, declared once here). Changes t
+-- in place.
+-- @usage return util.strict_table("search.", M, false, {space = {"table", "table?"}})
+function M.strict_table(prefix, t, methods, types)
   local wrap = methods and M.strict_method or M.strict
   for _, k in ipairs(M.sorted_keys(t)) do
     local v = rawget(t, k)
-    if type(k) == "string" and type(v) == "function" and k:sub(1, 2) ~= "__" then rawset(t, k, wrap(prefix .. k, v)) end
+    if type(k) == "string" and type(v) == "function" and k:sub(1, 2) ~= "__" then
+      rawset(t, k, wrap(prefix .. k, v, nil, types and types[k]))
+    end
+  end
+  if types then
+    for k in pairs(types) do
+      if type(rawget(t, k)) ~= "function" then error("util.strict_table: types for " .. prefix .. k .. ", which is not a function", 2) end
+    end
   end
   return t
 end
+
+--- declared(f) -> {name =, types =, method =} of a strict wrapper declared with
+-- types, or nil (tests/lua/strict_lua_spec.lua walks every declared position).
+function M.declared(f) return declared[f] end
 
 --- unwrap(f) -> the function a strict wrapper calls (f itself when it is not one).
 function M.unwrap(f) return wrapped[f] or f end
@@ -399,6 +443,15 @@ end
 -- shell's sleep); returns true when a caught interrupt cut it short.
 function M.sleep(s) return core._sleep(s) end
 
-M.strict_table("util.", M)
+M.strict_table("util.", M, false, {
+  check_integer = {"string", "integer", "any?", "string", "integer?", "integer?"},
+  check_options = {"string", "any?", "table", "integer?"}, copy = {"table?"}, declared = {"any?"},
+  deep_copy = {"any?", "table?"}, edit_distance = {"string", "string"}, finite = {"any?"}, fmt4 = {"any?"}, fmt_metric = {"any?"},
+  integer_problem = {"any?", "integer?", "integer?"}, integer_words = {"integer?", "integer?"},
+  nearest = {"string", "table"}, option_problem = {"string", "any?", "table"}, shell_quote = {"string"},
+  sleep = {"number"}, sorted_keys = {"table?"}, spec = {"table"}, strict = {"string", "function", "number?", "table?"},
+  strict_method = {"string", "function", "number?", "table?"}, strict_table = {"string", "table", "boolean?", "table?"},
+  unwrap = {"any?"},
+})
 
 return M

@@ -45,6 +45,6 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("memory.", M)
+util.strict_table("memory.", M, false, {is_oom = {"any?"}, limit = {"number?"}})
 
 return M

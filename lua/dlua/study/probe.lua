@@ -251,7 +251,8 @@ end
 -- A decision is made on the measured noise: each size's per-step times after the
 -- warm-up give the ratio over half the size with a bootstrap interval; while the
 -- interval straddles min_gain, both sizes are measured again (alternately, so a
--- drift of the machine's speed falls on both), up to `rounds` measurements each.
+-- drift of the machine's speed falls on both), up to `rounds` measurements each; a
+-- verdict always rests on at least two measurements of each size (rounds >= 2).
 -- Still straddling, the sweep stops and says it is inconclusive, with the interval;
 -- recommended is then the smaller size (it is not shown to be slower). Otherwise
 -- recommended = the largest batch size whose throughput rose by at least min_gain
@@ -336,9 +337,14 @@ function M.batch_size_sweep(spec)
       if prev and prev.status == "ok" and #prev.times > 0 and #row.times > 0 then
         while true do
           verdict, row.ratio, row.ratio_lo, row.ratio_hi = M._verdict(prev.times, row.times, min_gain, confidence, bs)
-          if verdict ~= "straddles" then break end
-          if row.rounds >= rounds then verdict = "inconclusive"; break end
-          -- straddles: both sizes again, the smaller first
+          -- a verdict needs two measurements of each size (one window alone does not see the
+          -- machine's speed drifting between windows), unless rounds = 1 was asked for
+          if verdict ~= "straddles" and row.rounds >= math.min(2, rounds) then break end
+          if row.rounds >= rounds then
+            if verdict == "straddles" then verdict = "inconclusive" end
+            break
+          end
+          -- not settled yet: both sizes again, the smaller first
           local ok1, t1 = measure(prev.batch_size)
           local ok2, t2 = measure(bs)
           if not (ok1 and ok2) then verdict = "inconclusive"; break end

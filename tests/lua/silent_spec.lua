@@ -326,3 +326,18 @@ describe("dlua under a small address-space limit", function()
     assert.are.equal("hi\t3\tnil\n", out)
   end)
 end)
+
+describe("a schedule given as a plain function", function()
+  it("trains (it used to be indexed as a table and crash)", function()
+    dl.seed(1)
+    local x = dl.randn(32, 4)
+    local ds = data.tensors{image = x, label = x:matmul(dl.randn(4, 3)):argmax(2)}
+    local m = nn.Linear(4, 3)
+    local seen = {}
+    local r = dl.train{model = m, loss = nn.CrossEntropy(), data = ds:batch(8), steps = 3, quiet = true,
+      tracking = false, dir = H.tmpdir("fnsched") .. "/r", optimizer = optim.SGD{params = m:parameters(), lr = 0.1},
+      schedule = function(step) seen[#seen + 1] = step; return 1 / (step + 1) end}
+    assert.are.equal("done", r.status)
+    assert.is_true(#seen >= 3)
+  end)
+end)

@@ -177,7 +177,7 @@ local function open_run(config)
   local log_every = config.log_every or math.max(1, math.min(100, steps // 20))
   local quiet = config.quiet or not lead
   local schedule = config.schedule
-  if schedule and schedule.steps == nil and type(schedule) == "table" then schedule.steps = steps end
+  if type(schedule) == "table" and schedule.steps == nil then schedule.steps = steps end
 
   if lead then
     fs.mkdir_p(dir)

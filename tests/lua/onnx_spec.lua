@@ -184,6 +184,19 @@ describe("dl.onnx.export in ONNX Runtime", function()
     end
   end)
 
+  it("exports nn.MultiheadAttention (self-attention, causal or not, either layout) and nn.TransformerEncoderLayer", function()
+    roundtrip("mha", nn.MultiheadAttention(16, 4):eval(), {input_shape = {6, 16}})
+    roundtrip("mha_causal", nn.MultiheadAttention(16, 2, {causal = true}):eval(), {input_shape = {5, 16}})
+    roundtrip("tel_post_relu", nn.TransformerEncoderLayer(16, 4, {dim_feedforward = 32}):eval(), {input_shape = {6, 16}})
+    roundtrip("tel_pre_gelu_causal", nn.TransformerEncoderLayer(16, 2, {dim_feedforward = 24, activation = "gelu",
+      norm_first = true, causal = true}):eval(), {input_shape = {7, 16}})
+    local ok, err = pcall(dl.onnx.export, nn.TransformerEncoderLayer(8, 2, {batch_first = false}):eval(),
+      H.tmpdir("onnx-tel") .. "/m.onnx", {input_shape = {3, 8}})
+    assert.is_false(ok)
+    assert.matches("(TransformerEncoderLayer): cannot be exported to ONNX (batch_first = false: the graph's first " ..
+      "dimension is the batch)", err, 1, true)
+  end)
+
   it("exports Conv2d's stride, asymmetric padding, dilation, groups and no bias; pools with padding; Residual", function()
     local model = nn.Sequential{
       nn.Conv2d(4, 6, {3, 2}, {stride = {2, 1}, padding = {1, 2}, dilation = {1, 2}, groups = 2, bias = false}),

@@ -255,6 +255,53 @@ end)
 ------------------------------------------------------------------ export
 
 -- the first module a value reaches (through Sequentials)
+-- nn.MultiheadAttention as self-attention on x [N, T, E] (batch_first; the other layout is refused):
+-- the packed in_proj, H heads, softmax(q k^T / sqrt(d) [+ the causal bias]) v, out_proj.
+-- The causal bias is a constant [T, T] (T fixed at export, from the sample input).
+M.register(nn.MultiheadAttention, function(g, m, x, sample)
+  local E, H = m.embed_dim, m.num_heads
+  local d = E // H
+  if not m.batch_first then refuse(g.where, m, "batch_first = false: the graph's first dimension is the batch") end
+  local qkv = g:node("MatMul", {x, g:const(m.in_proj_weight:transpose(1, 2), "in_proj_weight_t")})   -- [N, T, 3E]
+  if m._params.in_proj_bias then qkv = g:node("Add", {qkv, g:const(m._params.in_proj_bias, "in_proj_bias")}) end
+  local function part(i)                                          -- [N, T, H, d]
+    local p = g:node("Slice", {qkv, g:int64s({(i - 1) * E}, "start"), g:int64s({i * E}, "end"), g:int64s({2}, "axis")})
+    return g:node("Reshape", {p, g:int64s({0, 0, H, d}, "heads")})
+  end
+  local q = g:node("Transpose", {part(1)}, {perm = {0, 2, 1, 3}})   -- [N, H, T, d]
+  local kt = g:node("Transpose", {part(2)}, {perm = {0, 2, 3, 1}})  -- [N, H, d, T]
+  local v = g:node("Transpose", {part(3)}, {perm = {0, 2, 1, 3}})
+  local scores = g:node("Mul", {g:node("MatMul", {q, kt}), g:scalar(1 / math.sqrt(d), "scale")})
+  if m.causal then
+    local T = m.batch_first and sample:size(2) or sample:size(1)
+    local bias = core.zeros(T, T)
+    for i = 1, T do for j = i + 1, T do bias[i][j] = -1e9 end end
+    scores = g:node("Add", {scores, g:const(bias, "causal_bias")})
+  end
+  local out = g:node("MatMul", {g:node("Softmax", {scores}, {axis = -1}), v})
+  out = g:node("Reshape", {g:node("Transpose", {out}, {perm = {0, 2, 1, 3}}), g:int64s({0, 0, E}, "model")})
+  return g:call(m._modules.out_proj, "out_proj", out)
+end)
+
+-- nn.TransformerEncoderLayer in eval mode (dropouts are identities), post- or pre-norm
+M.register(nn.TransformerEncoderLayer, function(g, m, x, sample)
+  if not m.batch_first then refuse(g.where, m, "batch_first = false: the graph's first dimension is the batch") end
+  local c = m._modules
+  local function sa(y) return g:call(c.self_attn, "self_attn", y, sample) end
+  local function ff(y)
+    local h = g:call(c.activation, "activation", g:call(c.linear1, "linear1", y, sample), sample)
+    return g:call(c.linear2, "linear2", h, sample)
+  end
+  if m.norm_first then
+    x = g:node("Add", {x, sa(g:call(c.norm1, "norm1", x, sample))})
+    x = g:node("Add", {x, ff(g:call(c.norm2, "norm2", x, sample))})
+  else
+    x = g:call(c.norm1, "norm1", g:node("Add", {x, sa(x)}), sample)
+    x = g:call(c.norm2, "norm2", g:node("Add", {x, ff(x)}), sample)
+  end
+  return x
+end)
+
 local function first_leaf(m)
   while getmetatable(m) == nn.Sequential and m.n > 0 do m = m._modules[1] end
   return m

@@ -330,6 +330,19 @@ return dl.study{name = "sig", goal = "signals", experiment = "exp.lua",
     return interrupted
   end
 
+  it("run as `dlua study FILE`: SIGINT exits 130 without a report of the half study, as `dlua FILE` does", function()
+    local sd = dir .. "/viacmd/sig"
+    local p, log = study({"study", "sig.lua", "--threads", "1", "--no-check", "--out", "viacmd"},
+      {DLUA_TEST_PAUSE = PAUSE})
+    wait_for(function() return running_trials(sd) >= 1 end, 60, "a trial past step 10")
+    p:kill("INT")
+    assert.same({130}, {p:wait(60)})
+    local text = H.slurp(log)
+    assert.truthy(text:find("SIGINT: no new trials", 1, true), text)
+    assert.is_nil(text:find("report: ", 1, true), text)                -- no report of the half study
+    assert.is_nil(text:find("diagnosis of", 1, true), text)
+  end)
+
   it("with --jobs 2: SIGINT stops it, the trials checkpoint, the re-run continues them", function()
     local sd = dir .. "/part/sig"
     local p, log = study({"sig.lua", "--jobs", "2", "--threads", "1", "--no-check", "--out", "part"},

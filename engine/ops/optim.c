@@ -210,6 +210,15 @@ DL_SIMD_CLONES static void rmsprop_f64(const double *h, int64_t t, double *p, co
  * of state_dict and of checkpoints ("3.m"): renaming one makes old checkpoints
  * unreadable. */
 #define INF HUGE_VAL
+/* the Adam family's hyperparameters: Adam, NAdam and AdamW differ only in weight decay's default */
+#define ADAM_HPARAMS(wd_default)                                                  \
+  (const dl_optim_hparam[]){                                                      \
+    [ADAM_BETA1] = {"beta1", DL_OPTIM_NUMBER, 0.9, 0, 1, 1},                      \
+    [ADAM_BETA2] = {"beta2", DL_OPTIM_NUMBER, 0.999, 0, 1, 1},                    \
+    [ADAM_EPS] = {"eps", DL_OPTIM_NUMBER, 1e-8, 0, INF, 0},                       \
+    [ADAM_LR] = {"lr", DL_OPTIM_NUMBER, 1e-3, 0, INF, 0},                         \
+    [ADAM_WEIGHT_DECAY] = {"weight_decay", DL_OPTIM_NUMBER, wd_default, 0, INF, 0}, \
+    {0}}
 static const dl_optim_def table[] = {
   {"SGD",
    (const dl_optim_hparam[]){
@@ -220,36 +229,9 @@ static const dl_optim_def table[] = {
      {0}},
    (const dl_optim_slot[]){{"momentum", 0}, {0}},
    sgd_f32, sgd_f64},
-  {"Adam",
-   (const dl_optim_hparam[]){
-     [ADAM_BETA1] = {"beta1", DL_OPTIM_NUMBER, 0.9, 0, 1, 1},
-     [ADAM_BETA2] = {"beta2", DL_OPTIM_NUMBER, 0.999, 0, 1, 1},
-     [ADAM_EPS] = {"eps", DL_OPTIM_NUMBER, 1e-8, 0, INF, 0},
-     [ADAM_LR] = {"lr", DL_OPTIM_NUMBER, 1e-3, 0, INF, 0},
-     [ADAM_WEIGHT_DECAY] = {"weight_decay", DL_OPTIM_NUMBER, 0, 0, INF, 0},
-     {0}},
-   (const dl_optim_slot[]){{"m", 0}, {"v", 0}, {0}},
-   adam_f32, adam_f64},
-  {"NAdam",
-   (const dl_optim_hparam[]){
-     [ADAM_BETA1] = {"beta1", DL_OPTIM_NUMBER, 0.9, 0, 1, 1},
-     [ADAM_BETA2] = {"beta2", DL_OPTIM_NUMBER, 0.999, 0, 1, 1},
-     [ADAM_EPS] = {"eps", DL_OPTIM_NUMBER, 1e-8, 0, INF, 0},
-     [ADAM_LR] = {"lr", DL_OPTIM_NUMBER, 1e-3, 0, INF, 0},
-     [ADAM_WEIGHT_DECAY] = {"weight_decay", DL_OPTIM_NUMBER, 0, 0, INF, 0},
-     {0}},
-   (const dl_optim_slot[]){{"m", 0}, {"v", 0}, {0}},
-   nadam_f32, nadam_f64},
-  {"AdamW",
-   (const dl_optim_hparam[]){
-     [ADAM_BETA1] = {"beta1", DL_OPTIM_NUMBER, 0.9, 0, 1, 1},
-     [ADAM_BETA2] = {"beta2", DL_OPTIM_NUMBER, 0.999, 0, 1, 1},
-     [ADAM_EPS] = {"eps", DL_OPTIM_NUMBER, 1e-8, 0, INF, 0},
-     [ADAM_LR] = {"lr", DL_OPTIM_NUMBER, 1e-3, 0, INF, 0},
-     [ADAM_WEIGHT_DECAY] = {"weight_decay", DL_OPTIM_NUMBER, 0.01, 0, INF, 0},
-     {0}},
-   (const dl_optim_slot[]){{"m", 0}, {"v", 0}, {0}},
-   adamw_f32, adamw_f64},
+  {"Adam", ADAM_HPARAMS(0), (const dl_optim_slot[]){{"m", 0}, {"v", 0}, {0}}, adam_f32, adam_f64},
+  {"NAdam", ADAM_HPARAMS(0), (const dl_optim_slot[]){{"m", 0}, {"v", 0}, {0}}, nadam_f32, nadam_f64},
+  {"AdamW", ADAM_HPARAMS(0.01), (const dl_optim_slot[]){{"m", 0}, {"v", 0}, {0}}, adamw_f32, adamw_f64},
   {"Adagrad",
    (const dl_optim_hparam[]){
      [ADAGRAD_EPS] = {"eps", DL_OPTIM_NUMBER, 1e-10, 0, INF, 0},

@@ -477,3 +477,21 @@ describe("Fashion-MNIST as PNG files", function()
     assert.are.same(counts(idx.train:column("label")), counts(folder:column("label")))
   end)
 end)
+
+describe("examples/cifar_resnet18.lua", function()
+  it("trains ResNet-18 on a CIFAR-style folder that scripts/fashion_mnist_cifar.py writes (32x32 RGB PNG)", function()
+    local d = H.tmpdir("cifar")
+    assert.is_true(os.execute("/usr/bin/python3 scripts/fashion_mnist_cifar.py " .. H.shquote(d .. "/fm") ..
+      " --limit 60 >/dev/null"))
+    local ds = data.images{dir = d .. "/fm/train"}
+    assert.are.equal(60, #ds)
+    assert.are.same({3, 32, 32}, ds:get(1).image:shape())
+    assert.are.equal(10, #ds.classes.label)
+    local ex = dl.load_experiment("examples/cifar_resnet18.lua")
+    local r = ex:run({data_dir = d .. "/fm", width = 4, batch_size = 8, eval_every = 2, workers = 1},
+      {steps = 2, quiet = true, tracking = false, dir = d .. "/run"})
+    assert.are.equal("done", r.status)
+    assert.is_number(r.metrics["valid/accuracy"])
+    assert.is_number(r.metrics["test/accuracy"])
+  end)
+end)

@@ -6,6 +6,7 @@
 # (or DLUA_EXE) and mpirun.
 set -eu
 cd "$(dirname "$0")/../.."
+tests/bench/machine.sh                 # where this ran: CPU model, SIMD flags, cores, load, build
 exe=${DLUA_EXE:-build/dlua}
 rounds=${1:-3}
 steps=${2:-60}

@@ -15,6 +15,7 @@
 # that bound. The raw JSON lines go to build/time_to_accuracy.jsonl; the table is printed at the end.
 set -eu
 cd "$(dirname "$0")/../.."
+tests/bench/machine.sh                 # where this ran: CPU model, SIMD flags, cores, load, build
 seeds=${1:-3}
 epochs=${2:-4}
 target=${3:-0.90}

@@ -8,6 +8,7 @@
 # RESNET18_WINDOWS="seconds windows min_steps" (default "10 3 5") shortens it for a smoke test.
 set -eu
 cd "$(dirname "$0")/../.."
+tests/bench/machine.sh                 # where this ran: CPU model, SIMD flags, cores, load, build
 rounds=${1:-3}
 models=${2:-mlp cnn resnet18}
 has() { case " $models " in *" $1 "*) return 0 ;; esac; return 1; }

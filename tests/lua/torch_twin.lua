@@ -63,7 +63,8 @@ Script.__index = Script
 function M.script() return setmetatable({lines = {}}, Script) end
 function Script:add(line) self.lines[#self.lines + 1] = line; return self end
 
---- runs the script; name -> flat list of what out(name, t) printed. Raises with Python's
+--- runs the script; name -> flat list of what out(name, t) printed (lines the script prints
+-- starting with '#' are notes, kept in order in .notes). Raises with Python's
 -- output when it fails, and when torch is missing (scripts/setup.sh installs it).
 function Script:run()
   assert(M.available, "python3-torch is needed for the torch twins (" .. M.PY .. " -c 'import torch' fails); " ..
@@ -75,12 +76,15 @@ function Script:run()
   local rc, out = sh(M.PY .. " " .. path)
   os.remove(path)
   assert(rc == 0, "the torch twin failed:\n" .. out)
-  local got = {}
+  local got = {notes = {}}
   for line in out:gmatch("[^\n]+") do
+    local note = line:match("^#%s?(.*)$")
+    if note then got.notes[#got.notes + 1] = note; goto next end
     local name, rest = line:match("^(%S+)(.*)$")
     local vals = {}
     for w in rest:gmatch("%S+") do vals[#vals + 1] = parse(w) end
     got[name] = vals
+    ::next::
   end
   return got
 end

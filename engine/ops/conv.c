@@ -395,22 +395,23 @@ static dl_tensor *record(dl_ctx *ctx, dl_tensor *out, dl_tensor *x, dl_tensor *w
   return out;
 }
 
-static dl_conv64_geom geom64(const geom *g) {
-  dl_conv64_geom d = {g->N, g->C, g->H, g->W, g->O, g->kh, g->kw, g->Ho, g->Wo, g->Cg, g->Og, g->K, g->P};
+static dl_conv64_geom geom64(const geom *g, const dl_conv_opts *o) {
+  dl_conv64_geom d = {g->N, g->C, g->H, g->W, g->O, g->kh, g->kw, g->Ho, g->Wo, g->Cg, g->Og, g->K, g->P,
+                      {o->stride[0], o->stride[1]}, {o->pad[0], o->pad[1]}, {o->dil[0], o->dil[1]}, o->groups};
   return d;
 }
 
 /* the float64 forward (conv_f64.c): one patch matrix [K, P] of scratch */
 static dl_tensor *conv2d_f64(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o,
                              const geom *g, const int64_t osh[4]) {
-  dl_conv64_geom d = geom64(g);
+  dl_conv64_geom d = geom64(g, o);
   int64_t ssh[1] = {g->K * g->P};
   dl_tensor *xc = dl_contiguous_raw(ctx, x);
   dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
   dl_tensor *bc = wc && b ? dl_contiguous_raw(ctx, b) : NULL;
   dl_tensor *col = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F64, 1, ssh) : NULL;
   dl_tensor *out = col ? dl_tensor_new_empty(ctx, DL_F64, 4, osh) : NULL;
-  if (out) dl_conv64_forward(&d, o, dl_data(xc), dl_data(wc), bc ? dl_data(bc) : NULL, out->st->data, col->st->data);
+  if (out) dl_conv64_forward(&d, dl_data(xc), dl_data(wc), bc ? dl_data(bc) : NULL, out->st->data, col->st->data);
   dl_tensor_release(col); dl_tensor_release(bc); dl_tensor_release(xc); dl_tensor_release(wc);
   return out ? record(ctx, out, x, w, b, o) : NULL;
 }
@@ -418,7 +419,7 @@ static dl_tensor *conv2d_f64(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor 
 /* the float64 backward */
 static int bw_conv2d_f64(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o,
                          const geom *g, dl_tensor *gy, dl_tensor **gin) {
-  dl_conv64_geom d = geom64(g);
+  dl_conv64_geom d = geom64(g, o);
   int64_t ssh[1] = {g->K * g->P};
   dl_tensor *gyc = dl_contiguous_raw(ctx, gy);
   dl_tensor *xc = gyc ? dl_contiguous_raw(ctx, x) : NULL;
@@ -430,7 +431,7 @@ static int bw_conv2d_f64(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, 
   if (!rc && w->requires_grad && !(gw = dl_tensor_new_empty(ctx, DL_F64, 4, w->shape))) rc = -1;
   if (!rc && b && b->requires_grad && !(gb = dl_tensor_new_empty(ctx, DL_F64, 1, b->shape))) rc = -1;
   if (!rc)
-    dl_conv64_backward(&d, o, dl_data(xc), dl_data(wc), dl_data(gyc), gx ? (double *)gx->st->data : NULL,
+    dl_conv64_backward(&d, dl_data(xc), dl_data(wc), dl_data(gyc), gx ? (double *)gx->st->data : NULL,
                        gw ? (double *)gw->st->data : NULL, gb ? (double *)gb->st->data : NULL, col->st->data);
   dl_tensor_release(col); dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(gyc);
   if (rc) {

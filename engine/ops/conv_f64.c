@@ -12,15 +12,15 @@
 #include <string.h>
 
 /* col [K, P] from example n's group channels xg [Cg, H, W]; positions in the padding read 0 */
-static void im2col64(const dl_conv64_geom *g, const dl_conv_opts *o, const double *xg, double *col) {
+static void im2col64(const dl_conv64_geom *g, const double *xg, double *col) {
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
         double *row = col + ((c * g->kh + i) * g->kw + j) * g->P;
         for (int64_t oh = 0; oh < g->Ho; oh++) {
-          int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
+          int64_t h = oh * g->stride[0] - g->pad[0] + i * g->dil[0];
           for (int64_t ow = 0; ow < g->Wo; ow++) {
-            int64_t q = ow * o->stride[1] - o->pad[1] + j * o->dil[1];
+            int64_t q = ow * g->stride[1] - g->pad[1] + j * g->dil[1];
             row[oh * g->Wo + ow] = h >= 0 && h < g->H && q >= 0 && q < g->W ? xg[(c * g->H + h) * g->W + q] : 0.0;
           }
         }
@@ -28,52 +28,52 @@ static void im2col64(const dl_conv64_geom *g, const dl_conv_opts *o, const doubl
 }
 
 /* gxg [Cg, H, W] += col2im(col): each patch gradient added back where im2col64 read it */
-static void col2im64(const dl_conv64_geom *g, const dl_conv_opts *o, const double *col, double *gxg) {
+static void col2im64(const dl_conv64_geom *g, const double *col, double *gxg) {
   for (int64_t c = 0; c < g->Cg; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t j = 0; j < g->kw; j++) {
         const double *row = col + ((c * g->kh + i) * g->kw + j) * g->P;
         for (int64_t oh = 0; oh < g->Ho; oh++) {
-          int64_t h = oh * o->stride[0] - o->pad[0] + i * o->dil[0];
+          int64_t h = oh * g->stride[0] - g->pad[0] + i * g->dil[0];
           if (h < 0 || h >= g->H) continue;
           for (int64_t ow = 0; ow < g->Wo; ow++) {
-            int64_t q = ow * o->stride[1] - o->pad[1] + j * o->dil[1];
+            int64_t q = ow * g->stride[1] - g->pad[1] + j * g->dil[1];
             if (q >= 0 && q < g->W) gxg[(c * g->H + h) * g->W + q] += row[oh * g->Wo + ow];
           }
         }
       }
 }
 
-void dl_conv64_forward(const dl_conv64_geom *g, const dl_conv_opts *o, const double *x, const double *w,
+void dl_conv64_forward(const dl_conv64_geom *g, const double *x, const double *w,
                        const double *b, double *out, double *col) {
   const int64_t P = g->P, Og = g->Og, K = g->K;
   for (int64_t n = 0; n < g->N; n++)
-    for (int gi = 0; gi < o->groups; gi++) {
+    for (int gi = 0; gi < g->groups; gi++) {
       double *on = out + (n * g->O + gi * Og) * P;
-      im2col64(g, o, x + (n * g->C + gi * g->Cg) * g->H * g->W, col);
+      im2col64(g, x + (n * g->C + gi * g->Cg) * g->H * g->W, col);
       for (int64_t oc = 0; oc < Og; oc++)
         for (int64_t q = 0; q < P; q++) on[oc * P + q] = b ? b[gi * Og + oc] : 0.0;
       dl_gemm_serial(DL_F64, 0, 0, Og, P, K, 1.0, w + gi * Og * K, K, col, P, 1.0, on, P);
     }
 }
 
-void dl_conv64_backward(const dl_conv64_geom *g, const dl_conv_opts *o, const double *x, const double *w,
+void dl_conv64_backward(const dl_conv64_geom *g, const double *x, const double *w,
                         const double *gy, double *gx, double *gw, double *gb, double *col) {
   const int64_t P = g->P, Og = g->Og, K = g->K;
   if (gx) memset(gx, 0, sizeof(double) * (size_t)(g->N * g->C * g->H * g->W));
   if (gw) memset(gw, 0, sizeof(double) * (size_t)(g->O * K));
   if (gb) memset(gb, 0, sizeof(double) * (size_t)g->O);
   for (int64_t n = 0; n < g->N; n++)
-    for (int gi = 0; gi < o->groups; gi++) {
+    for (int gi = 0; gi < g->groups; gi++) {
       const double *gyn = gy + (n * g->O + gi * Og) * P, *wg = w + gi * Og * K;
       int64_t xoff = (n * g->C + gi * g->Cg) * g->H * g->W;
       if (gw) {                                  /* dW += dY col^T */
-        im2col64(g, o, x + xoff, col);
+        im2col64(g, x + xoff, col);
         dl_gemm_serial(DL_F64, 0, 1, Og, K, P, 1.0, gyn, P, col, P, 1.0, gw + gi * Og * K, K);
       }
       if (gx) {                                  /* dcol = W^T dY, added back into dX */
         dl_gemm_serial(DL_F64, 1, 0, K, P, Og, 1.0, wg, K, gyn, P, 0.0, col, P);
-        col2im64(g, o, col, gx + xoff);
+        col2im64(g, col, gx + xoff);
       }
       if (gb)
         for (int64_t oc = 0; oc < Og; oc++)

@@ -3,21 +3,22 @@
 #ifndef DL_CONV_F64_H
 #define DL_CONV_F64_H
 
-#include "ops/conv.h"
+#include "ops/ops.h"
 
-/* one layer's shapes, already checked by conv.c (Cg = C / groups, Og = O / groups,
- * K = Cg kh kw, P = Ho Wo) */
+/* one layer's shapes and options, already checked by conv.c (Cg = C / groups,
+ * Og = O / groups, K = Cg kh kw, P = Ho Wo; stride, padding and dilation as (h, w)) */
 typedef struct {
   int64_t N, C, H, W, O, kh, kw, Ho, Wo, Cg, Og, K, P;
+  int stride[2], pad[2], dil[2], groups;
 } dl_conv64_geom;
 
 /* x [N, C, H, W], w [O, Cg, kh, kw], b [O] or NULL -> out [N, O, Ho, Wo]; col is [K, P] of scratch */
-void dl_conv64_forward(const dl_conv64_geom *g, const dl_conv_opts *o, const double *x, const double *w,
+void dl_conv64_forward(const dl_conv64_geom *g, const double *x, const double *w,
                        const double *b, double *out, double *col);
 
 /* gy [N, O, Ho, Wo] -> gx [N, C, H, W], gw [O, Cg, kh, kw], gb [O] (each may be NULL; each is
  * overwritten); col is [K, P] of scratch */
-void dl_conv64_backward(const dl_conv64_geom *g, const dl_conv_opts *o, const double *x, const double *w,
+void dl_conv64_backward(const dl_conv64_geom *g, const double *x, const double *w,
                         const double *gy, double *gx, double *gw, double *gb, double *col);
 
 /* pooling over planes nc0..nc1 of [*, H, W] -> [*, Ho, Wo], window k, stride s, padding p;

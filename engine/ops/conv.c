@@ -3,8 +3,9 @@
  * Convolution runs per example and group: the input patch matrix
  * col [C/g * kh * kw, Ho * Wo] is built, then out = W_g col is one sgemm.
  * The backward rebuilds the same patches: dW += dY col^T, dcol = W^T dY, then
- * col2im adds dcol back into dX. float32 only; strides, padding, dilation
- * and groups are general. Pooling keeps the argmax of each window for its
+ * col2im adds dcol back into dX. Strides, padding, dilation and groups are
+ * general. float64 tensors (for gradient checks) take the plain im2col + dgemm
+ * path of conv_f64.c; everything below is float32. Pooling keeps the argmax of each window for its
  * backward. On AVX-512 machines (conv_simd.c) the padding, im2col and col2im
  * row copies are masked vector moves with the same bits, and layers with few
  * input channels at stride 1 (the first layer) skip the patches: a direct
@@ -13,6 +14,7 @@
  */
 /* See LICENSE */
 #include "ops/conv.h"
+#include "ops/conv_f64.h"
 #include "ops/conv_simd.h"
 #include "ops/conv_winograd.h"
 #include "ops/kernels.h"
@@ -32,8 +34,9 @@ static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const 
   char a[128], c[128];
   dl_shape_str(x->shape, x->ndim, a, sizeof a);
   dl_shape_str(w->shape, w->ndim, c, sizeof c);
-  if (x->dtype != DL_F32 || w->dtype != DL_F32 || (b && b->dtype != DL_F32)) {
-    dl_fail(ctx, "conv2d: expected float32 tensors, got %s and %s", dl_dtype_name(x->dtype), dl_dtype_name(w->dtype));
+  if ((x->dtype != DL_F32 && x->dtype != DL_F64) || w->dtype != x->dtype || (b && b->dtype != x->dtype)) {
+    dl_fail(ctx, "conv2d: expected input, weight and bias all float32 or all float64, got %s, %s and %s",
+            dl_dtype_name(x->dtype), dl_dtype_name(w->dtype), b ? dl_dtype_name(b->dtype) : "no bias");
     return -1;
   }
   if (x->ndim != 4 || w->ndim != 4) {
@@ -392,11 +395,61 @@ static dl_tensor *record(dl_ctx *ctx, dl_tensor *out, dl_tensor *x, dl_tensor *w
   return out;
 }
 
+static dl_conv64_geom geom64(const geom *g, const dl_conv_opts *o) {
+  dl_conv64_geom d = {g->N, g->C, g->H, g->W, g->O, g->kh, g->kw, g->Ho, g->Wo, g->Cg, g->Og, g->K, g->P,
+                      {o->stride[0], o->stride[1]}, {o->pad[0], o->pad[1]}, {o->dil[0], o->dil[1]}, o->groups};
+  return d;
+}
+
+/* the float64 forward (conv_f64.c): one patch matrix [K, P] of scratch */
+static dl_tensor *conv2d_f64(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o,
+                             const geom *g, const int64_t osh[4]) {
+  dl_conv64_geom d = geom64(g, o);
+  int64_t ssh[1] = {g->K * g->P};
+  dl_tensor *xc = dl_contiguous_raw(ctx, x);
+  dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
+  dl_tensor *bc = wc && b ? dl_contiguous_raw(ctx, b) : NULL;
+  dl_tensor *col = wc && (bc || !b) ? dl_tensor_new_empty(ctx, DL_F64, 1, ssh) : NULL;
+  dl_tensor *out = col ? dl_tensor_new_empty(ctx, DL_F64, 4, osh) : NULL;
+  if (out) dl_conv64_forward(&d, dl_data(xc), dl_data(wc), bc ? dl_data(bc) : NULL, out->st->data, col->st->data);
+  dl_tensor_release(col); dl_tensor_release(bc); dl_tensor_release(xc); dl_tensor_release(wc);
+  return out ? record(ctx, out, x, w, b, o) : NULL;
+}
+
+/* the float64 backward */
+static int bw_conv2d_f64(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o,
+                         const geom *g, dl_tensor *gy, dl_tensor **gin) {
+  dl_conv64_geom d = geom64(g, o);
+  int64_t ssh[1] = {g->K * g->P};
+  dl_tensor *gyc = dl_contiguous_raw(ctx, gy);
+  dl_tensor *xc = gyc ? dl_contiguous_raw(ctx, x) : NULL;
+  dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
+  dl_tensor *col = wc ? dl_tensor_new_empty(ctx, DL_F64, 1, ssh) : NULL;
+  dl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
+  int rc = col ? 0 : -1;
+  if (!rc && x->requires_grad && !(gx = dl_tensor_new_empty(ctx, DL_F64, 4, x->shape))) rc = -1;
+  if (!rc && w->requires_grad && !(gw = dl_tensor_new_empty(ctx, DL_F64, 4, w->shape))) rc = -1;
+  if (!rc && b && b->requires_grad && !(gb = dl_tensor_new_empty(ctx, DL_F64, 1, b->shape))) rc = -1;
+  if (!rc)
+    dl_conv64_backward(&d, dl_data(xc), dl_data(wc), dl_data(gyc), gx ? (double *)gx->st->data : NULL,
+                       gw ? (double *)gw->st->data : NULL, gb ? (double *)gb->st->data : NULL, col->st->data);
+  dl_tensor_release(col); dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(gyc);
+  if (rc) {
+    dl_tensor_release(gx); dl_tensor_release(gw); dl_tensor_release(gb);
+    return -1;
+  }
+  gin[0] = gx;
+  gin[1] = gw;
+  if (b) gin[2] = gb;
+  return 0;
+}
+
 /* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> out [N, O, Ho, Wo] */
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o) {
   geom g;
   if (conv_geom(ctx, x, w, b, o, &g) < 0) return NULL;
   int64_t osh[4] = {g.N, g.O, g.Ho, g.Wo};
+  if (x->dtype == DL_F64) return conv2d_f64(ctx, x, w, b, o, &g, osh);
   dl_tensor *xc = dl_contiguous_raw(ctx, x);
   dl_tensor *wc = xc ? dl_contiguous_raw(ctx, w) : NULL;
   dl_tensor *bc = wc && b ? dl_tensor_new_contiguous(ctx, b, DL_F32) : NULL;
@@ -431,6 +484,7 @@ int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
   geom g;
   if (conv_geom(ctx, x, w, b, &o, &g) < 0) return -1;
+  if (x->dtype == DL_F64) return bw_conv2d_f64(ctx, x, w, b, &o, &g, gy, gin);
   int want_w = w->requires_grad, want_b = b && b->requires_grad;
   conv_job j = {.g = &g, .o = &o, .groups = o.groups, .direct = conv_direct(&g, &o), .small = conv_small(&g, &o),
                 .nchunks = conv_chunks(&g, dl_pool_threads(ctx->pool), want_w), .m = conv_m(&g)};
@@ -492,7 +546,8 @@ int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
 
 /* ------------------------------------------------------------ pooling */
 
-/* pooling runs over planes (n, c) split into equal chunks on the pool */
+/* pooling runs over planes (n, c) split into equal chunks on the pool; float64 planes
+ * go to conv_f64.c's loops (x and out then point to doubles) */
 typedef struct {
   int max, k[2], s[2], p[2];
   int64_t H, W, Ho, Wo, planes;
@@ -500,7 +555,13 @@ typedef struct {
   const float *x;       /* forward input, or backward gradient of the output */
   float *out;           /* forward output, or backward input gradient */
   int64_t *arg;         /* argmax (max pooling) */
+  int f64;
 } pool_job;
+
+static dl_pool64_geom pool64(const pool_job *j) {
+  dl_pool64_geom d = {j->max, {j->k[0], j->k[1]}, {j->s[0], j->s[1]}, {j->p[0], j->p[1]}, j->H, j->W, j->Ho, j->Wo};
+  return d;
+}
 
 /* max pooling over the common 2x2 window at stride 2 without padding: the windows do not overlap */
 static int pool_2x2(const pool_job *j) {
@@ -513,6 +574,11 @@ static void pool_fwd_task(void *arg_, int t) {
   const pool_job *j = arg_;
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
   int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
+  if (j->f64) {
+    dl_pool64_geom d = pool64(j);
+    dl_pool64_forward(&d, nc0, nc1, (const double *)(const void *)j->x, (double *)(void *)j->out, j->arg);
+    return;
+  }
   if (pool_2x2(j)) {
     int simd = dl_conv_simd() && W < INT32_MAX / 2;     /* window offsets in int32 lanes */
     for (int64_t nc = nc0; nc < nc1; nc++) {     /* the common 2x2/2 window: no bounds to test */
@@ -570,6 +636,11 @@ static void pool_bw_task(void *arg_, int t) {
   int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;
   int64_t nc0 = j->planes * t / j->ntask, nc1 = j->planes * (t + 1) / j->ntask;
   float inv = 1.0f / (float)(j->k[0] * j->k[1]);
+  if (j->f64) {                                  /* the caller zeroed gx */
+    dl_pool64_geom d = pool64(j);
+    dl_pool64_backward(&d, nc0, nc1, (const double *)(const void *)j->x, j->arg, (double *)(void *)j->out);
+    return;
+  }
   if (pool_2x2(j)) {                             /* every input element written once: no zero fill */
     for (int64_t nc = nc0; nc < nc1; nc++) {
       float *xi = j->out + nc * H * W;
@@ -616,7 +687,8 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
   const char *name = max ? "max_pool2d" : "avg_pool2d";
   char a[128];
   dl_shape_str(x->shape, x->ndim, a, sizeof a);
-  if (x->ndim != 4 || x->dtype != DL_F32) return dl_fail(ctx, "%s: input %s must be a float32 [N, C, H, W]", name, a);
+  if (x->ndim != 4 || (x->dtype != DL_F32 && x->dtype != DL_F64))
+    return dl_fail(ctx, "%s: input %s must be a float32 or float64 [N, C, H, W]", name, a);
   for (int i = 0; i < 2; i++) {
     if (k[i] < 1 || s[i] < 1 || p[i] < 0) return dl_fail(ctx, "%s: kernel and stride must be >= 1, padding >= 0", name);
     if (2 * (int64_t)p[i] > k[i]) return dl_fail(ctx, "%s: padding %d must be at most half the kernel %d", name, p[i], k[i]);
@@ -628,11 +700,11 @@ dl_tensor *dl_pool2d(dl_ctx *ctx, dl_tensor *x, const int k[2], const int s[2], 
     return dl_fail(ctx, "%s: input %s is smaller than the kernel %dx%d", name, a, k[0], k[1]);
   int64_t osh[4] = {N, C, Ho, Wo};
   dl_tensor *xc = dl_contiguous_raw(ctx, x);
-  dl_tensor *out = xc ? dl_tensor_new_empty(ctx, DL_F32, 4, osh) : NULL;
+  dl_tensor *out = xc ? dl_tensor_new_empty(ctx, x->dtype, 4, osh) : NULL;
   dl_tensor *arg = (out && max) ? dl_tensor_new_empty(ctx, DL_I64, 4, osh) : NULL;
   if (!out || (max && !arg)) { dl_tensor_release(xc); dl_tensor_release(out); return NULL; }
   pool_job j = {max, {k[0], k[1]}, {s[0], s[1]}, {p[0], p[1]}, H, W, Ho, Wo, N * C, 1, dl_data(xc),
-                out->st->data, arg ? (int64_t *)arg->st->data : NULL};
+                out->st->data, arg ? (int64_t *)arg->st->data : NULL, x->dtype == DL_F64};
   pool_run(ctx, &j, pool_fwd_task);
   dl_tensor_release(xc);
   dl_node *nd = dl_tape_record(ctx, max ? DL_OP_MAX_POOL2D : DL_OP_AVG_POOL2D, &out, 1, &x);
@@ -651,10 +723,10 @@ int dl_bw_pool2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
   int64_t Ho = gy->shape[2], Wo = gy->shape[3];
   pool_job j = {max, {k0, k1}, {s0, s1}, {p0, p1}, H, W, Ho, Wo, N * C, 1, NULL, NULL,
-                max ? (int64_t *)n->saved[0]->st->data : NULL};
+                max ? (int64_t *)n->saved[0]->st->data : NULL, x->dtype == DL_F64};
   dl_tensor *gyc = dl_contiguous_raw(ctx, gy);
-  dl_tensor *gx = !gyc ? NULL : pool_2x2(&j) ? dl_tensor_new_empty(ctx, DL_F32, 4, x->shape)
-                                             : dl_tensor_new_zeros(ctx, DL_F32, 4, x->shape);
+  dl_tensor *gx = !gyc ? NULL : pool_2x2(&j) && !j.f64 ? dl_tensor_new_empty(ctx, DL_F32, 4, x->shape)
+                                                       : dl_tensor_new_zeros(ctx, x->dtype, 4, x->shape);
   if (!gx) { dl_tensor_release(gyc); return -1; }
   j.x = dl_data(gyc);
   j.out = gx->st->data;

@@ -1,4 +1,4 @@
-/* conv.h -- 2-D convolution and pooling over NCHW tensors, differentiable. */
+/* conv.h -- 2-D convolution and pooling over NCHW tensors, differentiable, float32 or float64. */
 /* See LICENSE */
 #ifndef DL_CONV_H
 #define DL_CONV_H
@@ -10,7 +10,7 @@ typedef struct {
   int groups;
 } dl_conv_opts;
 
-/* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> [N, O, Ho, Wo] (float32).
+/* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> [N, O, Ho, Wo], all float32 or all float64.
  * Fails with a message naming both shapes when they do not fit. */
 dl_tensor *dl_conv2d(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, const dl_conv_opts *o);
 

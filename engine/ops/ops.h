@@ -18,9 +18,10 @@
  *                records and never reaches another op file
  *   tape.c       dl_tape_record (a node keeps its op id; its name comes from the
  *                table's strings), dl_needs_grad, dl_detach, node lifetime
- *   elem_kernels.c reduce_kernels.c (kernels.h), conv_winograd.c
+ *   elem_kernels.c reduce_kernels.c (kernels.h), conv_winograd.c, conv_f64.c
  *                kernels that never record: broadcasting loops, expand views,
- *                contiguous copies for scratch, reductions and sum_to, Winograd
+ *                contiguous copies for scratch, reductions and sum_to, Winograd,
+ *                float64 convolution and pooling
  *   gemm.c conv_simd.c optim.c   products, AVX-512 rows, optimizer steps
  * Adding an op: its row in DL_OP_TABLE (or in its family's list below), its forward
  * and backward in an op file, kernels where another file needs them.

@@ -1,5 +1,6 @@
 -- Conv2d and pooling against direct loops, gradients against finite differences
--- (float32 kernels: central differences with eps 1e-2 on linear-in-input ops).
+-- (float32 kernels: central differences with eps 1e-2 on linear-in-input ops; the
+-- float64 path at gradcheck's default tolerances).
 local dl = require "dlua"
 local nn = dl.nn
 local H = dofile("tests/lua/helpers.lua")
@@ -39,7 +40,40 @@ describe("dlua conv2d", function()
       end, {dl.randn(c[2]), dl.randn(c[3]), dl.randn(c[3][1])}, gc)
       assert(ok, rep)
     end)
+    -- float64 takes the plain im2col + dgemm path (conv_f64.c): the direct loops to double
+    -- rounding, and gradcheck at its default tolerances (eps 1e-6, rtol 1e-3)
+    it("float64 matches direct loops and gradchecks tightly: " .. c[1], function()
+      dl.seed(3)
+      local x, w, b = dl.randn(c[2]):double(), dl.randn(c[3]):double(), dl.randn(c[3][1]):double()
+      local opts = {stride = c[4], padding = c[5], dilation = c[6], groups = c[7]}
+      local y = dl.conv2d(x, w, b, opts)
+      assert.are.equal("float64", y:dtype())
+      assert(H.max_diff(y:totable(), H.ref_conv(x, w, b, c[4], c[5], c[6], c[7])) < 1e-12)
+      local ok, rep = dl.autograd.gradcheck(function(xx, ww, bb) return dl.conv2d(xx, ww, bb, opts) end, {x, w, b})
+      assert(ok, rep)
+    end)
   end
+
+  it("float64 without a bias, and the gradient of the input alone", function()
+    dl.seed(4)
+    local x, w = dl.randn(2, 3, 5, 5):double(), dl.randn(4, 3, 3, 3):double()
+    assert(H.max_diff(dl.conv2d(x, w, {padding = 1}):totable(), H.ref_conv(x, w, nil, {1, 1}, {1, 1}, {1, 1}, 1)) < 1e-12)
+    local ok, rep = dl.autograd.gradcheck(function(xx) return dl.conv2d(xx, w, {padding = 1}) end, {x})
+    assert(ok, rep)
+    local xg = x:clone():requires_grad(true)
+    dl.conv2d(xg, w, {padding = 1}):sum():backward()
+    assert.is_nil(w.grad)
+    assert.are.equal("float64", xg.grad:dtype())
+  end)
+
+  it("refuses mixed float32 and float64 tensors, naming the three dtypes", function()
+    local x, w = dl.zeros(1, 3, 5, 5), dl.zeros(4, 3, 3, 3)
+    assert.error_matches(function() dl.conv2d(x, w:double()) end,
+      "conv2d: expected input, weight and bias all float32 or all float64, got float32, float64 and no bias")
+    assert.error_matches(function() dl.conv2d(x:double(), w:double(), dl.zeros(4)) end,
+      "got float64, float64 and float32")
+    assert.error_matches(function() dl.conv2d(x:long(), w:long()) end, "got int64, int64 and no bias")
+  end)
 
   it("names both shapes when channels do not fit", function()
     assert.error_matches(function() dl.conv2d(dl.zeros(1, 3, 5, 5), dl.zeros(4, 2, 3, 3)) end,
@@ -236,6 +270,48 @@ describe("dlua pooling", function()
     assert(ok, rep)
   end)
 
+  it("pools float64 as float32 does, by hand, and gradchecks tightly", function()
+    dl.seed(5)
+    local x = dl.randn(2, 3, 7, 6)
+    for _, o in ipairs({{2, {}}, {3, {stride = 2, padding = 1}}, {2, {stride = 1}}}) do
+      local ym = dl.max_pool2d(x:double(), o[1], o[2])
+      assert.are.equal("float64", ym:dtype())
+      assert.is_true((ym - dl.max_pool2d(x, o[1], o[2]):double()):abs():max():item() == 0)
+      local ok, rep = dl.autograd.gradcheck(function(t) return dl.max_pool2d(t, o[1], o[2]) end, {x:double()})
+      assert(ok, rep)
+      ok, rep = dl.autograd.gradcheck(function(t) return dl.avg_pool2d(t, o[1], o[2]) end, {x:double()})
+      assert(ok, rep)
+    end
+    -- one 3x3 window at the corner, padding counted as zeros: (x11 + x12 + x21 + x22) / 9
+    local xd = x:double()
+    local p = xd:select(1, 2):select(1, 3)
+    local want = (p[1][1]:item() + p[1][2]:item() + p[2][1]:item() + p[2][2]:item()) / 9
+    local got = dl.avg_pool2d(xd, 3, {stride = 2, padding = 1})[2][3][1][1]:item()
+    assert(math.abs(got - want) < 1e-15, got - want)
+  end)
+
+  it("pools float64 over threads with the single-thread result", function()
+    local saved = dl.threads()
+    dl.seed(9)
+    local x0 = dl.randn(8, 16, 31, 33):double()
+    local function run(threads, fn)
+      dl.threads(threads)
+      local x = x0:clone():requires_grad(true)
+      local y = fn(x);
+      (y * y):sum():backward()
+      return y, x.grad
+    end
+    for _, fn in ipairs({function(x) return dl.max_pool2d(x, 3, {stride = 2, padding = 1}) end,
+                         function(x) return dl.avg_pool2d(x, 2) end}) do
+      local y1, g1 = run(1, fn)
+      local y2, g2 = run(2, fn)
+      assert.are.equal("float64", g1:dtype())
+      assert.is_true((y1 - y2):abs():max():item() == 0)
+      assert.is_true((g1 - g2):abs():max():item() == 0)
+    end
+    dl.threads(saved)
+  end)
+
   it("pools globally with AdaptiveAvgPool2d(1)", function()
     local x = dl.randn(2, 3, 4, 5)
     local y = nn.AdaptiveAvgPool2d(1)(x)
@@ -271,7 +347,9 @@ describe("dlua pooling", function()
 
   it("refuses bad pooling arguments", function()
     assert.error_matches(function() dl.max_pool2d(dl.zeros(1, 1, 2, 2), 3) end, "smaller than the kernel 3x3")
-    assert.error_matches(function() dl.max_pool2d(dl.zeros(4, 4), 2) end, "must be a float32 %[N, C, H, W%]")
+    assert.error_matches(function() dl.max_pool2d(dl.zeros(4, 4), 2) end, "must be a float32 or float64 %[N, C, H, W%]")
+    assert.error_matches(function() dl.avg_pool2d(dl.zeros(1, 1, 4, 4):long(), 2) end,
+      "avg_pool2d: input %[1, 1, 4, 4%] must be a float32 or float64")
     assert.error_matches(function() dl.max_pool2d(dl.zeros(1, 1, 4, 4), 2, {padding = 2}) end, "at most half the kernel")
   end)
 end)

@@ -108,117 +108,14 @@ dl_pipe_opts dl_pipe_defaults(void) {
   return o;
 }
 
-/* ------------------------------------------------------------ keys and plans */
+/* ------------------------------------------------------------ plans */
 
-static uint64_t mix(uint64_t a, uint64_t b) {
-  uint32_t r[4];
-  dl_philox(a, b, r);
-  return (uint64_t)r[0] << 32 | r[1];
-}
-
-int64_t dl_pipe_epoch_examples(const dl_pipe_opts *o) {
-  int64_t n = o->ds ? o->ds->len : 0;
-  for (int i = 0; i < o->nindex; i++) {
-    const dl_index_stage *st = &o->index[i];
-    if (st->kind != DL_IX_SHARD) continue;
-    if (st->blocks && o->ds && o->ds->src && o->ds->src->nblocks > 0) {   /* the rows of the blocks kept */
-      const dl_source *src = o->ds->src;
-      n = 0;
-      for (int64_t b = st->rank; b < src->nblocks; b += st->world) n += src->block_start[b + 1] - src->block_start[b];
-    } else {
-      n = n > st->rank ? (n - st->rank - 1) / st->world + 1 : 0;
-    }
-  }
-  return n;
-}
-
-/* a stage on blocks: permutes (shuffle) or filters (shard) the block list bl[0..*nbl) and
- * writes their rows, in order, into idx; returns the new number of positions */
-static int64_t block_stage(const dl_source *src, const dl_index_stage *st, uint64_t key, int64_t *bl, int64_t *nbl,
-                           int64_t *idx) {
-  if (st->kind == DL_IX_SHARD) {
-    int64_t m = 0;
-    for (int64_t i = 0; i < *nbl; i++)
-      if (bl[i] % st->world == st->rank) bl[m++] = bl[i];
-    *nbl = m;
-  } else {
-    for (int64_t i = *nbl - 1; i > 0; i--) {
-      int64_t j = (int64_t)(mix(key, (uint64_t)i) % (uint64_t)(i + 1));
-      int64_t t = bl[i];
-      bl[i] = bl[j];
-      bl[j] = t;
-    }
-  }
-  int64_t n = 0;
-  for (int64_t i = 0; i < *nbl; i++)
-    for (int64_t r = src->block_start[bl[i]]; r < src->block_start[bl[i] + 1]; r++) idx[n++] = r;
-  return n;
-}
+int64_t dl_pipe_epoch_examples(const dl_pipe_opts *o) { return dl_order_count(o->ds, o->nindex, o->index); }
 
 int64_t dl_pipe_epoch_batches(const dl_pipe_opts *o) {
   int64_t n = dl_pipe_epoch_examples(o);
   if (o->batch <= 0) return n;
   return o->drop_remainder ? n / o->batch : (n + o->batch - 1) / o->batch;
-}
-
-/* the order of the examples in epoch e: the index stages applied in turn */
-static int64_t *make_plan(const dl_pipe *p, int64_t epoch) {
-  int64_t n = p->o.ds->len;
-  int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx), *tmp = NULL, *bl = NULL, nbl = 0;
-  if (!idx) return NULL;
-  for (int64_t i = 0; i < n; i++) idx[i] = i;
-  for (int s = 0; s < p->o.nindex; s++) {
-    const dl_index_stage *st = &p->o.index[s];
-    if (st->blocks) {                                     /* dl_pipe_new checked: the stages before are too */
-      const dl_source *src = p->o.ds->src;
-      if (!bl) {
-        bl = malloc((size_t)src->nblocks * sizeof *bl);
-        if (!bl) {
-          free(idx);
-          return NULL;
-        }
-        nbl = src->nblocks;
-        for (int64_t b = 0; b < nbl; b++) bl[b] = b;
-      }
-      n = block_stage(src, st, mix(mix(st->seed, 0x626c6f636b000000ull + (uint64_t)s), (uint64_t)epoch), bl, &nbl, idx);
-      continue;
-    }
-    if (st->kind == DL_IX_SHARD) {
-      int64_t m = 0;
-      for (int64_t i = st->rank; i < n; i += st->world) idx[m++] = idx[i];
-      n = m;
-      continue;
-    }
-    uint64_t key = mix(mix(st->seed, 0x7368756666000000ull + (uint64_t)s), (uint64_t)epoch);
-    if (st->window <= 0 || st->window >= n) {             /* Fisher-Yates */
-      for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(mix(key, (uint64_t)i) % (uint64_t)(i + 1));
-        int64_t t = idx[i];
-        idx[i] = idx[j];
-        idx[j] = t;
-      }
-      continue;
-    }
-    /* windowed: a buffer of `window` examples; each output is a random pick
-     * from it, replaced by the next input (tf.data's shuffle buffer) */
-    if (!tmp) tmp = malloc((size_t)n * sizeof *tmp);
-    if (!tmp) {
-      free(idx);
-      return NULL;
-    }
-    memcpy(tmp, idx, (size_t)n * sizeof *tmp);
-    int64_t w = st->window, next = w, fill = w;
-    int64_t *buf = tmp;                                   /* buf = tmp[0..fill) */
-    for (int64_t k = 0; k < n; k++) {
-      int64_t j = (int64_t)(mix(key, (uint64_t)k) % (uint64_t)fill);
-      idx[k] = buf[j];
-      if (next < n) buf[j] = tmp[next++];
-      else buf[j] = buf[--fill];
-    }
-  }
-  free(tmp);
-  free(bl);
-  return idx;
 }
 
 static plan *acquire_plan(dl_pipe *p, int64_t epoch) {
@@ -230,7 +127,7 @@ static plan *acquire_plan(dl_pipe *p, int64_t epoch) {
     if (pl->refs == 0 && (!victim || pl->epoch < victim->epoch)) victim = pl;
   }
   if (!hit && victim) {
-    int64_t *idx = make_plan(p, epoch);
+    int64_t *idx = dl_epoch_order(p->o.ds, p->o.nindex, p->o.index, epoch);
     if (idx) {
       free(victim->idx);
       victim->idx = idx;
@@ -274,7 +171,7 @@ static int run_transforms(dl_pipe *p, int worker_id, dl_example *ex, int64_t n, 
   for (int s = 0; s < p->o.ntf; s++) {
     int64_t t0 = dl_trace_now();
     for (int64_t k = 0; k < n; k++) {
-      uint64_t key = mix(mix(ekey, (uint64_t)ex[k].id), (uint64_t)stage_no(p, s) + 1);
+      uint64_t key = dl_key_mix(dl_key_mix(ekey, (uint64_t)ex[k].id), (uint64_t)stage_no(p, s) + 1);
       msg[0] = 0;
       if (dl_transform_apply(&p->tf[s], &ex[k], worker_id, epoch, key, msg, sizeof msg) < 0)
         return stage_fail(p, err, errlen, s, &ex[k], epoch, msg);
@@ -324,7 +221,7 @@ static int produce(dl_pipe *p, worker *w, slot *s, int64_t g) {
   int64_t t1 = dl_trace_now();
   atomic_fetch_add_explicit(&p->stage_ns[0], t1 - tb, memory_order_relaxed);
   if (tr) dl_trace_span(tr, "read", "pipeline", tid, tb, t1);
-  uint64_t ekey = mix(p->aug_key, (uint64_t)epoch);
+  uint64_t ekey = dl_key_mix(p->aug_key, (uint64_t)epoch);
   if (run_transforms(p, w->id, w->ex, n, epoch, ekey, s->err, sizeof s->err, tr ? tid : 0) < 0) return -1;
   /* collate into the slot */
   int64_t tc = dl_trace_now();
@@ -466,7 +363,7 @@ static void *probe_main(void *arg) {
              (long long)p->o.ds->len, msg);
     return NULL;
   }
-  uint64_t ekey = mix(p->aug_key, (uint64_t)p->o.start_epoch);
+  uint64_t ekey = dl_key_mix(p->aug_key, (uint64_t)p->o.start_epoch);
   if (run_transforms(p, 0, ex, 1, p->o.start_epoch, ekey, j->err, sizeof j->err, 0) < 0) return NULL;
   j->rc = 0;
   return NULL;
@@ -575,7 +472,7 @@ dl_pipe *dl_pipe_new(dl_ctx *ctx, const dl_pipe_opts *o) {
   p->per_epoch = dl_pipe_epoch_batches(o);
   p->rows = o->batch > 0 ? o->batch : 1;
   p->weight = o->batch > 0;
-  p->aug_key = mix(mix(o->seed, 0x6175670000000000ull), (uint64_t)o->rank);
+  p->aug_key = dl_key_mix(dl_key_mix(o->seed, 0x6175670000000000ull), (uint64_t)o->rank);
   if (p->per_epoch > 0 && o->start_batch > p->per_epoch) {
     dl_fail(ctx, "pipeline: start batch %lld is past the %lld batches of an epoch", (long long)o->start_batch,
             (long long)p->per_epoch);

@@ -45,6 +45,7 @@
 #define DL_PIPELINE_H
 
 #include "data/transforms.h"
+#include "data/order.h"
 #include "io/trace.h"
 
 #define DL_PIPE_MAXSTAGES 16         /* index stages */
@@ -52,18 +53,6 @@
 
 /* ------------------------------------------------------------ pipeline */
 
-typedef enum { DL_IX_SHUFFLE, DL_IX_SHARD } dl_index_kind;
-
-typedef struct {
-  dl_index_kind kind;
-  uint64_t seed;                     /* shuffle */
-  int64_t window;                    /* shuffle: 0 = full permutation, else a buffer of this size */
-  int64_t rank, world;               /* shard: keep positions p with p % world == rank */
-  int blocks;                        /* on the source's blocks (record shards) instead of examples:
-                                      * shuffle permutes the blocks, each kept in order; shard keeps
-                                      * blocks b with b % world == rank. Only on a whole dataset
-                                      * with blocks, before any stage on examples */
-} dl_index_stage;
 
 typedef struct {
   dl_dataset *ds;                    /* the source (retained by the pipe) */

@@ -17,14 +17,6 @@
 #include "data/cache.h"
 #include "io/fileio.h"   /* dl_crc32 */
 
-#define CHECK(cond, what)                                      \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      fprintf(stderr, "fuzz_cache: broken promise: %s\n", what); \
-      abort();                                                 \
-    }                                                          \
-  } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void read_one(const uint8_t *data, size_t size) {

@@ -16,14 +16,6 @@
 
 #include "io/checkpoint.h"
 
-#define CHECK(cond, what)                                        \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      fprintf(stderr, "fuzz_checkpoint: broken promise: %s\n", what); \
-      abort();                                                   \
-    }                                                            \
-  } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_ok(const dl_checkpoint *ck, dl_checkpoint_mode mode) {

@@ -23,6 +23,16 @@
 #include <unistd.h>
 #include <zlib.h>
 
+/* A harness's promise: a broken one says which (and the harness's file) and aborts,
+ * so libFuzzer keeps the input as a finding. */
+#define CHECK(cond, what)                                                   \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      fprintf(stderr, "%s: broken promise: %s\n", __FILE__, what);         \
+      abort();                                                              \
+    }                                                                       \
+  } while (0)
+
 static int fuzz_fd = -1;
 static char fuzz_path[64];
 

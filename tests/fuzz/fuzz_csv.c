@@ -20,14 +20,6 @@
 
 #include "io/csv.h"
 
-#define CHECK(cond, what)                                    \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "fuzz_csv: broken promise: %s\n", what); \
-      abort();                                               \
-    }                                                        \
-  } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

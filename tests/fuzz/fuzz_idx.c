@@ -19,14 +19,6 @@
 #include "io/idx.h"
 
 #define FUZZ_IDX_MAX_BYTES ((uint64_t)1 << 24)
-#define CHECK(cond, what)                                    \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "fuzz_idx: broken promise: %s\n", what); \
-      abort();                                               \
-    }                                                        \
-  } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint64_t mul_sat(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_MAX : a * b; }

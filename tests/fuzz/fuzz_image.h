@@ -21,14 +21,6 @@
 
 #define FUZZ_MAX_PIXELS (1LL << 22)
 
-#define CHECK(cond, what)                                               \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      fprintf(stderr, "fuzz_image: broken promise: %s\n", what);        \
-      abort();                                                          \
-    }                                                                   \
-  } while (0)
-
 typedef struct {
   int calls, channels;
   int64_t h, w;

@@ -15,14 +15,6 @@
 
 #include "io/npy.h"
 
-#define CHECK(cond, what)                                    \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "fuzz_npy: broken promise: %s\n", what); \
-      abort();                                               \
-    }                                                        \
-  } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void failed(const dl_ctx *ctx) {

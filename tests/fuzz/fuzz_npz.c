@@ -16,14 +16,6 @@
 
 #include "io/npz.h"
 
-#define CHECK(cond, what)                                    \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "fuzz_npz: broken promise: %s\n", what); \
-      abort();                                               \
-    }                                                        \
-  } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void failed(const dl_ctx *ctx) {

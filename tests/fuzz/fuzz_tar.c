@@ -14,14 +14,6 @@
 
 #include "io/tar.h"
 
-#define CHECK(cond, what)                                    \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "fuzz_tar: broken promise: %s\n", what); \
-      abort();                                               \
-    }                                                        \
-  } while (0)
-
 #define MAXM 64
 
 typedef struct {

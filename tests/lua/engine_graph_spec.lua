@@ -61,33 +61,12 @@ local function check(arrows)
       if not seen[key] then seen[key] = true; table.insert(graph[a.from], a.to) end
     end
   end
-  -- circles of files: depth-first, each reported once as a -> b -> ... -> a
+  -- circles of files, each reported once as a -> b -> ... -> a
   local units = {}
   for u in pairs(graph) do units[#units + 1] = u end
   table.sort(units)
   for _, u in ipairs(units) do table.sort(graph[u]) end
-  local state, path, reported = {}, {}, {}
-  local function visit(u)
-    state[u] = "open"
-    path[#path + 1] = u
-    for _, d in ipairs(graph[u] or {}) do
-      if state[d] == "open" then
-        local cyc, on = {}, false
-        for _, p in ipairs(path) do
-          if p == d then on = true end
-          if on then cyc[#cyc + 1] = p end
-        end
-        cyc[#cyc + 1] = d
-        local txt = table.concat(cyc, " -> ")
-        if not reported[txt] then reported[txt] = true; problems[#problems + 1] = "circle: " .. txt end
-      elseif not state[d] then
-        visit(d)
-      end
-    end
-    path[#path] = nil
-    state[u] = "done"
-  end
-  for _, u in ipairs(units) do if not state[u] then visit(u) end end
+  for _, c in ipairs(H.cycles(graph, units)) do problems[#problems + 1] = "circle: " .. c end
   return problems
 end
 

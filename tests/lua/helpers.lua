@@ -138,4 +138,33 @@ function H.zip_stored(members)
     string.pack("<I4I2I2I2I2I4I4I2", 0x06054b50, 0, 0, #members, #members, #cd, off, 0)
 end
 
+--- The circles of a directed graph (graph[node] = {nodes it points to}), found
+-- depth-first from each of order's nodes in turn: each once, as "a -> b -> ... -> a".
+-- The require-graph and engine-graph specs share it.
+function H.cycles(graph, order)
+  local state, path, seen, out = {}, {}, {}, {}
+  local function visit(u)
+    state[u] = "open"
+    path[#path + 1] = u
+    for _, d in ipairs(graph[u] or {}) do
+      if state[d] == "open" then
+        local cyc, on = {}, false
+        for _, p in ipairs(path) do
+          if p == d then on = true end
+          if on then cyc[#cyc + 1] = p end
+        end
+        cyc[#cyc + 1] = d
+        local txt = table.concat(cyc, " -> ")
+        if not seen[txt] then seen[txt] = true; out[#out + 1] = txt end
+      elseif not state[d] then
+        visit(d)
+      end
+    end
+    path[#path] = nil
+    state[u] = "done"
+  end
+  for _, u in ipairs(order) do if not state[u] then visit(u) end end
+  return out
+end
+
 return H

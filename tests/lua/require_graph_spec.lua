@@ -175,29 +175,8 @@ local function check(files)
       end
     end
   end
-  -- cycles: depth-first, reporting each as a -> b -> ... -> a
-  local state, path, seen = {}, {}, {}
-  local function visit(m)
-    state[m] = "open"
-    path[#path + 1] = m
-    for _, d in ipairs(graph[m] or {}) do
-      if state[d] == "open" then
-        local cyc, on = {}, false
-        for _, p in ipairs(path) do
-          if p == d then on = true end
-          if on then cyc[#cyc + 1] = p end
-        end
-        cyc[#cyc + 1] = d
-        local txt = table.concat(cyc, " -> ")
-        if not seen[txt] then seen[txt] = true; problems[#problems + 1] = "cycle: " .. txt end
-      elseif not state[d] and graph[d] then
-        visit(d)
-      end
-    end
-    path[#path] = nil
-    state[m] = "done"
-  end
-  for _, m in ipairs(names) do if not state[m] then visit(m) end end
+  -- cycles, each reported once as a -> b -> ... -> a
+  for _, c in ipairs(H.cycles(graph, names)) do problems[#problems + 1] = "cycle: " .. c end
   return problems
 end
 

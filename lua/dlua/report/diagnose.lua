@@ -39,6 +39,7 @@ local A = require "dlua.report.analysis"
 local fmtn = require("dlua.report.svg").format_number
 local prune = require "dlua.study.prune"
 local algorithms = require "dlua.search.algorithms"
+local check_input = require "dlua.report.input_check"
 
 local M = {}
 
@@ -46,7 +47,6 @@ M.THRESHOLDS = {
   boundary = 0.1, infeasible_warn = 0.25, infeasible_bucket = 0.5, overfit_rise = 0.10, variance_rel = 0.01,
   rising_points = 5, improving_gain = 0.10, saturated_gain = 0.01, early_best = 0.10, late_best = 0.75,
   late_share = 0.75, trials_per_dim = 8, flat_gain = 0.10, bootstrap_samples = 500, bootstrap_min = 4,
-  input_warn = 0.10, input_note = 0.05,
 }
 local TH = M.THRESHOLDS
 
@@ -536,39 +536,6 @@ local function check_pruning(d, out)
   out[#out + 1] = {check = "pruning", level = w and "warn" or "ok", trials = ids,
     message = string.format("%d of %d trials pruned (%s)%s", #ids, n, rec.prune.algorithm, w and ("; " .. w) or ""),
     data = {pruned = #ids, trials = n, algorithm = rec.prune.algorithm}}
-end
-
--- the share of each finished trial's time spent waiting for input (its result.json)
-local function check_input(d, out)
-  local shares, by = {}, {}
-  for _, t in ipairs(d.trials or {}) do
-    local r = t.dir and A.read_json(t.dir .. "/result.json")
-    local f = type(r) == "table" and type(r.cost) == "table" and r.cost.input_fraction
-    if type(f) == "number" and f == f then
-      shares[#shares + 1] = f
-      by[#by + 1] = {id = t.id, share = f}
-    end
-  end
-  if #shares == 0 then return end
-  table.sort(shares)
-  local med = shares[(#shares + 1) // 2]
-  table.sort(by, function(a, b) return a.share > b.share end)
-  local worst = {}
-  for i = 1, math.min(3, #by) do worst[i] = string.format("%s %.0f%%", by[i].id, 100 * by[i].share) end
-  local level = med >= TH.input_warn and "warn" or (med >= TH.input_note and "note" or "ok")
-  local msg
-  if level == "ok" then
-    msg = string.format("trials waited for input %.1f%% of their time (median of %d; most: %s)", 100 * med, #shares,
-      table.concat(worst, ", "))
-  else
-    msg = string.format("trials were input-bound: the median trial waited for its input pipeline %.0f%% of its time " ..
-      "(%d trials; most: %s); give the pipeline more workers(n) and prefetch(n), or cache(path) the deterministic " ..
-      "preprocessing, so the steps, not the input, set the pace", 100 * med, #shares, table.concat(worst, ", "))
-  end
-  local ids = {}
-  for i = 1, math.min(6, #by) do ids[i] = by[i].id end
-  out[#out + 1] = {check = "input", level = level, trials = level == "ok" and {} or ids, message = msg,
-    data = {median = med, trials = #shares, max = by[1].share}}
 end
 
 ------------------------------------------------------------------- entry

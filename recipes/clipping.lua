@@ -15,6 +15,11 @@ local dl = require "dlua"
 local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
 
+local function last_eval(t, metric)
+  local xs, ys = A.curve(t, metric)
+  return ys[#ys]
+end
+
 local USAGE = [[
 usage: dlua clipping [EXPERIMENT] [flags]
   --steps N           steps of each run (300)
@@ -22,11 +27,6 @@ usage: dlua clipping [EXPERIMENT] [flags]
   --eval-examples N   validation examples per eval (1000)
   --out DIR           where the two runs go (runs/clipping); finished runs are reused
   --set k=v           any other hyperparameter; --threads N]]
-
-local function last_eval(t, metric)
-  local xs, ys = A.curve(t, metric)
-  return ys[#ys]
-end
 
 probe.main(function()
   local args = {}

@@ -50,25 +50,22 @@ M.version = util.VERSION
 -- @usage dl.is_tensor(dl.zeros(2)) --> true
 M.is_tensor = util.is_tensor
 
---- Runs `fn(...)` with autograd recording off and returns its results.
--- Recording is restored even if fn raises.
--- @usage local y = dl.no_grad(function() return w * 2 end)
-function M.no_grad(fn, ...)
-  local prev = core.set_grad_enabled(false)
+-- runs fn(...) with recording set to `on`, restoring the previous state even if fn raises
+local function with_grad(on, fn, ...)
+  local prev = core.set_grad_enabled(on)
   local res = table.pack(pcall(fn, ...))
   core.set_grad_enabled(prev)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
 end
 
+--- Runs `fn(...)` with autograd recording off and returns its results.
+-- Recording is restored even if fn raises.
+-- @usage local y = dl.no_grad(function() return w * 2 end)
+function M.no_grad(fn, ...) return with_grad(false, fn, ...) end
+
 --- Runs `fn(...)` with recording on (inside a no_grad block).
-function M.enable_grad(fn, ...)
-  local prev = core.set_grad_enabled(true)
-  local res = table.pack(pcall(fn, ...))
-  core.set_grad_enabled(prev)
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
-end
+function M.enable_grad(fn, ...) return with_grad(true, fn, ...) end
 
 M.memory = memory
 M.autograd = autograd

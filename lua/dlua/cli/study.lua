@@ -24,6 +24,8 @@ local cli = require "dlua.cli"
 
 local M = {}
 
+-- A flag table is a declaration, one row a flag ({flag, metavar, help, int/many}) read by
+-- train/flags.lua's one parser; the command-line tables look alike by design.
 M.ROLE_FLAGS = {
   {"--experiment", "FILE", "the experiment (default: the first argument, else examples/fashion_mnist.lua)"},
   {"--name", "NAME", "the study's name (required with role flags)"},

@@ -41,17 +41,22 @@ function M.world() return core._dist_world() end
 --- Is this rank 0, the one that logs and writes files?
 function M.is_lead() return core._dist_rank() == 0 end
 
+-- op (default "sum") checked against OPS, blaming the caller of dl.dist.<fname>
+local function reduce_op(fname, op)
+  op = op or "sum"
+  if not OPS[op] then
+    error(string.format("dl.dist.%s: unknown op '%s' (sum, mean, max, min)", fname, tostring(op)), 3)
+  end
+  return op
+end
+
 --- allreduce(t [, op = "sum"]) -> a new tensor shaped like t: the elementwise
 -- "sum", "mean", "max" or "min" of t over all ranks (every rank calls it, with
 -- the same shape and dtype). t is not modified.
 -- @usage local g = dl.dist.allreduce(grad, "mean")
 function M.allreduce(t, op)
   if not is_tensor(t) then error("dl.dist.allreduce: expected a tensor, got " .. type(t), 2) end
-  op = op or "sum"
-  if not OPS[op] then
-    error(string.format("dl.dist.allreduce: unknown op '%s' (sum, mean, max, min)", tostring(op)), 2)
-  end
-  return core._dist_allreduce(t, op)
+  return core._dist_allreduce(t, reduce_op("allreduce", op))
 end
 
 --- allreduce_many({t1, t2, ...} [, op]) -> {r1, r2, ...}: the same as one
@@ -59,11 +64,7 @@ end
 -- per dtype and 32 MB bucket). The results are views of those buffers.
 function M.allreduce_many(list, op)
   if type(list) ~= "table" then error("dl.dist.allreduce_many: expected a list of tensors", 2) end
-  op = op or "sum"
-  if not OPS[op] then
-    error(string.format("dl.dist.allreduce_many: unknown op '%s' (sum, mean, max, min)", tostring(op)), 2)
-  end
-  return core._dist_allreduce_many(list, op)
+  return core._dist_allreduce_many(list, reduce_op("allreduce_many", op))
 end
 
 --- broadcast(t, root) -> t, holding root's values (copied in place on the other

@@ -215,16 +215,20 @@ local function walk(mod, prefix, fn)
   end
 end
 
---- Returns {{name, tensor}, ...} in a stable order with dotted names ("3.weight").
-function Module:named_parameters()
+-- {{dotted name, tensor}, ...} of one kind of tensor (field "_params" or "_buffers") in
+-- the module tree, in a stable order
+local function named(mod, field)
   local out = {}
-  walk(self, "", function(prefix, m)
+  walk(mod, "", function(prefix, m)
     for _, k in ipairs(m._order) do
-      if m._params[k] then out[#out + 1] = {prefix .. tostring(k), m._params[k]} end
+      if m[field][k] then out[#out + 1] = {prefix .. tostring(k), m[field][k]} end
     end
   end)
   return out
 end
+
+--- Returns {{name, tensor}, ...} in a stable order with dotted names ("3.weight").
+function Module:named_parameters() return named(self, "_params") end
 
 --- Returns the list of parameter tensors.
 function Module:parameters()
@@ -233,15 +237,7 @@ function Module:parameters()
   return out
 end
 
-function Module:named_buffers()
-  local out = {}
-  walk(self, "", function(prefix, m)
-    for _, k in ipairs(m._order) do
-      if m._buffers[k] then out[#out + 1] = {prefix .. tostring(k), m._buffers[k]} end
-    end
-  end)
-  return out
-end
+function Module:named_buffers() return named(self, "_buffers") end
 
 --- Training mode (the default) for this module and all children; returns self.
 function Module:train(flag)

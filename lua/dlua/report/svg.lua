@@ -37,6 +37,15 @@ M.finite = finite
 
 local function num(v) return string.format("%.2f", v):gsub("%.?0+$", "") end
 
+-- <figure> around the parts of an <svg> (o), with its id and caption when given
+local function figure(id, caption, o)
+  local out = {string.format('<figure class="figure"%s>', id and (' id="' .. esc(id) .. '"') or "")}
+  out[#out + 1] = table.concat(o)
+  if caption then out[#out + 1] = "<figcaption>" .. esc(caption) .. "</figcaption>" end
+  out[#out + 1] = "</figure>"
+  return table.concat(out)
+end
+
 --- A short label for a number: 3 significant digits, exponents for very
 -- large or small magnitudes.
 function M.format_number(v)
@@ -443,11 +452,7 @@ function Plot:render()
     end
   end
   w("</svg>")
-  local out = {string.format('<figure class="figure"%s>', self.id and (' id="' .. esc(self.id) .. '"') or "")}
-  out[#out + 1] = table.concat(o)
-  if self.caption then out[#out + 1] = "<figcaption>" .. esc(self.caption) .. "</figcaption>" end
-  out[#out + 1] = "</figure>"
-  return table.concat(out)
+  return figure(self.id, self.caption, o)
 end
 
 ------------------------------------------------------------------ histograms
@@ -543,11 +548,7 @@ function M.parallel(spec)
       num(X - 4), m.t + ph + 29))
   end
   w("</svg>")
-  local out = {string.format('<figure class="figure"%s>', spec.id and (' id="' .. esc(spec.id) .. '"') or "")}
-  out[#out + 1] = table.concat(o)
-  if spec.caption then out[#out + 1] = "<figcaption>" .. esc(spec.caption) .. "</figcaption>" end
-  out[#out + 1] = "</figure>"
-  return table.concat(out)
+  return figure(spec.id, spec.caption, o)
 end
 
 return M

@@ -103,6 +103,8 @@ function M.run(self, opts)
   return res
 end
 
+-- A flag table is a declaration, one row a flag ({flag, metavar, help, int/many}) read by
+-- train/flags.lua's one parser; the command-line tables look alike by design.
 M.STUDY_FLAGS = {
   {"--out", "DIR", "runs root (default runs): the study writes DIR/<name>/ and a row in DIR/studies.csv"},
   {"--trials", "N", "trials per scientific value (overrides the study's)", int = 1},
@@ -183,6 +185,8 @@ function M.failure_summary(res)
     "first", first.id, tostring(first.message or first.status), res.dir or fs.dirname(first.dir))
 end
 
+-- A flag table is a declaration, one row a flag ({flag, metavar, help, int/many}) read by
+-- train/flags.lua's one parser; the command-line tables look alike by design.
 local AGENT_FLAGS = {
   {"--count", "N", "run at most N trials (default: until none is left)", int = 0},
   {"--jobs", "P", "trials at a time (default 1)", int = 1},

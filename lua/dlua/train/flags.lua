@@ -15,6 +15,8 @@ local proc = require "dlua.util.proc"
 
 local M = {}
 
+-- A flag table is a declaration, one row a flag ({flag, metavar, help, int/many}) read by
+-- train/flags.lua's one parser; the command-line tables look alike by design.
 M.FLAGS = {
   {"--out", "DIR", "run directory (default runs/<name>)"},
   {"--steps", "N", "training steps (overrides hp.steps)", int = 1},

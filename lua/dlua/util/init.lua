@@ -289,9 +289,31 @@ local wrapped = setmetatable({}, {__mode = "k"})
 -- wrapper -> its declaration {name =, types =, method =}, when it has types
 local declared = setmetatable({}, {__mode = "k"})
 
-local function arity_error(name, max, got)
-  error(string.format("bad argument #%d to '%s' (no more than %d arguments expected, got %d)", max + 1, name,
-    max, got), 3)
+-- the arguments a strict wrapper accepts: max when given, else f's fixed parameter
+-- count less `skip` (1 for self); nil for a vararg f without types (left unwrapped)
+local function max_args(f, max, types, skip)
+  if max ~= nil then return max end
+  local info = debug.getinfo(f, "u")
+  if info.isvararg and not types then return nil end
+  return info.isvararg and math.huge or info.nparams - skip
+end
+
+-- a wrapper's checks of the caller's arguments (errors blame the wrapper's caller:
+-- level 4 from here, through the wrapper)
+local function check_call(name, max, types, ...)
+  local got = select("#", ...)
+  if got > max then
+    error(string.format("bad argument #%d to '%s' (no more than %d arguments expected, got %d)", max + 1, name,
+      max, got), 4)
+  end
+  if types then M.check_args(name, types, 2, ...) end
+end
+
+-- records w as the wrapper of f (declared with its types when it has them)
+local function register(w, f, name, types, method)
+  wrapped[w] = f
+  declared[w] = types and {name = name, types = types, method = method}
+  return w
 end
 
 --- strict(name, f [, max [, types]]) -> f, refusing more than max arguments
@@ -305,20 +327,12 @@ end
 -- their exports through strict_table and nn.Module classes check by construction.
 function M.strict(name, f, max, types)
   if wrapped[f] then return f end
-  if max == nil then
-    local info = debug.getinfo(f, "u")
-    if info.isvararg and not types then return f end
-    max = info.isvararg and math.huge or info.nparams
-  end
-  local function w(...)
-    local got = select("#", ...)
-    if got > max then arity_error(name, max, got) end
-    if types then M.check_args(name, types, 1, ...) end
+  max = max_args(f, max, types, 0)
+  if not max then return f end
+  return register(function(...)
+    check_call(name, max, types, ...)
     return f(...)
-  end
-  wrapped[w] = f
-  declared[w] = types and {name = name, types = types}
-  return w
+  end, f, name, types, nil)
 end
 
 --- strict_method(name, f [, max [, types]]) -> like strict for a method called as
@@ -326,20 +340,12 @@ end
 -- defaults to f's fixed parameter count less one).
 function M.strict_method(name, f, max, types)
   if wrapped[f] then return f end
-  if max == nil then
-    local info = debug.getinfo(f, "u")
-    if info.isvararg and not types then return f end
-    max = info.isvararg and math.huge or info.nparams - 1
-  end
-  local function w(self, ...)
-    local got = select("#", ...)
-    if got > max then arity_error(name, max, got) end
-    if types then M.check_args(name, types, 1, ...) end
+  max = max_args(f, max, types, 1)
+  if not max then return f end
+  return register(function(self, ...)
+    check_call(name, max, types, ...)
     return f(self, ...)
-  end
-  wrapped[w] = f
-  declared[w] = types and {name = name, types = types, method = true}
-  return w
+  end, f, name, types, true)
 end
 
 --- strict_table(prefix, t [, methods [, types]]) -> t, with every function field

@@ -91,6 +91,8 @@ void dl_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
  * subnormal floats flushed to zero (FTZ and DAZ on x86) unless DLUA_FLUSH_SUBNORMALS=0;
  * every thread that runs kernels calls it first. */
 void dl_fp_enter(void);
+/* 1 when the engine's threads flush subnormals (the default; DLUA_FLUSH_SUBNORMALS=0: 0) */
+int dl_fp_flush(void);
 
 /* Thread pool: runs fn(arg, i) for i in [0, n) over the pool's threads and the
  * caller; returns when all are done. Task i always covers the same work, so
@@ -98,6 +100,9 @@ void dl_fp_enter(void);
 dl_pool *dl_pool_new(int threads);
 void dl_pool_free(dl_pool *p);
 int dl_pool_threads(const dl_pool *p);
+/* how long (microseconds) a waiting thread polls before it sleeps: DLUA_POOL_SPIN_US, 0 when
+ * the pool has more threads than the machine has cores */
+int64_t dl_pool_spin_us(const dl_pool *p);
 void dl_pool_run(dl_pool *p, int n, void (*fn)(void *arg, int i), void *arg);
 
 /* --------------------------------------------------------- shape arithmetic

@@ -34,6 +34,11 @@ static void probe(void) {
   flush = !(s && strcmp(s, "0") == 0);
 }
 
+int dl_fp_flush(void) {
+  pthread_once(&probe_once, probe);
+  return flush;
+}
+
 void dl_fp_enter(void) {
   pthread_once(&probe_once, probe);
 #if defined(__x86_64__) || defined(__i386__)

@@ -176,6 +176,8 @@ void dl_pool_free(dl_pool *p) {
 
 int dl_pool_threads(const dl_pool *p) { return p ? p->nthreads : 1; }
 
+int64_t dl_pool_spin_us(const dl_pool *p) { return p ? p->spin_ns / 1000 : 0; }
+
 void dl_pool_run(dl_pool *p, int n, void (*fn)(void *, int), void *arg) {
   if (!p || p->nthreads == 1 || n <= 1) {
     for (int i = 0; i < n; i++) fn(arg, i);

@@ -75,6 +75,7 @@ int luaopen_dlua_core(lua_State *L) {
   lt_register_conv(L, mod, cidx);
   lt_register_autograd(L, mod, cidx);
   lt_register_sys(L, mod, cidx);
+  lt_register_machine(L, mod, cidx);
   lt_register_optim(L, mod, cidx);
   lt_register_batchnorm(L, mod, cidx);
   lt_register_dataset(L, mod, cidx);

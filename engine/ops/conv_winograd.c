@@ -51,9 +51,13 @@ static void wino_probe(void) {
   wino_off = s && strcmp(s, "0") == 0;
 }
 
-int dl_wino_fits(const dl_wino_geom *g) {
+int dl_wino_enabled(void) {
   pthread_once(&wino_once, wino_probe);
-  if (!DL_AVX512_BUILD || wino_off || !dl_conv_simd()) return 0;
+  return DL_AVX512_BUILD && !wino_off && dl_conv_simd();
+}
+
+int dl_wino_fits(const dl_wino_geom *g) {
+  if (!dl_wino_enabled()) return 0;
   if (g->k != 3 && g->k != 5) return 0;
   if (g->C % LANES || g->O % LANES || g->C < LANES || g->O < LANES) return 0;
   /* gathers and scatters index a channel block's planes with 32-bit offsets */

@@ -16,6 +16,8 @@ typedef struct {
  * C and O multiples of 16, and DLUA_CONV_WINOGRAD is not "0" (the test hook that keeps
  * im2col). Thread-safe. */
 int dl_wino_fits(const dl_wino_geom *g);
+/* 1 when Winograd may take layers at all: AVX-512 (dl_conv_simd()) and DLUA_CONV_WINOGRAD not "0" */
+int dl_wino_enabled(void);
 
 /* out = conv(x, w) + bias (bias [O] or NULL). Returns 0, or -1 with ctx's error set
  * when its buffers cannot be allocated. */

@@ -537,7 +537,8 @@ local function finish(run, status, message)
   local summary = {status = status, message = message, steps = run.step, cost = cost,
                    best = result.best and {step = result.best.step, metrics = result.best.metrics,
                                            selected = result.best.selected} or nil,
-                   checkpoints = result.checkpoints, best_eval = result.best_eval}
+                   checkpoints = result.checkpoints, best_eval = result.best_eval,
+                   machine = core.machine()}      -- the CPU and the kernel paths that ran (dl.machine)
   local skipped = run.stream.skipped and run.stream.skipped() or 0
   if skipped > 0 then summary["data/skipped"], result["data/skipped"] = skipped, skipped end
   -- after a failure, a write that fails too must not hide the first error (a full disk

@@ -1,0 +1,81 @@
+/* lua_machine.c -- core.machine(): the CPU this process runs on and the kernel paths the
+ * engine chose for it, so that runs (result.json) and benchmarks record what ran.
+ *
+ *   {cpu = "AMD EPYC", vendor = "AuthenticAMD", family = 25, model = 17, cores = 2,
+ *    simd = {"sse4.2", "avx", "avx2", "fma", "avx512f", ...},
+ *    kernels = {conv = "avx512" | "portable", winograd = true, blas = "Cooperlake",
+ *               pool_spin_us = 1000, threads = 2, flush_subnormals = true},
+ *    switches = {DLUA_CONV_WINOGRAD = "0", ...}}      -- the switches set in the environment
+ *
+ * The switches (dlua(1), docs/man/dlua.1) force a path: each is read where its kernel is chosen;
+ * SWITCHES lists them once, for this report.
+ */
+/* See LICENSE */
+#include "lua/lua_aux.h"
+#include "core/cpu.h"
+#include "ops/conv_simd.h"
+#include "ops/conv_winograd.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+
+char *openblas_get_corename(void);
+
+/* every environment variable that chooses a kernel path or a numeric mode */
+static const char *const SWITCHES[] = {"DLUA_CONV_SIMD", "DLUA_CONV_WINOGRAD", "DLUA_POOL_SPIN_US",
+                                       "DLUA_FLUSH_SUBNORMALS", "OPENBLAS_CORETYPE", NULL};
+
+static void set_string(lua_State *L, const char *k, const char *v) {
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void set_integer(lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static int sys_machine(lua_State *L) {
+  lt_checkargs(L, 0);
+  const dl_cpu *c = dl_cpu_info();
+  dl_ctx *ctx = lt_ctx(L);
+  lua_createtable(L, 0, 8);
+  set_string(L, "cpu", c->model_name[0] ? c->model_name : "unknown");
+  set_string(L, "vendor", c->vendor[0] ? c->vendor : "unknown");
+  set_integer(L, "family", c->family);
+  set_integer(L, "model", c->model);
+  set_integer(L, "cores", c->cores);
+  lua_newtable(L);
+  int n = 0;
+  for (int i = 0; i < DL_CPU_NFLAGS; i++) {
+    if (!(c->flags >> i & 1u)) continue;
+    lua_pushstring(L, dl_cpu_flag_names[i]);
+    lua_rawseti(L, -2, ++n);
+  }
+  lua_setfield(L, -2, "simd");
+  lua_createtable(L, 0, 6);
+  set_string(L, "conv", dl_conv_simd() ? "avx512" : "portable");
+  lua_pushboolean(L, dl_wino_enabled());
+  lua_setfield(L, -2, "winograd");
+  const char *blas = openblas_get_corename();
+  set_string(L, "blas", blas ? blas : "unknown");
+  set_integer(L, "pool_spin_us", dl_pool_spin_us(ctx->pool));
+  set_integer(L, "threads", ctx->threads);
+  lua_pushboolean(L, dl_fp_flush());
+  lua_setfield(L, -2, "flush_subnormals");
+  lua_setfield(L, -2, "kernels");
+  lua_newtable(L);
+  for (int i = 0; SWITCHES[i]; i++) {
+    const char *v = getenv(SWITCHES[i]);
+    if (v) set_string(L, SWITCHES[i], v);
+  }
+  lua_setfield(L, -2, "switches");
+  return 1;
+}
+
+static const luaL_Reg machine_funcs[] = {
+  {"machine", sys_machine},
+  {NULL, NULL}
+};
+
+void lt_register_machine(lua_State *L, int mod, int cidx) { lt_setfuncs(L, mod, cidx, machine_funcs); }

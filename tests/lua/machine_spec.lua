@@ -1,0 +1,115 @@
+-- dl.machine() (engine/core/cpu.c, engine/lua/lua_machine.c): the CPU and the kernel paths
+-- a run used, checked against /proc/cpuinfo (an independent reader) and against the
+-- switches that force each path, in real subprocesses; a switch that only changes how
+-- threads wait (DLUA_POOL_SPIN_US) leaves a training step's bits unchanged.
+local dl = require "dlua"
+local json = require "dlua.util.json"
+local H = dofile("tests/lua/helpers.lua")
+
+local function cpuinfo(field)
+  local f = io.open("/proc/cpuinfo")
+  if not f then return nil end
+  for l in f:lines() do
+    local k, v = l:match("^([^:]-)%s*:%s*(.*)$")
+    if k == field then f:close(); return v end
+  end
+  f:close()
+end
+
+-- runs a Lua snippet in a fresh dlua with env assignments; returns its stdout
+local function run_with(env, code)
+  local dir = H.tmpdir("machine")
+  H.spit(dir .. "/s.lua", code)
+  local p = io.popen(string.format("cd %s && env %s %s s.lua 2>&1; echo \"rc=$?\"", dir, env, H.EXE))
+  local out = p:read("a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  assert.are.equal(0, rc, out)
+  return (out:gsub("rc=%d+%s*$", ""))
+end
+
+local PRINT = 'print(require("dlua.util.json").encode(require("dlua").machine()))'
+
+describe("dl.machine", function()
+  it("names the CPU, its cores and its SIMD flags as /proc/cpuinfo does", function()
+    local m = dl.machine()
+    local name = cpuinfo("model name")
+    if name then assert.are.equal((name:gsub("%s+$", "")), m.cpu) end
+    local vendor = cpuinfo("vendor_id")
+    if vendor then assert.are.equal(vendor, m.vendor) end
+    local fam = cpuinfo("cpu family")
+    if fam then assert.are.equal(tonumber(fam), m.family) end
+    local model = cpuinfo("model")
+    if model then assert.are.equal(tonumber(model), m.model) end
+    local p = io.popen("nproc"); local n = tonumber(p:read("a")); p:close()
+    assert.are.equal(n, m.cores)
+    local flags = {}
+    for f in (cpuinfo("flags") or ""):gmatch("%S+") do flags[f] = true end
+    flags["sse4.2"] = flags.sse4_2
+    local have = {}
+    for _, f in ipairs(m.simd) do have[f] = true end
+    for _, f in ipairs({"sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+                        "avx512_vnni", "avx512_bf16"}) do
+      assert.are.equal(flags[f] == true, have[f] == true, f)
+    end
+    -- the conv kernels follow the CPU: AVX-512 where it has it
+    assert.are.equal(have.avx512f and "avx512" or "portable", m.kernels.conv)
+    assert.are.equal(dl.threads(), m.kernels.threads)
+    assert.is_string(m.kernels.blas)
+  end)
+
+  it("refuses arguments", function()
+    local ok, err = pcall(dl.machine, 1)
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to '[%w.]*machine' %(no more than 0 arguments expected, got 1%)", err)
+  end)
+
+  it("reports each switch and the path it forces", function()
+    local m = json.decode(run_with("DLUA_CONV_WINOGRAD=0 DLUA_POOL_SPIN_US=0", PRINT))
+    assert.are.equal("0", m.switches.DLUA_CONV_WINOGRAD)
+    assert.is_false(m.kernels.winograd)
+    assert.are.equal(0, m.kernels.pool_spin_us)
+    m = json.decode(run_with("DLUA_CONV_SIMD=0", PRINT))
+    assert.are.equal("portable", m.kernels.conv)
+    assert.is_false(m.kernels.winograd)
+    m = json.decode(run_with("DLUA_FLUSH_SUBNORMALS=0", PRINT))
+    assert.is_false(m.kernels.flush_subnormals)
+    m = json.decode(run_with("DLUA_POOL_SPIN_US=250", PRINT))
+    assert.are.equal(250, m.kernels.pool_spin_us)
+  end)
+
+  it("gives the same bits whether the pool's threads poll or sleep", function()
+    local code = [[
+local dl = require "dlua"
+dl.threads(2); dl.seed(3)
+local nn = dl.nn
+local m = nn.Sequential{nn.Conv2d(1, 16, 3, {padding = 1}), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+  nn.Linear(16 * 49, 10)}
+local opt = dl.optim.SGD{params = m:parameters(), lr = 0.1, momentum = 0.9}
+local labels = {}
+for i = 1, 64 do labels[i] = i % 10 + 1 end
+local x, y = dl.randn(64, 1, 14, 14), dl.tensor(labels, {dtype = "int64"})
+for _ = 1, 3 do
+  opt:zero_grad(); local l = nn.CrossEntropy()(m(x), y); l:backward(); opt:step()
+end
+local out = {}
+for _, p in ipairs(m:parameters()) do
+  for i = 1, p:numel() do out[#out + 1] = string.format("%a", p:get_flat(i)) end
+end
+print(table.concat(out, ","))]]
+    local a = run_with("DLUA_POOL_SPIN_US=0", code)
+    local b = run_with("DLUA_POOL_SPIN_US=100000", code)
+    assert.is_true(#a > 1000)
+    assert.are.equal(a, b)
+  end)
+
+  it("is recorded in the run's result.json", function()
+    local dir = H.tmpdir("machine-run")
+    H.spit(dir .. "/exp.lua", H.fixture("toy_experiment.lua"))
+    local out, rc = H.run(dir, "exp.lua --steps 2 --out run --quiet")
+    assert.are.equal(0, rc, out)
+    local r = json.decode(H.slurp(dir .. "/run/result.json"))
+    assert.are.equal(dl.machine().cpu, r.machine.cpu)
+    assert.is_table(r.machine.kernels)
+  end)
+end)

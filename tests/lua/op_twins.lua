@@ -181,7 +181,10 @@ local function lse(d)
 end
 red("logsumexp", function(a) return a:logsumexp(3) end, lse("2"), function(a) return a:logsumexp({1, 2}) end, lse("(0, 1)"),
   {edge = {{"large-rows", function() return {T({{1e6, 1e6 - 1, 1e6 - 3}, {-1e4, 0, -1e4}})} end,
-    lua = function(a) return a:logsumexp(2) end, torch = lse("1")}},
+    lua = function(a) return a:logsumexp(2) end, torch = lse("1")},
+    -- a row with +inf: torch's exp(x - result) is 0 off the infinite entries, NaN on them
+    {"inf-rows", function() return {T({{1, math.huge, 2}, {math.huge, math.huge, 0}, {math.huge, -math.huge, 0},
+      {-math.huge, 0, 1}})} end, lua = function(a) return a:logsumexp(2) end, torch = "torch.logsumexp(a, 1)"}},
    extremes = {{{1e30, -1e30, 1e-30}, {1e20, 1e-30, -1e20}}},
    differs = "torch's gradient exp(x - result) takes the result rounded at the scale of x (1.1e-11 off at " ..
      "x = 1e6 in float64); dlua's is softmax(x) from x - max (docs/api/tensor.md): the twin's gradient is that"})
@@ -195,6 +198,7 @@ for _, n in ipairs({"softmax", "log_softmax"}) do
   M[n] = {lua = function(a) return a[n](a, 2) end, torch = "F." .. n .. "(a, 1)", inputs = function() return {R(3, 5)} end,
     edge = {{"large-rows", function() return {T({{1e6, 1e6 - 1, 1e6 - 3}, {100, 99, 97}, {-1e4, 0, -1e4}})} end},
       {"size-1", function() return {R(4, 1)} end}, {"size-0", function() return {randn(0, 3)} end},
+      {"inf-rows", function() return {T({{1, math.huge, 2}, {-math.huge, 0, 1}})} end},
       {"dim-1", function() return {R(3, 4)} end, lua = function(a) return a[n](a, 1) end, torch = "F." .. n .. "(a, 0)"}},
     grad = true, tol = {f64 = 1e-14, f32 = 1e-6}, norm = true}
 end

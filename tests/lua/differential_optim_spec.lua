@@ -176,6 +176,10 @@ run('%s', case)]], STEPS + 1, c.scale or 1, c.skip or 0, c.half or 0, key)
   return trace, table.concat(py, "\n")
 end
 
+-- a twin that must fail: SGD against torch's SGD at a learning rate 1e-6 larger
+local WRONG = {kind = "SGD", cases = {{"plain", {lr = 0.1}}},
+  torch = function(o) return string.format("torch.optim.SGD(ps, lr=%.17g)", o.lr * (1 + 1e-6)) end}
+
 ---------------------------------------------------------------- initialisers
 
 -- mean, std, min, max, kurtosis and the orthogonality error of t (as stats() in Python)
@@ -235,14 +239,17 @@ describe("dl.optim and dl.nn.init against PyTorch", function()
 
   setup(function()
     local py = TW.script():add(TW.RUN):add(PRELUDE)
-    for kind, t in pairs(TWINS.optimizers) do
-      opt_runs[kind] = {}
-      for ci, c in ipairs(opt_cases(kind, t)) do
+    local all = {["(wrong)"] = WRONG}
+    for kind, t in pairs(TWINS.optimizers) do all[kind] = t end
+    for name, t in pairs(all) do
+      local kind = t.kind or name
+      opt_runs[name] = {}
+      for ci, c in ipairs(t.kind and {{label = "plain", opts = t.cases[1][2]}} or opt_cases(kind, t)) do
         for _, dtype in ipairs(DTYPES) do
-          local key = string.format("opt_%s_%d_%s", kind, ci, dtype:sub(6))
+          local key = string.format("opt_%s_%d_%s", (name:gsub("%W", "")), ci, dtype:sub(6))
           local ok, r, lines = pcall(run_opt, kind, t, c, dtype, key)
           if ok then py:add("F32 = " .. (dtype == "float32" and "True" or "False")):add(lines) end
-          table.insert(opt_runs[kind], {c = c, dtype = dtype, key = key, ok = ok, r = r})
+          table.insert(opt_runs[name], {c = c, dtype = dtype, key = key, ok = ok, r = r})
         end
       end
     end
@@ -294,21 +301,33 @@ describe("dl.optim and dl.nn.init against PyTorch", function()
     for k in pairs(TWINS.initialisers) do assert(dl.nn.init[k], "a twin for an initialiser dl.nn.init lacks: " .. k) end
   end)
 
+  -- the errors of an optimizer's runs against torch's (an empty list: it agrees)
+  local function compare_opt(runs)
+    local bad = {}
+    for _, run in ipairs(runs) do
+      local what = string.format("%s %s (%s)", run.c.label, run.dtype, run.c.rule and "the rule" or "torch.optim")
+      if not run.ok then bad[#bad + 1] = what .. ": dlua raised " .. tostring(run.r)
+      elseif torch[run.key .. "_err"] then bad[#bad + 1] = what .. ": the torch twin raised"
+      else
+        local k32 = run.dtype == "float32" and torch[run.key .. "_32_v"] or nil
+        TW.check(bad, what, run.r, torch[run.key .. "_v"], k32, run.dtype == "float64" and 1e-11 or 1e-5,
+          {norm = true, dtype = run.dtype})
+      end
+    end
+    return bad
+  end
+
+  it("fails an optimizer twin whose lr is off by 1e-6 relative (the comparison can fail)", function()
+    local bad = compare_opt(opt_runs["(wrong)"])
+    assert.is_true(#bad >= 1, "the wrong twin passed")
+    assert.truthy(bad[1]:find("plain float64 (torch.optim): error", 1, true), bad[1])
+  end)
+
   for _, row in ipairs(core.optim_table()) do
     local kind = row.name
     it("optimizer " .. kind .. " follows torch.optim or its documented rule for 12 steps, float64 and float32", function()
-      local t = assert(TWINS.optimizers[kind], "optimizer " .. kind .. " has no torch twin in tests/lua/optim_twins.lua")
-      local bad = {}
-      for _, run in ipairs(opt_runs[kind]) do
-        local what = string.format("%s %s (%s)", run.c.label, run.dtype, run.c.rule and "the rule" or "torch.optim")
-        if not run.ok then bad[#bad + 1] = what .. ": dlua raised " .. tostring(run.r)
-        elseif torch[run.key .. "_err"] then bad[#bad + 1] = what .. ": the torch twin raised"
-        else
-          local k32 = run.dtype == "float32" and torch[run.key .. "_32_v"] or nil
-          TW.check(bad, what, run.r, torch[run.key .. "_v"], k32, run.dtype == "float64" and 1e-11 or 1e-5,
-            {norm = true, dtype = run.dtype})
-        end
-      end
+      assert(TWINS.optimizers[kind], "optimizer " .. kind .. " has no torch twin in tests/lua/optim_twins.lua")
+      local bad = compare_opt(opt_runs[kind])
       assert(#bad == 0, kind .. " against torch:\n  " .. table.concat(bad, "\n  "))
     end)
   end

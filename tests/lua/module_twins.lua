@@ -104,7 +104,9 @@ M.Softmax = {build = function() return nn.Softmax(2) end, torch = "torch.nn.Soft
 
 M.Flatten = {build = function() return nn.Flatten() end, torch = "torch.nn.Flatten()", inputs = function() return {R(2, 3, 2)} end,
   tol = EXACT, edge = {{"4-d", function() return {R(2, 1, 3, 2)} end}, {"size-1", function() return {R(1, 1, 1, 1)} end},
-    {"2-d", function() return {R(3, 4)} end}}}
+    {"2-d", function() return {R(3, 4)} end},
+    -- torch's Flatten raises on a 1-d input (no dim 1); dlua's returns it (docs/api/nn.md)
+    {"1-d", function() return {R(3)} end, call = "a"}}}
 
 -- training-mode masks come from dlua's seeded stream and torch's own: only p = 0 and eval compare
 M.Dropout = {build = function() return nn.Dropout(0.3) end, torch = "torch.nn.Dropout(0.3)", inputs = function() return {R(3, 4)} end,

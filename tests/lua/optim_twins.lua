@@ -129,6 +129,13 @@ for _, n in ipairs({"kaiming_normal", "kaiming_uniform", "xavier_normal", "xavie
       {bounds = uniform and {-b, b} or nil, fill = uniform and true or nil}))
   end
 end
+-- a 1-d tensor: torch's fans raise ("fewer than 2 dimensions"), dlua's are both its size
+-- (docs/api/nn.md): the twin is the documented rule
+table.insert(M.initialisers.kaiming_normal, init_case("1-d", {4096}, function(I, t) I.kaiming_normal(t) end,
+  "torch.nn.init.normal_(t, 0, math.sqrt(2 / 4096))"))
+table.insert(M.initialisers.xavier_uniform, init_case("1-d", {4096}, function(I, t) I.xavier_uniform(t) end,
+  "torch.nn.init.uniform_(t, -math.sqrt(6 / 8192), math.sqrt(6 / 8192))",
+  {bounds = {-math.sqrt(6 / 8192), math.sqrt(6 / 8192)}, fill = true}))
 M.initialisers.orthogonal = {init_case("rows", {96, 320}, function(I, t) I.orthogonal(t) end, "torch.nn.init.orthogonal_(t)", {ortho = 1}),
   init_case("columns-gain", {320, 96}, function(I, t) I.orthogonal(t, 2) end, "torch.nn.init.orthogonal_(t, 2)", {ortho = 2}),
   init_case("conv", {32, 8, 3, 3}, function(I, t) I.orthogonal(t) end, "torch.nn.init.orthogonal_(t)", {ortho = 1}),

@@ -237,6 +237,7 @@ describe("docs/architecture.md: the walk-throughs, applied and built", function(
     assert.truthy(out:find("ok %d+ %- [^\n]*cumsum"), out)
     assert.truthy(out:find("ok %d+ %- [^\n]*upsample_nearest2d"), out)
     assert.truthy(out:find("ok %d+ %- [^\n]*draws each feasible trial's training time against its objective"), out)
+    assert.truthy(out:find("\nok %d+ %- [^\n]*cumsum %([^\n]*matches its torch twin"), out)
     assert.truthy(out:find("\nok %d+ %- [^\n]*upsample_nearest2d %([^\n]*matches its torch twin"), out)
     assert.truthy(out:find("\nok %d+ %- [^\n]*Upsample matches its torch twin"), out)
     require("dlua.util.fs").rm_rf(dir)

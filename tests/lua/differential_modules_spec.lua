@@ -10,6 +10,7 @@
 -- (tests/lua/torch_twin.lua, shared with differential_spec.lua).
 local dl = require "dlua"
 local core = require "dlua.core"
+local H = dofile("tests/lua/helpers.lua")
 local TW = dofile("tests/lua/torch_twin.lua")
 local TWINS = dofile("tests/lua/module_twins.lua")
 local lit, flat = TW.lit, TW.flat
@@ -17,15 +18,7 @@ local lit, flat = TW.lit, TW.flat
 local nn = dl.nn
 local DTYPES = {"float64", "float32"}
 
--- the classes dl.nn exports (the walk gradcheck_layers_spec.lua makes too)
-local function classes()
-  local out = {}
-  for name, cls in pairs(nn) do
-    if type(cls) == "table" and rawget(cls, "__name") and cls ~= nn.Module then out[#out + 1] = name end
-  end
-  table.sort(out)
-  return out
-end
+local function classes() return H.nn_classes(nn) end
 
 -- float parameters or buffers of m: {name, tensor}
 local function named(list)
@@ -59,7 +52,7 @@ local function run_case(c, dtype, key)
   local py = {"def case(dt, k):", "    m = (" .. c.torch .. ").to(dt)",
     "    P = dict(m.named_parameters()); B = dict(m.named_buffers())"}
   load(py, "P", params, rename)
-  load(py, "B", buffers, rename)
+  if not c.foreign_buffers then load(py, "B", buffers, rename) end
   py[#py + 1] = string.format("    m.train(%s); out(k + '_np', torch.tensor([len(P)]))", c.eval and "False" or "True")
   local args, leaves = TW.leaves(c.inputs, dtype, c.view, c.grad or true, py)
   local y = c.lua and c.lua(m, table.unpack(args)) or m(table.unpack(args))

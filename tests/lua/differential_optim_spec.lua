@@ -19,6 +19,7 @@
 -- 6 standard errors happens by chance once in 5e8, and the seeds are fixed.
 local dl = require "dlua"
 local core = require "dlua.core"
+local H = dofile("tests/lua/helpers.lua")
 local TW = dofile("tests/lua/torch_twin.lua")
 local TWINS = dofile("tests/lua/optim_twins.lua")
 local lit, flat = TW.lit, TW.flat
@@ -227,12 +228,7 @@ end
 
 ---------------------------------------------------------------- the spec
 
-local function names_of(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
+local names_of = H.sorted_keys
 
 describe("dl.optim and dl.nn.init against PyTorch", function()
   local opt_runs, sched_runs, init_runs, torch = {}, {}, {}, nil
@@ -332,32 +328,29 @@ describe("dl.optim and dl.nn.init against PyTorch", function()
     end)
   end
 
-  for _, name in ipairs(names_of(dl.optim.schedule)) do
-    it("schedule " .. name .. " gives torch's scheduler's multipliers", function()
-      assert(TWINS.schedules[name], "schedule " .. name .. " has no torch twin in tests/lua/optim_twins.lua")
-      local bad = {}
-      for _, run in ipairs(sched_runs[name]) do
-        if not run.ok then bad[#bad + 1] = run.c[1] .. ": dlua raised " .. tostring(run.r)
-        else
-          local e, at = TW.rel_err(run.r, torch[run.key], 1)
-          if e > 1e-12 then
-            bad[#bad + 1] = string.format("%s: step %d gives %.17g, torch %.17g", run.c[1], at - 1, run.r[at], torch[run.key][at])
-          end
-        end
-      end
-      assert(#bad == 0, name .. " against torch:\n  " .. table.concat(bad, "\n  "))
-    end)
+  -- the schedules and the initialisers: each run checked by its family's check
+  local function check_sched(run, bad)
+    local e, at = TW.rel_err(run.r, torch[run.key], 1)
+    if e > 1e-12 then
+      bad[#bad + 1] = string.format("%s: step %d gives %.17g, torch %.17g", run.c[1], at - 1, run.r[at], torch[run.key][at])
+    end
   end
-
-  for _, name in ipairs(names_of(dl.nn.init)) do
-    it("initialiser " .. name .. " draws torch.nn.init's distribution in float64 and float32", function()
-      assert(TWINS.initialisers[name], "initialiser " .. name .. " has no torch twin in tests/lua/optim_twins.lua")
-      local bad = {}
-      for _, run in ipairs(init_runs[name]) do
-        if not run.ok then bad[#bad + 1] = run.c[1] .. " " .. run.dtype .. ": dlua raised " .. tostring(run.r)
-        else check_init(run.c, run.n, run.dtype, run.r, torch[run.key], bad) end
-      end
-      assert(#bad == 0, name .. " against torch:\n  " .. table.concat(bad, "\n  "))
-    end)
+  local function check_init_run(run, bad) check_init(run.c, run.n, run.dtype, run.r, torch[run.key], bad) end
+  for _, f in ipairs({
+    {"schedule", dl.optim.schedule, "schedules", sched_runs, "gives torch's scheduler's multipliers", check_sched},
+    {"initialiser", dl.nn.init, "initialisers", init_runs, "draws torch.nn.init's distribution in float64 and float32",
+      check_init_run}}) do
+    local what, lib, twins, runs, claim, check = table.unpack(f)
+    for _, name in ipairs(names_of(lib)) do
+      it(what .. " " .. name .. " " .. claim, function()
+        assert(TWINS[twins][name], what .. " " .. name .. " has no torch twin in tests/lua/optim_twins.lua")
+        local bad = {}
+        for _, run in ipairs(runs[name]) do
+          if not run.ok then bad[#bad + 1] = run.c[1] .. " " .. (run.dtype or "") .. ": dlua raised " .. tostring(run.r)
+          else check(run, bad) end
+        end
+        assert(#bad == 0, name .. " against torch:\n  " .. table.concat(bad, "\n  "))
+      end)
+    end
   end
 end)

@@ -13,6 +13,7 @@
 --           prep = function(m): sets what build leaves at defaults (running statistics),
 --           rename = function(dlua name) -> torch's name of a parameter or buffer,
 --           buffers = true: float buffers compared after the forward (running statistics),
+--           foreign_buffers = true: dlua's buffers are not torch's (not copied),
 --           edge = {{label, function() -> inputs, key = value, ...}, ...}: edge cases, whose
 --                  keys (build, torch, call, lua, ...) override the twin's,
 --           tol = {f64 = ..., f32 = ...}, norm = true (errors relative to the largest magnitude),
@@ -158,7 +159,13 @@ M.BatchNorm = {build = function() return nn.BatchNorm(3) end, torch = "torch.nn.
       buffers = false, tol = OFFSET},
     {"virtual-batch", function() return {R(10, 3)} end, build = function() return nn.BatchNorm(3, {virtual_batch = 4}) end,
       torch = "torch.nn.BatchNorm1d(3)", call = GHOST, buffers = false,
-      differs = "virtual_batch (ghost batch norm) is not in torch: the twin normalises each group with F.batch_norm"}}}
+      differs = "virtual_batch (ghost batch norm) is not in torch: the twin normalises each group with F.batch_norm"},
+    -- replicas: each shard of the batch normalised alone; synced, the batch as one
+    {"replicas", function() return {R(8, 3)} end, build = function() return nn.BatchNorm(3, {replicas = 2}) end,
+      torch = "torch.nn.BatchNorm1d(3)", call = "torch.cat([F.batch_norm(a[i:i + 4], None, None, m.weight, m.bias, True) " ..
+        "for i in (0, 4)])", buffers = false, foreign_buffers = true},
+    {"replicas-sync", function() return {R(8, 3)} end, build = function() return nn.BatchNorm(3, {replicas = 2, sync = true}) end,
+      torch = "torch.nn.BatchNorm1d(3)", buffers = false, foreign_buffers = true}}}
 
 ---------------------------------------------------------------- containers
 

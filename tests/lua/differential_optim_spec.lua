@@ -181,6 +181,19 @@ end
 local WRONG = {kind = "SGD", cases = {{"plain", {lr = 0.1}}},
   torch = function(o) return string.format("torch.optim.SGD(ps, lr=%.17g)", o.lr * (1 + 1e-6)) end}
 
+-- a schedule and an initialiser twin that must fail: cosine against torch's with T_max one
+-- longer, kaiming_normal against xavier_normal (std sqrt(2 / fan_in) against sqrt(2 / (fan_in + fan_out)))
+local WRONG_SCHEDULE = {{"plain", {steps = 10, final = 0.1}, kind = "cosine",
+  torch = "torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=11, eta_min=0.1)", upto = 10}}
+local WRONG_INIT = {{"conv", {64, 16, 3, 3}, lua = function(I, t) I.kaiming_normal(t) end, torch = "torch.nn.init.xavier_normal_(t)"}}
+
+-- twins with a "(wrong)" entry added
+local function with_wrong(twins, wrong)
+  local all = {["(wrong)"] = wrong}
+  for k, v in pairs(twins) do all[k] = v end
+  return all
+end
+
 ---------------------------------------------------------------- initialisers
 
 -- mean, std, min, max, kurtosis and the orthogonality error of t (as stats() in Python)
@@ -249,11 +262,11 @@ describe("dl.optim and dl.nn.init against PyTorch", function()
         end
       end
     end
-    for name, cases in pairs(TWINS.schedules) do
+    for name, cases in pairs(with_wrong(TWINS.schedules, WRONG_SCHEDULE)) do
       sched_runs[name] = {}
       for ci, c in ipairs(cases) do
-        local key = string.format("sched_%s_%d", name, ci)
-        local ok, s = pcall(dl.optim.schedule[name], c[2])
+        local key = string.format("sched_%s_%d", (name:gsub("%W", "")), ci)
+        local ok, s = pcall(dl.optim.schedule[c.kind or name], c[2])
         local vals = {}
         for step = 0, c.upto do vals[#vals + 1] = ok and s(step) or 0 end
         py:add(string.format("o = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0); sc = %s; v = []\n" ..
@@ -262,11 +275,11 @@ describe("dl.optim and dl.nn.init against PyTorch", function()
         table.insert(sched_runs[name], {c = c, key = key, ok = ok, r = ok and vals or s})
       end
     end
-    for name, cases in pairs(TWINS.initialisers) do
+    for name, cases in pairs(with_wrong(TWINS.initialisers, WRONG_INIT)) do
       init_runs[name] = {}
       for ci, c in ipairs(cases) do
         for _, dtype in ipairs(DTYPES) do
-          local key = string.format("init_%s_%d_%s", name, ci, dtype:sub(6))
+          local key = string.format("init_%s_%d_%s", (name:gsub("%W", "")), ci, dtype:sub(6))
           dl.seed(11)
           local t = dl.empty(c[2], {dtype = dtype})
           local ok, err = pcall(c.lua, dl.nn.init, t)
@@ -336,6 +349,16 @@ describe("dl.optim and dl.nn.init against PyTorch", function()
     end
   end
   local function check_init_run(run, bad) check_init(run.c, run.n, run.dtype, run.r, torch[run.key], bad) end
+  it("fails a schedule twin and an initialiser twin that are wrong (the comparisons can fail)", function()
+    local bad = {}
+    check_sched(sched_runs["(wrong)"][1], bad)
+    assert.are.equal(1, #bad)
+    assert.truthy(bad[1]:find("^plain: step %d+ gives"), bad[1])
+    for _, run in ipairs(init_runs["(wrong)"]) do check_init_run(run, bad) end
+    assert.are.equal(3, #bad, table.concat(bad, "\n"))
+    assert.truthy(bad[2]:find("conv float64: std", 1, true), bad[2])
+  end)
+
   for _, f in ipairs({
     {"schedule", dl.optim.schedule, "schedules", sched_runs, "gives torch's scheduler's multipliers", check_sched},
     {"initialiser", dl.nn.init, "initialisers", init_runs, "draws torch.nn.init's distribution in float64 and float32",

@@ -7,8 +7,9 @@
 # libclang_rt.fuzzer, that package ships; tmux: the progress line checked in a real
 # terminal, tests/lua/progress_spec.lua; luarocks and man-db: the luarocks make and man -l
 # of tests/lua/install_spec.lua; python3-torch and python3-torchvision: the reference values of
-# tests/lua/image_transforms_spec.lua and the torch twins of tests/lua/numerics_spec.lua and
-# losses_spec.lua, with python3-mpmath through sympy; protobuf-c-compiler, libprotobuf-c-dev and
+# tests/lua/image_transforms_spec.lua and the torch twins of tests/lua/numerics_spec.lua,
+# losses_spec.lua and the differential specs (differential_spec.lua,
+# differential_modules_spec.lua, differential_optim_spec.lua), with python3-mpmath through sympy; protobuf-c-compiler, libprotobuf-c-dev and
 # python3-onnx: the ONNX writer of dl.onnx.export, compiled from the official onnx.proto that
 # python3-onnx ships, whose checker tests/lua/onnx_spec.lua runs; onnxruntime-node from npm ci
 # in tests/onnx runs the exported models there; unzip: the source rock of tests/lua/install_spec.lua). Idempotent: packages already present are left alone.

@@ -47,6 +47,22 @@ static dl_tensor *to_index(dl_ctx *ctx, dl_tensor *ge, const dl_tensor *a, int d
   return r;
 }
 
+/* logsumexp's backward where a row's max is +inf: e = exp(a - max) is already torch's
+ * exp(a - out) there (0 off the infinite entries, NaN on them), so its sum (NaN) is set
+ * to 1 and the division leaves e as it is. mx and se: fresh, of one shape. */
+static void lse_inf_rows(dl_tensor *mx, dl_tensor *se) {
+  int64_t n = dl_numel(se);
+  for (int64_t i = 0; i < n; i++) {
+    if (se->dtype == DL_F32) {
+      float *m = dl_data(mx), *s = dl_data(se);
+      if (isinf(m[i]) && m[i] > 0) s[i] = 1;
+    } else {
+      double *m = dl_data(mx), *s = dl_data(se);
+      if (isinf(m[i]) && m[i] > 0) s[i] = 1;
+    }
+  }
+}
+
 /* g [reduced shape] -> ga [a's shape] */
 int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
   dl_tensor *a = n->in[0];
@@ -91,6 +107,7 @@ int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
       dl_tensor *dlt = mx ? bin(ctx, DL_SUB, a, mx) : NULL;
       dl_tensor *e = dlt ? dl_unary_raw(ctx, DL_EXP, dlt) : NULL;
       dl_tensor *se = e ? dl_reduce_raw(ctx, DL_RSUM, e, mask, 1, 0, NULL) : NULL;
+      if (se) lse_inf_rows(mx, se);
       dl_tensor *p = se ? bin(ctx, DL_DIV, e, se) : NULL;
       r = p ? bin(ctx, DL_MUL, ge, p) : NULL;
       dl_tensor_release(mx); dl_tensor_release(dlt); dl_tensor_release(e);

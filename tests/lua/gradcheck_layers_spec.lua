@@ -5,6 +5,7 @@
 -- atol 1e-5, rtol 1e-3), which float32 arithmetic anywhere in the layer would miss.
 -- A class that cannot be checked goes in UNCHECKABLE with the reason; there are none.
 local dl = require "dlua"
+local H = dofile("tests/lua/helpers.lua")
 local nn = dl.nn
 
 local function labels() return dl.tensor({1, 3, 2, 3}) end
@@ -53,14 +54,7 @@ local CASES = {
 }
 local UNCHECKABLE = {}   -- name -> reason
 
-local function classes()
-  local out = {}
-  for name, cls in pairs(nn) do
-    if type(cls) == "table" and rawget(cls, "__name") and cls ~= nn.Module then out[#out + 1] = name end
-  end
-  table.sort(out)
-  return out
-end
+local function classes() return H.nn_classes(nn) end
 
 -- gradcheck of x (unless ids) and every parameter of m: fn(x, p1, ..., pn) puts the
 -- parameters gradcheck hands it into their modules, reseeds, and calls m

@@ -167,4 +167,22 @@ function H.cycles(graph, order)
   return out
 end
 
+--- sorted_keys(t) -> t's keys, sorted
+function H.sorted_keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
+--- nn_classes(nn) -> the names of the classes dl.nn exports (every class but Module), sorted
+function H.nn_classes(nn)
+  local out = {}
+  for name, cls in pairs(nn) do
+    if type(cls) == "table" and rawget(cls, "__name") and cls ~= nn.Module then out[#out + 1] = name end
+  end
+  table.sort(out)
+  return out
+end
+
 return H

@@ -164,6 +164,7 @@ local valid = {
   set_grad_enabled = {args = function() return true end},
   -- system
   clock = {args = function() end},
+  machine = {args = function() end},
   isatty = {args = function() return 1 end},
   memory_limit = {args = function() end},
   memory_reset_peak = {args = function() end},

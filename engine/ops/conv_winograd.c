@@ -14,7 +14,7 @@
  * the im2col path's for the 6-point tiles and 4.5x for F(3x3, 5x5) (conv_winograd_spec).
  * F(4x4, 5x5) (64 for 16) measured 12x, and was no faster on 14x14 outputs (the CNN's
  * conv2: 16 tiles of 64 against 25 of 49); it is faster where 4 divides the output (16x16:
- * 12%, 28x28: 25% on one layer's step), at that error.
+ * 12%, 28x28: 20-40% on one layer's step, 1 thread), at that error.
  *
  * The backward is the exact adjoint of that computation, so its gradients are the forward's
  * finite differences: dM = A dY A^T per tile, then dU_xi = V_xi^T dM_xi (the weight gradient
@@ -91,9 +91,9 @@ typedef struct {
  * error of the whole convolution against a float64 reference drops 5x for F(4x4, 3x3) and 3x
  * for F(2x2, 5x5), to 2-3x the im2col path's. F(3x3, 5x5)'s 7 points +-5/16, +-7/8, +-7/4 give
  * 4.5x im2col's error, where F(4x4, 5x5) on 8 (0, +-1/2, +-1, +-2; no other symmetric set of
- * dyadic points cut that by more than 15%) gave 12x. Measured
- * over grids of dyadic pairs (steps of 1/32 near the optimum); every power of these points
- * up to the 4th, all G needs, is exact in float32. */
+ * dyadic points cut that by more than 15%) gave 12x. Measured over grids of dyadic pairs
+ * (steps of 1/32 near the optimum); every power of these points up to the 4th, all G needs,
+ * is exact in float32. */
 static const double *points(int a) {
   static const double p4[WA - 1] = {0, 1, -1};
   static const double p6[WA - 1] = {0, 0.75, -0.75, 1.5, -1.5};

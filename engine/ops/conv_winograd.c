@@ -4,17 +4,17 @@
  * zero-padded input, a = m + r - 1:
  *     Y = A^T [ (G w G^T) (.) (B^T d B) ] A
  * Summed over the input channels, the elementwise product is a*a independent products
- * M_xi [T, O] = V_xi [T, C] U_xi [C, O] over T tiles, one sgemm each. F(4x4, 5x5) does 64
- * multiplies for 16 outputs where the direct form does 400 (6.25x fewer); F(4x4, 3x3) does
+ * M_xi [T, O] = V_xi [T, C] U_xi [C, O] over T tiles, one sgemm each. F(3x3, 5x5) does 49
+ * multiplies for 9 outputs where the direct form does 225 (4.6x fewer); F(4x4, 3x3) does
  * 36 for 16 where it does 144 (4x). Outputs under 8 wide take F(2x2, 5x5) (36 for 4) and
- * F(2x2, 3x3) (16 for 4). The matrices come from the Toom-Cook construction on the points 0,
- * 1, -1, 2, -2, 1/2, -1/2 (the first a - 1 of them; 0, +-3/4, +-3/2 for a = 6, see points())
- * and infinity, computed in double here:
- * G and A evaluate polynomials at the points, B is the inverse of the a x a evaluation
- * (interpolation) matrix. The 8-point transforms are the ones NNPACK runs in float32 for
- * F(6x6, 3x3); their rounding stays at a few 1e-6 of the terms' size (conv_winograd_spec).
- * Against a float64 reference on He-initialised layers over ReLU outputs the output's error
- * is 3x the im2col path's for the 6-point tiles and 10x for F(4x4, 5x5) (conv_winograd_spec).
+ * F(2x2, 3x3) (16 for 4). The matrices come from the Toom-Cook construction on a - 1 finite
+ * points (see points()) and infinity, computed in double here: G and A evaluate polynomials
+ * at the points, B is the inverse of the a x a evaluation (interpolation) matrix. Against a
+ * float64 reference on He-initialised layers over ReLU outputs the output's error is 2-3x
+ * the im2col path's for the 6-point tiles and 4.5x for F(3x3, 5x5) (conv_winograd_spec).
+ * F(4x4, 5x5) (64 for 16) measured 12x, and was no faster on 14x14 outputs (the CNN's
+ * conv2: 16 tiles of 64 against 25 of 49); it is faster where 4 divides the output (16x16:
+ * 12%, 28x28: 20-40% on one layer's step, 1 thread), at that error.
  *
  * The backward is the exact adjoint of that computation, so its gradients are the forward's
  * finite differences: dM = A dY A^T per tile, then dU_xi = V_xi^T dM_xi (the weight gradient
@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WA 8                      /* the largest tile a */
+#define WA 7                      /* the largest tile a */
 #define LANES 16
 #define MAX_EXAMPLE_FLOATS ((int64_t)64 << 20)
 
@@ -71,8 +71,11 @@ int dl_wino_fits(const dl_wino_geom *g) {
 
 #if DL_AVX512_BUILD
 
-/* the output tile: F(4x4, 3x3) and F(4x4, 5x5); F(2x2, r x r) when the output is small */
-static int tile_m(const dl_wino_geom *g) { return g->Ho < 8 || g->Wo < 8 ? 2 : 4; }
+/* the output tile: F(4x4, 3x3) and F(3x3, 5x5); F(2x2, r x r) when the output is small */
+static int tile_m(const dl_wino_geom *g) {
+  if (g->Ho < 8 || g->Wo < 8) return 2;
+  return g->k == 5 ? 3 : 4;
+}
 
 /* ------------------------------------------------------------ the matrices */
 
@@ -83,15 +86,19 @@ typedef struct {
   float B[WA * WA];     /* [a, a]: the inverse of the a x a evaluation matrix */
 } mats;
 
-/* The finite points of an a-point tile. 6 points (F(4x4, 3x3), F(2x2, 5x5)) use 3/4 and 3/2
- * rather than 1 and 2: the float32 error of the whole convolution against a float64
- * reference drops 5x for F(4x4, 3x3) and 3x for F(2x2, 5x5), to 3x the im2col path's
- * (measured over grids of symmetric dyadic pairs; every power of these points up to the
- * 5th is exact in float32). For 8 points no pair set beat 1, 2, 1/2 (0.5, 1, 2 ties it). */
+/* The finite points of an a-point tile: 0 and pairs +-p when a is even, pairs only when it is
+ * odd. 6 points (F(4x4, 3x3), F(2x2, 5x5)) use 3/4 and 3/2 rather than 1 and 2: the float32
+ * error of the whole convolution against a float64 reference drops 5x for F(4x4, 3x3) and 3x
+ * for F(2x2, 5x5), to 2-3x the im2col path's. F(3x3, 5x5)'s 7 points +-5/16, +-7/8, +-7/4 give
+ * 4.5x im2col's error, where F(4x4, 5x5) on 8 (0, +-1/2, +-1, +-2; no other symmetric set of
+ * dyadic points cut that by more than 15%) gave 12x. Measured over grids of dyadic pairs
+ * (steps of 1/32 near the optimum); every power of these points up to the 4th, all G needs,
+ * is exact in float32. */
 static const double *points(int a) {
+  static const double p4[WA - 1] = {0, 1, -1};
   static const double p6[WA - 1] = {0, 0.75, -0.75, 1.5, -1.5};
-  static const double p[WA - 1] = {0, 1, -1, 2, -2, 0.5, -0.5};
-  return a == 6 ? p6 : p;
+  static const double p7[WA - 1] = {0.3125, -0.3125, 0.875, -0.875, 1.75, -1.75};
+  return a == 4 ? p4 : a == 6 ? p6 : p7;
 }
 
 static void evaluation(int rows, int n, double *E) {
@@ -143,13 +150,17 @@ static void make_mats(int m, int r, mats *t) {
 #define TARGET DL_AVX512_TARGET
 #define INLINE DL_AVX512_INLINE
 
-/* The points come as 0, then pairs +p, -p, then infinity, and the matrices inherit that:
+/* The points come as 0 (when a is even: z = 1), then pairs +p, -p, then infinity, and the
+ * matrices inherit that:
  *  - a row of G or A at -p is the row at +p with its odd columns negated (it evaluates
  *    the same powers at -p); the rows at 0 and infinity are e_0 and e_last;
  *  - B = E^-1 has the same symmetry in its columns, B[x][-p] = (-1)^x B[x][+p], because
- *    E J = P E (J negates odd powers, P swaps each pair of points); its column at 0 is
- *    zero on odd x and on the last row, its column at infinity zero on even x, its pair
- *    columns zero on the first and last rows, and its first and last rows are e_0, e_last.
+ *    E J = P E (J negates odd powers, P swaps each pair of points, and negates infinity's
+ *    row when a is even); so its column at 0 is zero on odd x, its column at infinity zero
+ *    on the rows x of the other parity than a - 1, and its last row is e_last (a column at a
+ *    finite point holds the Lagrange polynomial of degree a - 2 that is 1 there and 0 at the
+ *    others). With 0 a point, the pair columns vanish on the first row (their polynomials
+ *    vanish at 0), and the first row is e_0.
  * So each 1-D map needs about half the products of a dense one: where +p and -p are outputs
  * (G, A, B^T), the even and odd halves of the sum give both as e + o and e - o; where they
  * are inputs (A^T, G^T, B), their sum and difference feed every output. A 2-D transform
@@ -160,8 +171,9 @@ static void make_mats(int m, int r, mats *t) {
 
 /* out[k] = sum_x T[k][x] in[x], T [a, n] row-major with rows at the points (G, A) */
 TARGET INLINE void eval_out(int a, int n, const float *T, const __m512 *in, int is, __m512 *out, int os) {
-  out[0] = in[0];
-  for (int k = 1; k < a - 1; k += 2) {
+  const int z = a % 2 == 0;                         /* a row at 0 */
+  if (z) out[0] = in[0];
+  for (int k = z; k < a - 1; k += 2) {
     __m512 e = in[0], o = _mm512_mul_ps(in[is], V1(T[k * n + 1]));
     for (int x = 2; x < n; x += 2) e = _mm512_fmadd_ps(in[x * is], V1(T[k * n + x]), e);
     for (int x = 3; x < n; x += 2) o = _mm512_fmadd_ps(in[x * is], V1(T[k * n + x]), o);
@@ -173,18 +185,19 @@ TARGET INLINE void eval_out(int a, int n, const float *T, const __m512 *in, int 
 
 /* out[i] = sum_p T[p][i] in[p] for i < n: the transpose of eval_out's map (A^T, G^T) */
 TARGET INLINE void eval_in(int a, int n, const float *T, const __m512 *in, int is, __m512 *out, int os) {
+  const int z = a % 2 == 0;
   __m512 s[WA / 2], d[WA / 2];
-  for (int k = 1; k < a - 1; k += 2) {
+  for (int k = z; k < a - 1; k += 2) {
     s[k / 2] = _mm512_add_ps(in[k * is], in[(k + 1) * is]);
     d[k / 2] = _mm512_sub_ps(in[k * is], in[(k + 1) * is]);
   }
-  __m512 acc = in[0];                               /* T[p][0] = 1 at every finite point */
-  for (int k = 1; k < a - 1; k += 2) acc = _mm512_add_ps(acc, s[k / 2]);
+  __m512 acc = z ? _mm512_add_ps(in[0], s[0]) : s[0];   /* T[p][0] = 1 at every finite point */
+  for (int k = 2 + z; k < a - 1; k += 2) acc = _mm512_add_ps(acc, s[k / 2]);
   out[0] = acc;
   for (int i = 1; i < n; i++) {
     const __m512 *h = i % 2 ? d : s;
-    acc = _mm512_mul_ps(h[0], V1(T[n + i]));
-    for (int k = 3; k < a - 1; k += 2) acc = _mm512_fmadd_ps(h[k / 2], V1(T[k * n + i]), acc);
+    acc = _mm512_mul_ps(h[0], V1(T[z * n + i]));
+    for (int k = 2 + z; k < a - 1; k += 2) acc = _mm512_fmadd_ps(h[k / 2], V1(T[k * n + i]), acc);
     if (i == n - 1) acc = _mm512_add_ps(acc, in[(a - 1) * is]);
     out[i * os] = acc;
   }
@@ -192,34 +205,39 @@ TARGET INLINE void eval_in(int a, int n, const float *T, const __m512 *in, int i
 
 /* out[k] = sum_x B[x][k] in[x]: B^T, B [a, a] row-major */
 TARGET INLINE void interp_out(int a, const float *B, const __m512 *in, int is, __m512 *out, int os) {
-  __m512 acc = in[0];                               /* B[0][0] = 1 */
-  for (int x = 2; x < a - 1; x += 2) acc = _mm512_fmadd_ps(in[x * is], V1(B[x * a]), acc);
-  out[0] = acc;
-  for (int k = 1; k < a - 1; k += 2) {
-    __m512 e = _mm512_mul_ps(in[2 * is], V1(B[2 * a + k])), o = _mm512_mul_ps(in[is], V1(B[a + k]));
-    for (int x = 4; x < a - 1; x += 2) e = _mm512_fmadd_ps(in[x * is], V1(B[x * a + k]), e);
+  const int z = a % 2 == 0, l = (a - 1) % 2;        /* l: the parity of the infinity column's rows */
+  if (z) {                                          /* the column at 0: even rows, B[0][0] = 1 */
+    __m512 acc = in[0];
+    for (int x = 2; x < a - 1; x += 2) acc = _mm512_fmadd_ps(in[x * is], V1(B[x * a]), acc);
+    out[0] = acc;
+  }
+  for (int k = z; k < a - 1; k += 2) {              /* row 0 is zero here when 0 is a point */
+    __m512 e = _mm512_mul_ps(in[2 * z * is], V1(B[2 * z * a + k])), o = _mm512_mul_ps(in[is], V1(B[a + k]));
+    for (int x = 2 * z + 2; x < a - 1; x += 2) e = _mm512_fmadd_ps(in[x * is], V1(B[x * a + k]), e);
     for (int x = 3; x < a - 1; x += 2) o = _mm512_fmadd_ps(in[x * is], V1(B[x * a + k]), o);
     out[k * os] = _mm512_add_ps(e, o);
     out[(k + 1) * os] = _mm512_sub_ps(e, o);
   }
-  acc = _mm512_mul_ps(in[is], V1(B[a + a - 1]));
-  for (int x = 3; x < a - 1; x += 2) acc = _mm512_fmadd_ps(in[x * is], V1(B[x * a + a - 1]), acc);
+  __m512 acc = _mm512_mul_ps(in[l * is], V1(B[l * a + a - 1]));
+  for (int x = l + 2; x < a - 1; x += 2) acc = _mm512_fmadd_ps(in[x * is], V1(B[x * a + a - 1]), acc);
   out[(a - 1) * os] = _mm512_add_ps(acc, in[(a - 1) * is]);   /* B[a-1][a-1] = 1 */
 }
 
 /* out[x] = sum_k B[x][k] in[k]: B itself */
 TARGET INLINE void interp_in(int a, const float *B, const __m512 *in, int is, __m512 *out, int os) {
+  const int z = a % 2 == 0, l = (a - 1) % 2;
   __m512 s[WA / 2], d[WA / 2];
-  for (int k = 1; k < a - 1; k += 2) {
+  for (int k = z; k < a - 1; k += 2) {
     s[k / 2] = _mm512_add_ps(in[k * is], in[(k + 1) * is]);
     d[k / 2] = _mm512_sub_ps(in[k * is], in[(k + 1) * is]);
   }
-  out[0] = in[0];
-  for (int x = 1; x < a - 1; x++) {
+  if (z) out[0] = in[0];
+  for (int x = z; x < a - 1; x++) {
     const __m512 *h = x % 2 ? d : s;
-    __m512 acc = _mm512_mul_ps(h[0], V1(B[x * a + 1]));
-    for (int k = 3; k < a - 1; k += 2) acc = _mm512_fmadd_ps(h[k / 2], V1(B[x * a + k]), acc);
-    acc = _mm512_fmadd_ps(x % 2 ? in[(a - 1) * is] : in[0], V1(B[x * a + (x % 2 ? a - 1 : 0)]), acc);
+    __m512 acc = _mm512_mul_ps(h[0], V1(B[x * a + z]));
+    for (int k = z + 2; k < a - 1; k += 2) acc = _mm512_fmadd_ps(h[k / 2], V1(B[x * a + k]), acc);
+    if (x % 2 == l) acc = _mm512_fmadd_ps(in[(a - 1) * is], V1(B[x * a + a - 1]), acc);
+    else if (z) acc = _mm512_fmadd_ps(in[0], V1(B[x * a]), acc);
     out[x * os] = acc;
   }
   out[(a - 1) * os] = in[(a - 1) * is];
@@ -228,7 +246,7 @@ TARGET INLINE void interp_in(int a, const float *B, const __m512 *in, int is, __
 /* The six transforms, each spelled out per tile size so its loops have constant bounds and
  * unroll: V = B^T d B; Y = A^T M A; dM = A dY A^T; dd = B dV B^T; U = G w G^T and
  * dw = G^T dU G (row-major: A [a, m], G [a, r], B [a, a]). Rows first, then columns. */
-#define SHAPES(X) X(4, 2, 3) X(6, 4, 3) X(6, 2, 5) X(8, 4, 5)
+#define SHAPES(X) X(4, 2, 3) X(6, 4, 3) X(6, 2, 5) X(7, 3, 5)
 
 #define TRANSFORMS(a, m, r)                                                                                     \
   TARGET static void in_##a##m##r(const mats *t, const __m512 *d, __m512 *v) {                                   \
@@ -281,7 +299,7 @@ static xforms pick(const mats *t) {
 
 /* ------------------------------------------------------------ the job */
 
-/* Examples are cut into nb blocks of about BLOCK_TILES tiles of at most 6x6 (fewer of 8x8,
+/* Examples are cut into nb blocks of about BLOCK_TILES tiles of at most 6x6 (fewer of 7x7,
  * so that a block holds the same floats), whose V and M stay in the task's L2, and the blocks
  * into nch chunks; a task runs a whole chunk (forward: a whole block) alone: transforms,
  * products, transforms back. The weight gradient's products accumulate per chunk in block

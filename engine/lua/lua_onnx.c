@@ -68,6 +68,30 @@ static const char **string_list(lua_State *L, const lt_opts *o, const char *key,
   return a;
 }
 
+/* element i (0-based) of the list snapshot at snap, pushed and read as an options table
+ * with keys into o; messages call it "<parent's path><key>[i + 1]" */
+static void list_entry(lua_State *L, const lt_opts *parent, const char *key, int snap, int i,
+                       const char *const keys[], lt_opts *o) {
+  char path[128];
+  snprintf(path, sizeof path, "%s%s[%d]", parent->path, key, i + 1);
+  lua_rawgeti(L, snap, i + 1);
+  lt_options_at(L, parent->arg, -1, path, keys, o);
+  if (!o->idx) lt_argerror(L, parent->arg, "option '%s' (table expected, got nil)", path);
+}
+
+/* the n integers of the list at index list into v, each >= lo, else "element k is not <what>" */
+static void int_list(lua_State *L, const lt_opts *o, const char *key, int list, int n, int64_t *v,
+                     lua_Integer lo, const char *what) {
+  for (int k = 0; k < n; k++) {
+    lua_rawgeti(L, list, k + 1);
+    int isint;
+    lua_Integer x = lua_tointegerx(L, -1, &isint);
+    if (!isint || x < lo) lt_opt_error(L, o, key, "element %d is not %s", k + 1, what);
+    v[k] = (int64_t)x;
+    lua_pop(L, 1);
+  }
+}
+
 static void raise_if(lua_State *L, int rc) {
   if (rc < 0) lt_raise_plain(L);
 }
@@ -79,26 +103,15 @@ static void add_values(lua_State *L, dl_onnx *m, const lt_opts *top, const char 
   int snap = lua_gettop(L);
   for (int i = 0; i < n; i++) {
     int base = lua_gettop(L);
-    char path[64];
-    snprintf(path, sizeof path, "%s[%d]", key, i + 1);
-    lua_rawgeti(L, snap, i + 1);
     lt_opts o;
-    lt_options_at(L, top->arg, -1, path, value_keys, &o);
-    if (!o.idx) lt_argerror(L, top->arg, "option '%s' (table expected, got nil)", path);
+    list_entry(L, top, key, snap, i, value_keys, &o);
     const char *name = need_string(L, &o, "name");
     dl_dtype d = lt_opt_dtype(L, &o, "dtype", DL_F32);
     const char *dyn = lt_opt_string(L, &o, "dynamic", NULL);
     int nd = need_list(L, &o, "dims", 0);
     if (nd > DL_MAXDIM) lt_opt_error(L, &o, "dims", "%d dims, at most %d", nd, DL_MAXDIM);
     int64_t dims[DL_MAXDIM];
-    for (int k = 0; k < nd; k++) {
-      lua_rawgeti(L, -1, k + 1);
-      int isint;
-      lua_Integer v = lua_tointegerx(L, -1, &isint);
-      if (!isint || v < -1) lt_opt_error(L, &o, "dims", "element %d is not a size or -1 (dynamic)", k + 1);
-      dims[k] = (int64_t)v;
-      lua_pop(L, 1);
-    }
+    int_list(L, &o, "dims", lua_gettop(L), nd, dims, -1, "a size or -1 (dynamic)");
     raise_if(L, dl_onnx_value(m, output, name, d, nd, dims, dyn));
     lua_settop(L, base);
   }
@@ -112,12 +125,8 @@ static void add_initializers(lua_State *L, dl_onnx *m, const lt_opts *top) {
   int snap = lua_gettop(L);
   for (int i = 0; i < n; i++) {
     int base = lua_gettop(L);
-    char path[64];
-    snprintf(path, sizeof path, "initializers[%d]", i + 1);
-    lua_rawgeti(L, snap, i + 1);
     lt_opts o;
-    lt_options_at(L, top->arg, -1, path, init_keys, &o);
-    if (!o.idx) lt_argerror(L, top->arg, "option '%s' (table expected, got nil)", path);
+    list_entry(L, top, "initializers", snap, i, init_keys, &o);
     const char *name = need_string(L, &o, "name");
     dl_tensor *t = lt_opt_tensor(L, &o, "tensor");
     if (!t) lt_opt_error(L, &o, "tensor", "dlua.Tensor expected, got nil");
@@ -148,14 +157,7 @@ static void add_attr(lua_State *L, dl_onnx *m, const lt_opts *o) {
     given++;
     int n = need_list(L, o, "ints", 0);
     int64_t *v = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *v, 0);
-    for (int k = 0; k < n; k++) {
-      lua_rawgeti(L, -2, k + 1);
-      int isint;
-      lua_Integer x = lua_tointegerx(L, -1, &isint);
-      if (!isint) lt_opt_error(L, o, "ints", "element %d is not an integer", k + 1);
-      v[k] = (int64_t)x;
-      lua_pop(L, 1);
-    }
+    int_list(L, o, "ints", lua_gettop(L) - 1, n, v, LUA_MININTEGER, "an integer");
     raise_if(L, dl_onnx_attr_ints(m, name, n, v));
   }
   if (given != 1) lt_opt_error(L, o, "name", "attribute '%s' needs exactly one of int, ints, float", name);
@@ -168,12 +170,8 @@ static void add_nodes(lua_State *L, dl_onnx *m, const lt_opts *top) {
   int snap = lua_gettop(L);
   for (int i = 0; i < n; i++) {
     int base = lua_gettop(L);
-    char path[64];
-    snprintf(path, sizeof path, "nodes[%d]", i + 1);
-    lua_rawgeti(L, snap, i + 1);
     lt_opts o;
-    lt_options_at(L, top->arg, -1, path, node_keys, &o);
-    if (!o.idx) lt_argerror(L, top->arg, "option '%s' (table expected, got nil)", path);
+    list_entry(L, top, "nodes", snap, i, node_keys, &o);
     const char *op = need_string(L, &o, "op");
     const char *name = lt_opt_string(L, &o, "name", "");
     int nin, nout;
@@ -184,12 +182,8 @@ static void add_nodes(lua_State *L, dl_onnx *m, const lt_opts *top) {
     int asnap = lua_gettop(L);
     for (int k = 0; k < na; k++) {
       int abase = lua_gettop(L);
-      char apath[96];
-      snprintf(apath, sizeof apath, "%s.attrs[%d]", path, k + 1);
-      lua_rawgeti(L, asnap, k + 1);
       lt_opts a;
-      lt_options_at(L, top->arg, -1, apath, attr_keys, &a);
-      if (!a.idx) lt_argerror(L, top->arg, "option '%s' (table expected, got nil)", apath);
+      list_entry(L, &o, "attrs", asnap, k, attr_keys, &a);
       add_attr(L, m, &a);
       lua_settop(L, abase);
     }

@@ -351,13 +351,9 @@ dl_source *dl_source_new(dl_ctx *ctx, int nfields, int64_t rows, void *state,
     ctx->oom = 1;
     return dl_fail(ctx, "source: out of memory");
   }
+  *s = (dl_source){.nfields = nfields, .rows = rows, .state = state, .read = read, .checksum = checksum,
+                   .destroy = destroy};
   atomic_init(&s->refs, 1);
-  s->nfields = nfields;
-  s->rows = rows;
-  s->state = state;
-  s->read = read;
-  s->checksum = checksum;
-  s->destroy = destroy;
   return s;
 }
 

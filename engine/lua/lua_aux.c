@@ -512,3 +512,23 @@ void lt_setfuncs(lua_State *L, int mod, int cidx, const luaL_Reg *fns) {
   luaL_setfuncs(L, fns, 1);
   lua_pop(L, 1);
 }
+
+void lt_set_release(lua_State *L, lua_CFunction release) {
+  lua_pushcfunction(L, release);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, release);
+  lua_setfield(L, -2, "__close");
+}
+
+void lt_newclass(lua_State *L, const char *name, lua_CFunction release, const luaL_Reg *methods, int cidx) {
+  if (luaL_newmetatable(L, name)) {
+    if (methods) {
+      lua_pushvalue(L, cidx);
+      luaL_setfuncs(L, methods, 1);
+      lua_pushvalue(L, -1);
+      lua_setfield(L, -2, "__index");
+    }
+    lt_set_release(L, release);
+  }
+  lua_pop(L, 1);
+}

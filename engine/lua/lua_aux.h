@@ -175,6 +175,13 @@ dl_tensor **lt_check_tensor_list(lua_State *L, int arg, int max, int *n);
 /* Adds fns (sorted, NULL-terminated) to the table at mod with the context at
  * cidx as upvalue 1; leaves the stack as it was. */
 void lt_setfuncs(lua_State *L, int mod, int cidx, const luaL_Reg *fns);
+/* Sets release as both __gc and __close of the metatable on top of the stack: one
+ * idempotent release for the collector and for `local x <close>`. */
+void lt_set_release(lua_State *L, lua_CFunction release);
+/* Creates the metatable name of a userdata class once: release as __gc and __close
+ * (lt_set_release), and methods (NULL: none; the context at cidx as upvalue 1) reached
+ * through __index, the metatable itself; leaves the stack as it was. */
+void lt_newclass(lua_State *L, const char *name, lua_CFunction release, const luaL_Reg *methods, int cidx);
 
 /* Hooks called once by luaopen_dlua_core (lua_init.c), in this order: each
  * adds its functions to the module table at index mod with the context at

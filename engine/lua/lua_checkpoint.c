@@ -197,12 +197,6 @@ static const luaL_Reg checkpoint_funcs[] = {
 };
 
 void lt_register_checkpoint(lua_State *L, int mod, int cidx) {
-  if (luaL_newmetatable(L, "dlua.Checkpoint")) {
-    lua_pushcfunction(L, ckpt_release);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, ckpt_release);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
+  lt_newclass(L, "dlua.Checkpoint", ckpt_release, NULL, cidx);
   lt_setfuncs(L, mod, cidx, checkpoint_funcs);
 }

@@ -271,19 +271,6 @@ static const luaL_Reg gp_funcs[] = {
 };
 
 void lt_register_gp(lua_State *L, int mod, int cidx) {
-  if (luaL_newmetatable(L, "dlua.GP")) {
-    lua_pushvalue(L, cidx);
-    luaL_setfuncs(L, gp_methods, 1);                 /* methods see the context as upvalue 1 */
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, gp_release);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, gp_release);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
-  lua_pushvalue(L, mod);
-  lua_pushvalue(L, cidx);
-  luaL_setfuncs(L, gp_funcs, 1);
-  lua_pop(L, 1);
+  lt_newclass(L, "dlua.GP", gp_release, gp_methods, cidx);
+  lt_setfuncs(L, mod, cidx, gp_funcs);
 }

@@ -490,6 +490,13 @@ static int pipe_gc(lua_State *L) {
 
 static pipe_box *check_pipe(lua_State *L, int i) { return luaL_checkudata(L, i, "dlua.PipelineIter"); }
 
+/* the pipeline of the handle h in _pipe_*(h), the only argument; NULL once closed */
+static dl_pipe *pipe_arg(lua_State *L) {
+  pipe_box *b = check_pipe(L, 1);
+  lt_checkargs(L, 1);
+  return b->p;
+}
+
 static const char *const spec_keys[] = {"batch", "drop_remainder", "epochs", "index", "pad", "prefetch", "rank",
                                         "seed", "start_batch", "start_epoch", "transforms", "workers", NULL};
 static const char *const index_keys[] = {"blocks", "kind", "rank", "seed", "window", "world", NULL};
@@ -600,11 +607,10 @@ static int pipeline_pipe_new(lua_State *L) {
 
 /* _pipe_next(h) -> batch, epoch, batch index (1-based) | nil at the end */
 static int pipeline_pipe_next(lua_State *L) {
-  pipe_box *b = check_pipe(L, 1);
-  lt_checkargs(L, 1);
-  if (!b->p) return 0;
+  dl_pipe *p = pipe_arg(L);
+  if (!p) return 0;
   dl_batch bt;
-  int rc = dl_pipe_next(lt_ctx(L), b->p, &bt);
+  int rc = dl_pipe_next(lt_ctx(L), p, &bt);
   if (rc < 0) return lt_raise_plain(L);
   if (rc == 0) return 0;
   lua_createtable(L, 0, bt.n);
@@ -628,22 +634,20 @@ static int pipeline_pipe_next(lua_State *L) {
 
 /* _pipe_position(h) -> epoch (1-based), batches already taken in it */
 static int pipeline_pipe_position(lua_State *L) {
-  pipe_box *b = check_pipe(L, 1);
-  lt_checkargs(L, 1);
-  if (!b->p) return 0;
+  dl_pipe *p = pipe_arg(L);
+  if (!p) return 0;
   int64_t e, bt;
-  dl_pipe_position(b->p, &e, &bt);
+  dl_pipe_position(p, &e, &bt);
   lua_pushinteger(L, e + 1);
   lua_pushinteger(L, bt);
   return 2;
 }
 
 static int pipeline_pipe_stats(lua_State *L) {
-  pipe_box *b = check_pipe(L, 1);
-  lt_checkargs(L, 1);
-  if (!b->p) return 0;
+  dl_pipe *p = pipe_arg(L);
+  if (!p) return 0;
   dl_pipe_stats s;
-  dl_pipe_get_stats(b->p, &s);
+  dl_pipe_get_stats(p, &s);
   lua_createtable(L, 0, 8);
   lua_pushinteger(L, s.batches);
   lua_setfield(L, -2, "batches");
@@ -677,8 +681,7 @@ static int pipeline_pipe_stats(lua_State *L) {
 }
 
 static int pipeline_pipe_close(lua_State *L) {
-  check_pipe(L, 1);
-  lt_checkargs(L, 1);
+  pipe_arg(L);
   return pipe_gc(L);
 }
 
@@ -725,12 +728,6 @@ static const luaL_Reg pipeline_funcs[] = {
 };
 
 void lt_register_pipeline(lua_State *L, int mod, int cidx) {
-  if (luaL_newmetatable(L, "dlua.PipelineIter")) {
-    lua_pushcfunction(L, pipe_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, pipe_gc);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
+  lt_newclass(L, "dlua.PipelineIter", pipe_gc, NULL, cidx);
   lt_setfuncs(L, mod, cidx, pipeline_funcs);
 }

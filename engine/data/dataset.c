@@ -337,6 +337,11 @@ int dl_dataset_read(const dl_dataset *ds, int64_t pos, dl_example *ex, char *err
 
 /* ------------------------------------------------------------ sources */
 
+dl_image_opts dl_image_defaults(void) {
+  dl_image_opts o = {3, 0, 0};
+  return o;
+}
+
 dl_source *dl_source_new(dl_ctx *ctx, int nfields, int64_t rows, void *state,
                          int (*read)(const dl_source *, int64_t, dl_example *, const int *, char *, size_t),
                          uint32_t (*checksum)(const dl_source *, int64_t, uint32_t), void (*destroy)(void *)) {

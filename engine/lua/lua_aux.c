@@ -536,6 +536,16 @@ dl_tensor **lt_check_tensor_list(lua_State *L, int arg, int max, int *n) {
 
 /* ------------------------------------------------------------ registration */
 
+void lt_setinteger(lua_State *L, const char *key, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, key);
+}
+
+void lt_setnumber(lua_State *L, const char *key, lua_Number v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+
 void lt_setfuncs(lua_State *L, int mod, int cidx, const luaL_Reg *fns) {
   lua_pushvalue(L, mod);
   lua_pushvalue(L, cidx);

@@ -82,6 +82,13 @@ static double *read_matrix(lua_State *L, int idx, const char *fn, const char *wh
   return X;
 }
 
+/* the *m points Xs at argument 2 of the GP method fn, each with the GP's dim features */
+static double *read_points(lua_State *L, const dl_gp *g, const char *fn, int *m) {
+  int dim = dl_gp_dim(g);
+  *m = 0;
+  return read_matrix(L, 2, fn, "Xs", m, &dim);
+}
+
 static void push_list(lua_State *L, const double *v, int n) {
   lua_createtable(L, n, 0);
   for (int i = 0; i < n; i++) {
@@ -160,8 +167,8 @@ static int gp_predict(lua_State *L) {
   lt_checkargs(L, 3);
   lua_settop(L, 3);
   int want_var = lua_isnil(L, 3) || lt_checkboolean(L, 3);
-  int m = 0, dim = dl_gp_dim(g);
-  double *Xs = read_matrix(L, 2, "predict", "Xs", &m, &dim);
+  int m;
+  double *Xs = read_points(L, g, "predict", &m);
   double *mean = scratch(L, (size_t)m), *var = want_var ? scratch(L, (size_t)m) : NULL;
   if (dl_gp_predict(lt_ctx(L), g, Xs, m, mean, var) != 0) return lt_raise(L);
   push_list(L, mean, m);
@@ -174,8 +181,8 @@ static int gp_ei(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 4);
   lua_settop(L, 4);
-  int m = 0, dim = dl_gp_dim(g);
-  double *Xs = read_matrix(L, 2, "ei", "Xs", &m, &dim);
+  int m;
+  double *Xs = read_points(L, g, "ei", &m);
   double best = luaL_checknumber(L, 3), noise = luaL_optnumber(L, 4, 0);
   double *ei = scratch(L, (size_t)m);
   if (dl_gp_ei(lt_ctx(L), g, Xs, m, best, noise, ei) != 0) return lt_raise(L);

@@ -649,20 +649,13 @@ static int pipeline_pipe_stats(lua_State *L) {
   dl_pipe_stats s;
   dl_pipe_get_stats(p, &s);
   lua_createtable(L, 0, 8);
-  lua_pushinteger(L, s.batches);
-  lua_setfield(L, -2, "batches");
-  lua_pushnumber(L, s.wait_s);
-  lua_setfield(L, -2, "wait");
-  lua_pushnumber(L, s.startup_s);
-  lua_setfield(L, -2, "startup");
-  lua_pushnumber(L, s.span_s);
-  lua_setfield(L, -2, "span");
-  lua_pushinteger(L, s.workers);
-  lua_setfield(L, -2, "workers");
-  lua_pushinteger(L, s.prefetch);
-  lua_setfield(L, -2, "prefetch");
-  lua_pushinteger(L, s.skipped);
-  lua_setfield(L, -2, "skipped");
+  lt_setinteger(L, "batches", s.batches);
+  lt_setnumber(L, "wait", s.wait_s);
+  lt_setnumber(L, "startup", s.startup_s);
+  lt_setnumber(L, "span", s.span_s);
+  lt_setinteger(L, "workers", s.workers);
+  lt_setinteger(L, "prefetch", s.prefetch);
+  lt_setinteger(L, "skipped", s.skipped);
   if (s.skipped > 0) {
     lua_pushstring(L, s.first_skip);
     lua_setfield(L, -2, "first_skip");
@@ -672,8 +665,7 @@ static int pipeline_pipe_stats(lua_State *L) {
     lua_createtable(L, 0, 2);
     lua_pushstring(L, s.stage[i]);
     lua_setfield(L, -2, "name");
-    lua_pushnumber(L, s.stage_s[i]);
-    lua_setfield(L, -2, "seconds");
+    lt_setnumber(L, "seconds", s.stage_s[i]);
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "stages");

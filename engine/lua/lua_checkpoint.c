@@ -188,6 +188,7 @@ static int checkpoint_verify(lua_State *L) {
   return 1;
 }
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg checkpoint_funcs[] = {
   {"_checkpoint_load", checkpoint_load},
   {"_checkpoint_read_meta", checkpoint_read_meta},

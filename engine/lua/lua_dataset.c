@@ -130,6 +130,7 @@ static int dataset_ds_get(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 /* _ds_fields(ds) -> {{name =, dtype =, shape = {...}}, ...} (shape of one example) */
 static int dataset_ds_fields(lua_State *L) {
   dl_dataset *ds = lt_check_dataset(L, 1);

@@ -162,6 +162,7 @@ static int gp_objective(lua_State *L) {
   return 2;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_predict(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 3);
@@ -190,6 +191,7 @@ static int gp_ei(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_train_mean(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 1);
@@ -247,6 +249,7 @@ static int push_count(lua_State *L, int (*get)(const dl_gp *)) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_lml(lua_State *L) { return push_number(L, dl_gp_lml); }
 static int gp_noise(lua_State *L) { return push_number(L, dl_gp_noise); }
 static int gp_mean(lua_State *L) { return push_number(L, dl_gp_mean); }
@@ -254,6 +257,7 @@ static int gp_sd(lua_State *L) { return push_number(L, dl_gp_sd); }
 static int gp_points(lua_State *L) { return push_count(L, dl_gp_points); }
 static int gp_dim(lua_State *L) { return push_count(L, dl_gp_dim); }
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg gp_methods[] = {
   {"add", gp_add},
   {"clone", gp_clone},

@@ -727,6 +727,7 @@ static const luaL_Reg op_funcs[] = {
   {NULL, NULL}
 };
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg meta_funcs[] = {
   {"__add", l_add},
   {"__div", l_div},

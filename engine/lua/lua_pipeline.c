@@ -528,6 +528,8 @@ static int pipeline_pipe_new(lua_State *L) {
   o.trace_id = ++cb->trace_next_id;
   char path[64];
   o.nindex = 0;
+  /* the index stages and the transforms below are read alike (a snapshot, then each entry's
+   * table), by design: each entry has its own parser (lua_aux.h on binding shape) */
   if (lt_opt_push(L, &so, "index") != LUA_TNIL) {
     o.nindex = lt_snapshot(L, 2, -1, DL_PIPE_MAXSTAGES);
     int ix = lua_gettop(L);
@@ -554,7 +556,7 @@ static int pipeline_pipe_new(lua_State *L) {
   lua_newtable(L);                         /* the plans of the Lua transforms */
   int plans = lua_gettop(L);
   o.ntf = 0;
-  if (lt_opt_push(L, &so, "transforms") != LUA_TNIL) {
+  if (lt_opt_push(L, &so, "transforms") != LUA_TNIL) {   /* read like the index stages above */
     o.ntf = lt_snapshot(L, 2, -1, DL_PIPE_MAXTF);
     int tt = lua_gettop(L);
     for (int i = 0; i < o.ntf; i++) {
@@ -709,6 +711,7 @@ static int pipeline_tf_apply(lua_State *L) {
   return lt_push(L, out);
 }
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg pipeline_funcs[] = {
   {"_pipe_close", pipeline_pipe_close},
   {"_pipe_new", pipeline_pipe_new},

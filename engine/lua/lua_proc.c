@@ -53,6 +53,7 @@ static long check_pid(lua_State *L, int i) {
 
 /* ------------------------------------------------------------ signals */
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int l_signal_catch(lua_State *L) {
   check_arity(L, 0);
   if (dl_signal_catch(lt_ctx(L)) < 0) return raise_ctx(L);
@@ -75,6 +76,7 @@ static int l_signal_pending(lua_State *L) {
   return 2;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int l_signal_clear(lua_State *L) {
   check_arity(L, 0);
   dl_signal_clear();

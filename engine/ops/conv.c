@@ -591,6 +591,8 @@ static void pool_fwd_task(void *arg_, int t) {
     }
     return;
   }
+  /* the general window; dl_pool64_forward (conv_f64.c) is its float64 twin, two copies on
+   * purpose: each a plain loop in its own type, float32 the hot one (change both together) */
   for (int64_t nc = nc0; nc < nc1; nc++) {
     const float *xi = j->x + nc * H * W;
     for (int64_t oh = 0; oh < Ho; oh++)

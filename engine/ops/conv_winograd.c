@@ -227,7 +227,9 @@ TARGET INLINE void interp_in(int a, const float *B, const __m512 *in, int is, __
 
 /* The six transforms, each spelled out per tile size so its loops have constant bounds and
  * unroll: V = B^T d B; Y = A^T M A; dM = A dY A^T; dd = B dV B^T; U = G w G^T and
- * dw = G^T dU G (row-major: A [a, m], G [a, r], B [a, a]). Rows first, then columns. */
+ * dw = G^T dU G (row-major: A [a, m], G [a, r], B [a, a]). Rows first, then columns. The
+ * six bodies are alike in shape on purpose: each is a transform or its adjoint, two passes
+ * with a fixed matrix and constant bounds, which a shared loop would lose. */
 #define SHAPES(X) X(4, 2, 3) X(6, 4, 3) X(6, 2, 5) X(8, 4, 5)
 
 #define TRANSFORMS(a, m, r)                                                                                     \

@@ -26,6 +26,9 @@ static const char *const binop_names[] = {
 _Static_assert(sizeof binop_names / sizeof *binop_names == DL_B_MASK + 1, "a name for every binary selector");
 
 
+/* the binary ops on one pair of values, in double; bin_f below is its float twin, two copies
+ * on purpose: float's own operations (powf) round as the float32 kernels must, and each is
+ * inlined into its dtype's loops */
 static inline double bin_d(int op, double a, double b) {
   switch (op) {
     case DL_ADD: return a + b;
@@ -46,6 +49,7 @@ static inline double bin_d(int op, double a, double b) {
   }
 }
 
+/* bin_d's float twin (two copies on purpose, see bin_d) */
 static inline float bin_f(int op, float a, float b) {
   switch (op) {
     case DL_ADD: return a + b;

@@ -347,6 +347,7 @@ static int tf_translate(const dl_transform *tf, dl_example *ex, int i, rng *r, c
 
 /* rotation by angle, zoom by scale and shift, about the centre; each output
  * pixel samples the input bilinearly at the inverse-mapped point */
+/* (opens and ends like the other image transforms, by design: see tf_crop) */
 static int tf_affine(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
   dl_exfield *f = &ex->f[i];
   int64_t C, H, W;

@@ -20,6 +20,7 @@
 
 typedef struct { dl_checkpoint *ck; } ckpt_box;   /* ck == NULL once released */
 
+/* a release as every class has one (lua_aux.h, lt_newclass): alike by design */
 static int ckpt_release(lua_State *L) {
   ckpt_box *b = luaL_checkudata(L, 1, "dlua.Checkpoint");
   dl_checkpoint_release(b->ck);

@@ -22,6 +22,7 @@
 
 typedef struct { dl_gp *g; } gp_box;   /* g == NULL once released */
 
+/* a release as every class has one (lua_aux.h, lt_newclass): alike by design */
 static int gp_release(lua_State *L) {
   gp_box *b = luaL_checkudata(L, 1, "dlua.GP");
   dl_gp_release(b->g);
@@ -178,6 +179,7 @@ static int gp_predict(lua_State *L) {
   return 2;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_ei(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 4);

@@ -89,6 +89,7 @@ static int l_signal_winch(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int l_sleep(lua_State *L) {
   check_arity(L, 1);
   double s = check_seconds(L, 1);
@@ -205,6 +206,7 @@ static int l_proc_signal(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int l_proc_alive(lua_State *L) {
   check_arity(L, 1);
   long pid = check_pid(L, 1);

@@ -246,6 +246,10 @@ static double param(dl_dtype d, const void *p, int64_t c, double def) {
 
 /* ------------------------------------------------------------ stages */
 
+/* Each stage walks the same (group, channel, row) blocks and calls its row kernel directly
+ * in that walk: alike by design, since a shared walk would put a callback between the walk
+ * and the innermost loop. */
+
 void dl_bn_sums(const dl_bn_geom *g, dl_dtype d, const void *x, double *sum, int64_t c0, int64_t c1) {
   int64_t J = g->R * g->G;
   for (int64_t j = 0; j < J; j++)

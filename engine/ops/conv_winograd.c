@@ -348,6 +348,10 @@ TARGET static void pack(const wjob *j, const blk *b, int64_t nl, int64_t c) {
                        _mm512_i32gather_ps(idx, src + h * W + w, 4));
 }
 
+/* The four tile walks below (input_tiles, output_tiles, grad_tiles, input_grad) share the
+ * (ty, tx) loop on purpose: each direction has its own vector loads and stores (contiguous,
+ * gathered, scattered, accumulated) inline in the loop, which a shared walk would hide
+ * behind a call per tile. */
 /* V [xi, t, c block] for the tiles of example n0 + nl from its packed plane */
 TARGET static void input_tiles(const wjob *j, const blk *b, int64_t nl, int64_t c) {
   const int a = j->t.a, m = j->t.m, aa = a * a;

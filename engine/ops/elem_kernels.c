@@ -175,6 +175,8 @@ static double deriv_d(int op, double x) {
   }
 }
 
+/* the unary ops on one value, in double; un_f below is its float twin, two copies on purpose
+ * (as bin_d and bin_f: float's own functions round as the float32 kernels must) */
 static inline double un_d(int op, double x) {
   switch (op) {
     case DL_NEG: return -x;
@@ -223,6 +225,7 @@ static inline double un_d(int op, double x) {
   }
 }
 
+/* un_d's float twin (two copies on purpose, see un_d) */
 static inline float un_f(int op, float x) {
   switch (op) {
     case DL_NEG: return -x;

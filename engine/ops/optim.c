@@ -128,6 +128,8 @@ DL_SIMD_CLONES static void adam_family_f64(const double *h, int64_t t, double *p
   }
 }
 
+/* the three rows' entry points, per dtype: alike by design, since the table's update signature
+ * carries no variant */
 static void adam_f32(const double *h, int64_t t, float *p, const float *g, float *const *s, int64_t n) {
   adam_family_f32(h, t, p, g, s, n, ADAM_PLAIN);
 }

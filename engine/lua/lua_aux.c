@@ -546,6 +546,11 @@ void lt_setnumber(lua_State *L, const char *key, lua_Number v) {
   lua_setfield(L, -2, key);
 }
 
+void lt_setstring(lua_State *L, const char *key, const char *v) {
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, key);
+}
+
 void lt_setfuncs(lua_State *L, int mod, int cidx, const luaL_Reg *fns) {
   lua_pushvalue(L, mod);
   lua_pushvalue(L, cidx);

@@ -84,9 +84,10 @@ void lt_gc_pressure(lua_State *L, dl_ctx *ctx, size_t *mark);
 tensor_box *lt_newbox(lua_State *L);
 int lt_finish(lua_State *L, dl_tensor *t);
 int lt_push(lua_State *L, dl_tensor *t);
-/* t.key = v for the table t on top of the stack (an integer, a float) */
+/* t.key = v for the table t on top of the stack (an integer, a float, a string) */
 void lt_setinteger(lua_State *L, const char *key, lua_Integer v);
 void lt_setnumber(lua_State *L, const char *key, lua_Number v);
+void lt_setstring(lua_State *L, const char *key, const char *v);
 dl_tensor *lt_check(lua_State *L, int arg);
 dl_tensor *lt_test(lua_State *L, int i);
 /* Argument arg as a tensor: a tensor (borrowed), a number or boolean (a 0-d

@@ -165,6 +165,7 @@ local valid = {
   -- system
   clock = {args = function() end},
   isatty = {args = function() return 1 end},
+  machine = {args = function() end},
   memory_limit = {args = function() end},
   memory_reset_peak = {args = function() end},
   memory_stats = {args = function() end},

@@ -337,6 +337,11 @@ int dl_dataset_read(const dl_dataset *ds, int64_t pos, dl_example *ex, char *err
 
 /* ------------------------------------------------------------ sources */
 
+dl_image_opts dl_image_defaults(void) {
+  dl_image_opts o = {3, 0, 0};
+  return o;
+}
+
 dl_source *dl_source_new(dl_ctx *ctx, int nfields, int64_t rows, void *state,
                          int (*read)(const dl_source *, int64_t, dl_example *, const int *, char *, size_t),
                          uint32_t (*checksum)(const dl_source *, int64_t, uint32_t), void (*destroy)(void *)) {
@@ -351,13 +356,9 @@ dl_source *dl_source_new(dl_ctx *ctx, int nfields, int64_t rows, void *state,
     ctx->oom = 1;
     return dl_fail(ctx, "source: out of memory");
   }
+  *s = (dl_source){.nfields = nfields, .rows = rows, .state = state, .read = read, .checksum = checksum,
+                   .destroy = destroy};
   atomic_init(&s->refs, 1);
-  s->nfields = nfields;
-  s->rows = rows;
-  s->state = state;
-  s->read = read;
-  s->checksum = checksum;
-  s->destroy = destroy;
   return s;
 }
 

@@ -160,4 +160,13 @@ dl_source *dl_source_new(dl_ctx *ctx, int nfields, int64_t rows, void *state,
 dl_source *dl_source_retain(dl_source *src);
 void dl_source_release(dl_source *src);              /* NULL is a no-op */
 
+/* How a source of images (imagefiles.h, shards.h) decodes them: the one option set both take. */
+typedef struct {
+  int channels;                      /* 1 or 3 */
+  int skip;                          /* a row that cannot be read: 1 = skip it, 0 = fail */
+  int64_t max_pixels;                /* height x width limit; <= 0: the decoder's (DL_IMAGE_MAX_PIXELS) */
+} dl_image_opts;
+
+dl_image_opts dl_image_defaults(void);   /* 3 channels, fail, the decoder's limit */
+
 #endif

@@ -22,16 +22,11 @@
 #define PATHMAX 4096
 
 typedef struct {
-  dl_imagefiles_opts o;
+  dl_image_opts o;
   char *root;
   char *blob;                        /* the paths, each 0-terminated */
   size_t *at;                        /* row i's path is blob + at[i] */
 } files;
-
-dl_imagefiles_opts dl_imagefiles_defaults(void) {
-  dl_imagefiles_opts o = {3, 0, 0};
-  return o;
-}
 
 static void destroy(void *state) {
   files *f = state;
@@ -98,7 +93,7 @@ static const char *bad_path(const char *rel) {
 }
 
 dl_source *dl_imagefiles_new(dl_ctx *ctx, const char *root, int64_t n, const char *const *paths,
-                             const dl_imagefiles_opts *o) {
+                             const dl_image_opts *o) {
   if (o->channels != 1 && o->channels != 3) return dl_fail(ctx, "images: channels must be 1 or 3, got %d", o->channels);
   if (n < 0) return dl_fail(ctx, "images: %lld files", (long long)n);
   size_t total = 0;

@@ -8,14 +8,6 @@
 
 #include "data/dataset.h"
 
-typedef struct {
-  int channels;                      /* 1 or 3 */
-  int skip;                          /* an unreadable file: 1 = skip the row, 0 = fail */
-  int64_t max_pixels;                /* height x width limit; <= 0: DL_IMAGE_MAX_PIXELS */
-} dl_imagefiles_opts;
-
-dl_imagefiles_opts dl_imagefiles_defaults(void);      /* 3 channels, fail, the default limit */
-
 /* A source of n rows: row i is the file root/paths[i] (paths are copied).
  * A path must be relative and stay inside root: an empty or absolute path, a
  * '..' component or a NUL byte is refused (naming the row, 1-based). Whether
@@ -23,6 +15,6 @@ dl_imagefiles_opts dl_imagefiles_defaults(void);      /* 3 channels, fail, the d
  * (or skip reason) then reads "images: '<root>/<path>': <why>". Fails on those
  * paths, bad options, memory. */
 dl_source *dl_imagefiles_new(dl_ctx *ctx, const char *root, int64_t n, const char *const *paths,
-                             const dl_imagefiles_opts *o);
+                             const dl_image_opts *o);
 
 #endif

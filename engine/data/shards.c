@@ -29,13 +29,8 @@ typedef struct {
   int64_t *header;                   /* [rows]: offset of the example's first member header */
   int nfields;
   dl_shard_field f[DL_MAXFIELDS];
-  dl_shards_opts o;
+  dl_image_opts o;
 } shards;
-
-dl_shards_opts dl_shards_defaults(void) {
-  dl_shards_opts o = {3, 0, 0};
-  return o;
-}
 
 static void destroy(void *state) {
   shards *s = state;
@@ -286,7 +281,7 @@ static int scan_shard(dl_ctx *ctx, shards *s, int sh, int64_t *rows, int64_t *ca
 }
 
 dl_source *dl_shards_new(dl_ctx *ctx, int nshards, const char *const *paths, int nfields, const dl_shard_field *fields,
-                         const dl_shards_opts *o, int64_t *incomplete) {
+                         const dl_image_opts *o, int64_t *incomplete) {
   *incomplete = 0;
   if (nshards < 1) return dl_fail(ctx, "shards: no shard files");
   if (nfields < 1 || nfields > DL_MAXFIELDS) return dl_fail(ctx, "shards: %d fields (1 to %d)", nfields, DL_MAXFIELDS);

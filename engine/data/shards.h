@@ -35,20 +35,12 @@ typedef struct {
   int32_t offset;                          /* added to a class value */
 } dl_shard_field;
 
-typedef struct {
-  int channels;                            /* image fields: 1 or 3 */
-  int64_t max_pixels;                      /* image fields: <= 0 for the decoder's limit */
-  int skip;                                /* an example that cannot be read is skipped, not an error */
-} dl_shards_opts;
-
-dl_shards_opts dl_shards_defaults(void);   /* 3 channels, the decoder's limit, no skipping */
-
 /* A source over the examples of the shards at paths[0..nshards), in order.
  * An example missing a field is an error at the scan, naming the shard, the
  * key and the extensions looked for (with opts->skip it is left out, counted
  * in *incomplete). Fails on a shard that is not a regular tar file or that
  * the tar reader refuses (its message), bad field specs, memory. */
 dl_source *dl_shards_new(dl_ctx *ctx, int nshards, const char *const *paths, int nfields, const dl_shard_field *fields,
-                         const dl_shards_opts *opts, int64_t *incomplete);
+                         const dl_image_opts *opts, int64_t *incomplete);
 
 #endif

@@ -276,6 +276,9 @@ static int copy_window(dl_example *ex, int i, int64_t C, int64_t H, int64_t W, i
   return 0;
 }
 
+/* The image transforms open alike (the field, its [C, H, W] from image_dims) and end alike
+ * (commit the new field), by design: one function per transform, dispatched from apply's
+ * switch, each with its own loop in between. */
 static int tf_crop(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
   dl_exfield *f = &ex->f[i];
   int64_t C, H, W;
@@ -316,6 +319,7 @@ static int tf_flip(const dl_transform *tf, dl_example *ex, int i, rng *r, char *
   return 0;
 }
 
+/* (opens and ends like the other image transforms, by design: see tf_crop) */
 static int tf_translate(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
   dl_exfield *f = &ex->f[i];
   int64_t C, H, W;
@@ -343,6 +347,7 @@ static int tf_translate(const dl_transform *tf, dl_example *ex, int i, rng *r, c
 
 /* rotation by angle, zoom by scale and shift, about the centre; each output
  * pixel samples the input bilinearly at the inverse-mapped point */
+/* (opens and ends like the other image transforms, by design: see tf_crop) */
 static int tf_affine(const dl_transform *tf, dl_example *ex, int i, rng *r, char *err, size_t n) {
   dl_exfield *f = &ex->f[i];
   int64_t C, H, W;

@@ -385,6 +385,19 @@ typedef struct {
   uint8_t in[CHUNK];
 } member_source;
 
+/* the inflater's input, when it has used it all, refilled with the member's next CHUNK of
+ * compressed bytes (none past its end) */
+static int refill(dl_ctx *ctx, member_source *r) {
+  const member *m = r->m;
+  if (r->zs.avail_in > 0 || r->cpos >= m->csize) return 0;
+  size_t k = m->csize - r->cpos < CHUNK ? (size_t)(m->csize - r->cpos) : CHUNK;
+  if (at(ctx, r->z, r->data + r->cpos, r->in, k, "member data") < 0) return -1;
+  r->zs.next_in = r->in;
+  r->zs.avail_in = (uInt)k;
+  r->cpos += k;
+  return 0;
+}
+
 static int member_read_raw(dl_npy_source *s, dl_ctx *ctx, void *buf, size_t n) {
   member_source *r = (member_source *)s;
   const member *m = r->m;
@@ -399,13 +412,7 @@ static int member_read_raw(dl_npy_source *s, dl_ctx *ctx, void *buf, size_t n) {
     size_t left = n;
     while (left > 0) {
       r->zs.avail_out = left > (1u << 30) ? 1u << 30 : (uInt)left;
-      if (r->zs.avail_in == 0 && r->cpos < m->csize) {
-        size_t k = m->csize - r->cpos < CHUNK ? (size_t)(m->csize - r->cpos) : CHUNK;
-        if (at(ctx, r->z, r->data + r->cpos, r->in, k, "member data") < 0) return -1;
-        r->zs.next_in = r->in;
-        r->zs.avail_in = (uInt)k;
-        r->cpos += k;
-      }
+      if (refill(ctx, r) < 0) return -1;
       uInt before = r->zs.avail_out;
       int zr = inflate(&r->zs, Z_NO_FLUSH);
       left -= before - r->zs.avail_out;
@@ -439,13 +446,7 @@ static int member_finish(dl_ctx *ctx, member_source *r) {
   if (m->method == 8) {
     uint8_t extra;
     for (;;) {
-      if (r->zs.avail_in == 0 && r->cpos < m->csize) {
-        size_t k = m->csize - r->cpos < CHUNK ? (size_t)(m->csize - r->cpos) : CHUNK;
-        if (at(ctx, r->z, r->data + r->cpos, r->in, k, "member data") < 0) return -1;
-        r->zs.next_in = r->in;
-        r->zs.avail_in = (uInt)k;
-        r->cpos += k;
-      }
+      if (refill(ctx, r) < 0) return -1;
       r->zs.next_out = &extra;
       r->zs.avail_out = 1;
       int zr = inflate(&r->zs, Z_NO_FLUSH);

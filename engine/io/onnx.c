@@ -288,22 +288,27 @@ static Onnx__AttributeProto *new_attr(dl_onnx *m, const char *name, Onnx__Attrib
 
 static void attach(dl_onnx *m, Onnx__AttributeProto *a) { m->last->attribute[m->last->n_attribute++] = a; }
 
-int dl_onnx_attr_int(dl_onnx *m, const char *name, int64_t v) {
-  Onnx__AttributeProto *a = new_attr(m, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+/* an INT attribute (value i) or a FLOAT one (value f) on the last node */
+static int attr_scalar(dl_onnx *m, const char *name, Onnx__AttributeProto__AttributeType ty, int64_t i, float f) {
+  Onnx__AttributeProto *a = new_attr(m, name, ty);
   if (!a) return -1;
-  a->has_i = 1;
-  a->i = v;
+  if (ty == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) {
+    a->has_i = 1;
+    a->i = i;
+  } else {
+    a->has_f = 1;
+    a->f = f;
+  }
   attach(m, a);
   return 0;
 }
 
+int dl_onnx_attr_int(dl_onnx *m, const char *name, int64_t v) {
+  return attr_scalar(m, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, v, 0);
+}
+
 int dl_onnx_attr_float(dl_onnx *m, const char *name, float v) {
-  Onnx__AttributeProto *a = new_attr(m, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
-  if (!a) return -1;
-  a->has_f = 1;
-  a->f = v;
-  attach(m, a);
-  return 0;
+  return attr_scalar(m, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, 0, v);
 }
 
 int dl_onnx_attr_ints(dl_onnx *m, const char *name, int n, const int64_t *v) {

@@ -159,17 +159,10 @@ static const char *const backward_keys[] = {"keep_graph", NULL};
  * gradient, one without is the options */
 static int autograd_backward(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
-  int opt = 2;
-  dl_tensor *g = NULL;
-  if (!lua_isnoneornil(L, 2) && !(lua_type(L, 2) == LUA_TTABLE && lua_rawlen(L, 2) == 0)) {
-    g = lt_coerce(L, 2, t->dtype);
-    opt = 3;
-  } else if (lua_isnil(L, 2)) {
-    opt = 3;
-  }
+  int given = !lua_isnoneornil(L, 2) && !(lua_type(L, 2) == LUA_TTABLE && lua_rawlen(L, 2) == 0);
+  dl_tensor *g = given ? lt_coerce(L, 2, t->dtype) : NULL;
   lt_opts o;
-  lt_options(L, opt, backward_keys, &o);
-  lt_checkargs(L, opt);
+  lt_options_after(L, 2, given, backward_keys, &o);
   int keep = lt_opt_boolean(L, &o, "keep_graph", 0);
   ctx_box *c = lt_cbox(L);
   lua_State *prev = c->L;

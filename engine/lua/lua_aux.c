@@ -282,6 +282,16 @@ int64_t lt_optinteger(lua_State *L, int arg, const char *what, int64_t def) {
   return lua_isnoneornil(L, arg) ? def : lt_checkinteger(L, arg, what);
 }
 
+dl_image_opts lt_check_image_opts(lua_State *L, int arg) {
+  dl_image_opts o = dl_image_defaults();
+  o.channels = (int)lt_checkinteger(L, arg, "channels");
+  luaL_checktype(L, arg + 1, LUA_TBOOLEAN);
+  o.skip = lua_toboolean(L, arg + 1);
+  o.max_pixels = lt_optinteger(L, arg + 2, "max_pixels", 0);
+  lt_checkargs(L, arg + 2);
+  return o;
+}
+
 int lt_checkboolean(lua_State *L, int arg) {
   if (!lua_isboolean(L, arg)) luaL_typeerror(L, arg, "boolean");
   return lua_toboolean(L, arg);
@@ -392,6 +402,12 @@ int lt_options(lua_State *L, int arg, const char *const keys[], lt_opts *o) {
   return lt_options_at(L, arg, arg, "", keys, o);
 }
 
+void lt_options_after(lua_State *L, int arg, int given, const char *const keys[], lt_opts *o) {
+  int at = given || lua_isnil(L, arg) ? arg + 1 : arg;
+  lt_options(L, at, keys, o);
+  lt_checkargs(L, at);
+}
+
 int lt_opt_push(lua_State *L, const lt_opts *o, const char *key) {
   if (!o->idx) {
     lua_pushnil(L);
@@ -488,6 +504,20 @@ int lt_snapshot(lua_State *L, int arg, int idx, int max) {
   return (int)n;
 }
 
+const char **lt_check_strings(lua_State *L, int arg, int max, const char *what, int *n) {
+  *n = lt_snapshot(L, arg, arg, max);
+  int snap = lua_gettop(L);
+  const char **s = lua_newuserdatauv(L, (size_t)(*n ? *n : 1) * sizeof *s, 0);
+  for (int i = 0; i < *n; i++) {
+    lua_rawgeti(L, snap, i + 1);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      lt_argerror(L, arg, "element %d is a %s, expected a %s", i + 1, lt_typename(L, -1), what);
+    s[i] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  return s;
+}
+
 dl_tensor **lt_check_tensor_list(lua_State *L, int arg, int max, int *n) {
   int len = lt_snapshot(L, arg, arg, max);
   int snap = lua_gettop(L);
@@ -506,9 +536,44 @@ dl_tensor **lt_check_tensor_list(lua_State *L, int arg, int max, int *n) {
 
 /* ------------------------------------------------------------ registration */
 
+void lt_setinteger(lua_State *L, const char *key, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, key);
+}
+
+void lt_setnumber(lua_State *L, const char *key, lua_Number v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+
+void lt_setstring(lua_State *L, const char *key, const char *v) {
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, key);
+}
+
 void lt_setfuncs(lua_State *L, int mod, int cidx, const luaL_Reg *fns) {
   lua_pushvalue(L, mod);
   lua_pushvalue(L, cidx);
   luaL_setfuncs(L, fns, 1);
+  lua_pop(L, 1);
+}
+
+void lt_set_release(lua_State *L, lua_CFunction release) {
+  lua_pushcfunction(L, release);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, release);
+  lua_setfield(L, -2, "__close");
+}
+
+void lt_newclass(lua_State *L, const char *name, lua_CFunction release, const luaL_Reg *methods, int cidx) {
+  if (luaL_newmetatable(L, name)) {
+    if (methods) {
+      lua_pushvalue(L, cidx);
+      luaL_setfuncs(L, methods, 1);
+      lua_pushvalue(L, -1);
+      lua_setfield(L, -2, "__index");
+    }
+    lt_set_release(L, release);
+  }
   lua_pop(L, 1);
 }

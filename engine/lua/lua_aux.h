@@ -84,6 +84,10 @@ void lt_gc_pressure(lua_State *L, dl_ctx *ctx, size_t *mark);
 tensor_box *lt_newbox(lua_State *L);
 int lt_finish(lua_State *L, dl_tensor *t);
 int lt_push(lua_State *L, dl_tensor *t);
+/* t.key = v for the table t on top of the stack (an integer, a float, a string) */
+void lt_setinteger(lua_State *L, const char *key, lua_Integer v);
+void lt_setnumber(lua_State *L, const char *key, lua_Number v);
+void lt_setstring(lua_State *L, const char *key, const char *v);
 dl_tensor *lt_check(lua_State *L, int arg);
 dl_tensor *lt_test(lua_State *L, int i);
 /* Argument arg as a tensor: a tensor (borrowed), a number or boolean (a 0-d
@@ -114,6 +118,9 @@ void lt_checkargs(lua_State *L, int max);
 /* Integer argument: what names it in the message ("size 2.5 is not an integer"). */
 int64_t lt_checkinteger(lua_State *L, int arg, const char *what);
 int64_t lt_optinteger(lua_State *L, int arg, const char *what, int64_t def);
+/* The last arguments of an image reader, (channels, skip [, max_pixels]) from arg on;
+ * nothing may follow them. */
+dl_image_opts lt_check_image_opts(lua_State *L, int arg);
 /* Boolean argument (true or false, nothing else). */
 int lt_checkboolean(lua_State *L, int arg);
 /* A 1-based dimension (negative from the end) of a tensor with ndim dims as
@@ -141,6 +148,10 @@ typedef struct {
  * table (not a tensor) whose keys are all in keys (NULL-terminated, listed in
  * the message) is accepted; anything else raises. Returns 1 when a table was given. */
 int lt_options(lua_State *L, int arg, const char *const keys[], lt_opts *o);
+/* The options last in f(..., [x], [opts]) after the optional argument at arg (given: x
+ * was passed there): at arg + 1 when x was given or is nil, else at arg; nothing may
+ * follow them (lt_checkargs). */
+void lt_options_after(lua_State *L, int arg, int given, const char *const keys[], lt_opts *o);
 /* The same for the table at stack index idx, named path (e.g. "index[2]"). */
 int lt_options_at(lua_State *L, int arg, int idx, const char *path, const char *const keys[], lt_opts *o);
 /* Typed reads of one option, def when absent (or nil); a wrong type raises
@@ -165,6 +176,10 @@ int lt_opt_error(lua_State *L, const lt_opts *o, const char *key, const char *fm
  * most max of them. Later reads go to the snapshot (lua_rawgeti), which keeps
  * every element alive until the binding returns. Returns the length. */
 int lt_snapshot(lua_State *L, int arg, int idx, int max);
+/* The strings of the list at argument arg (at most max) as an array the GC frees,
+ * pushed after the list's snapshot, which anchors them; *n gets their count. An element
+ * that is not a string raises "element i is a <type>, expected a <what>". */
+const char **lt_check_strings(lua_State *L, int arg, int max, const char *what, int *n);
 /* The tensors of a list argument as a scratch array (a userdata pushed after
  * the snapshot; both stay on the stack): raises "element k is a string,
  * expected a tensor" naming arg. */
@@ -175,6 +190,13 @@ dl_tensor **lt_check_tensor_list(lua_State *L, int arg, int max, int *n);
 /* Adds fns (sorted, NULL-terminated) to the table at mod with the context at
  * cidx as upvalue 1; leaves the stack as it was. */
 void lt_setfuncs(lua_State *L, int mod, int cidx, const luaL_Reg *fns);
+/* Sets release as both __gc and __close of the metatable on top of the stack: one
+ * idempotent release for the collector and for `local x <close>`. */
+void lt_set_release(lua_State *L, lua_CFunction release);
+/* Creates the metatable name of a userdata class once: release as __gc and __close
+ * (lt_set_release), and methods (NULL: none; the context at cidx as upvalue 1) reached
+ * through __index, the metatable itself; leaves the stack as it was. */
+void lt_newclass(lua_State *L, const char *name, lua_CFunction release, const luaL_Reg *methods, int cidx);
 
 /* Hooks called once by luaopen_dlua_core (lua_init.c), in this order: each
  * adds its functions to the module table at index mod with the context at

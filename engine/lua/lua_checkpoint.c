@@ -20,6 +20,7 @@
 
 typedef struct { dl_checkpoint *ck; } ckpt_box;   /* ck == NULL once released */
 
+/* a release as every class has one (lua_aux.h, lt_newclass): alike by design */
 static int ckpt_release(lua_State *L) {
   ckpt_box *b = luaL_checkudata(L, 1, "dlua.Checkpoint");
   dl_checkpoint_release(b->ck);
@@ -188,6 +189,7 @@ static int checkpoint_verify(lua_State *L) {
   return 1;
 }
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg checkpoint_funcs[] = {
   {"_checkpoint_load", checkpoint_load},
   {"_checkpoint_read_meta", checkpoint_read_meta},
@@ -197,12 +199,6 @@ static const luaL_Reg checkpoint_funcs[] = {
 };
 
 void lt_register_checkpoint(lua_State *L, int mod, int cidx) {
-  if (luaL_newmetatable(L, "dlua.Checkpoint")) {
-    lua_pushcfunction(L, ckpt_release);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, ckpt_release);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
+  lt_newclass(L, "dlua.Checkpoint", ckpt_release, NULL, cidx);
   lt_setfuncs(L, mod, cidx, checkpoint_funcs);
 }

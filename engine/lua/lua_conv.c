@@ -43,17 +43,10 @@ static const char *const conv_keys[] = {"dilation", "groups", "padding", "stride
 /* conv2d(x, w [, b] [, opts]) */
 static int conv_conv2d(lua_State *L) {
   dl_tensor *x = lt_check(L, 1), *w = lt_check(L, 2);
-  dl_tensor *b = NULL;
-  int opt = 3;
-  if (luaL_testudata(L, 3, "dlua.Tensor")) {
-    b = lt_check(L, 3);
-    opt = 4;
-  } else if (lua_isnil(L, 3)) {
-    opt = 4;
-  }
+  int given = luaL_testudata(L, 3, "dlua.Tensor") != NULL;
+  dl_tensor *b = given ? lt_check(L, 3) : NULL;
   lt_opts o;
-  lt_options(L, opt, conv_keys, &o);
-  lt_checkargs(L, opt);
+  lt_options_after(L, 3, given, conv_keys, &o);
   dl_conv_opts co;
   pair_opt(L, &o, "stride", 1, co.stride);
   pair_opt(L, &o, "padding", 0, co.pad);

@@ -130,6 +130,7 @@ static int dataset_ds_get(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 /* _ds_fields(ds) -> {{name =, dtype =, shape = {...}}, ...} (shape of one example) */
 static int dataset_ds_fields(lua_State *L) {
   dl_dataset *ds = lt_check_dataset(L, 1);
@@ -254,21 +255,9 @@ static int dataset_ds_checksum(lua_State *L) {
 static int dataset_ds_images(lua_State *L) {
   const char *root = luaL_checkstring(L, 1);
   dl_tensor *labels = lt_check(L, 3);
-  dl_imagefiles_opts o = dl_imagefiles_defaults();
-  o.channels = (int)lt_checkinteger(L, 4, "channels");
-  luaL_checktype(L, 5, LUA_TBOOLEAN);
-  o.skip = lua_toboolean(L, 5);
-  o.max_pixels = lt_optinteger(L, 6, "max_pixels", 0);
-  lt_checkargs(L, 6);
-  int64_t n = lt_snapshot(L, 2, 2, 1 << 26);       /* 67M files */
-  int snap = lua_gettop(L);
-  const char **paths = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *paths, 0);   /* the GC frees it */
-  for (int64_t i = 0; i < n; i++) {
-    lua_rawgeti(L, snap, (lua_Integer)i + 1);
-    if (lua_type(L, -1) != LUA_TSTRING) lt_argerror(L, 2, "element %I is a %s, expected a path", (lua_Integer)i + 1, lt_typename(L, -1));
-    paths[i] = lua_tostring(L, -1);                /* the snapshot anchors it */
-    lua_pop(L, 1);
-  }
+  dl_image_opts o = lt_check_image_opts(L, 4);
+  int n;
+  const char **paths = lt_check_strings(L, 2, 1 << 26, "path", &n);   /* 67M files */
   dataset_box *box = lt_new_dataset_box(L);
   dl_source *src = dl_imagefiles_new(lt_ctx(L), root, n, paths, &o);
   if (!src) return lt_raise_plain(L);

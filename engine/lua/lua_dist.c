@@ -189,15 +189,20 @@ static int dist_send(lua_State *L) {
   return 0;
 }
 
+/* whether a message from src waits (its length in *len); raises on a failure */
+static int waiting(lua_State *L, dl_ctx *ctx, int src, size_t *len) {
+  int ok = 0;
+  *len = 0;
+  if (dl_dist_probe(ctx, src, &ok, len) < 0) lt_raise(L);
+  return ok;
+}
+
 /* _dist_probe(src) -> true if a message from src waits */
 static int dist_probe(lua_State *L) {
   int src = check_rank(L, 1, "src");
   lt_checkargs(L, 1);
-  dl_ctx *ctx = ready(L);
-  int ok = 0;
-  size_t len = 0;
-  if (dl_dist_probe(ctx, src, &ok, &len) < 0) return lt_raise(L);
-  lua_pushboolean(L, ok);
+  size_t len;
+  lua_pushboolean(L, waiting(L, ready(L), src, &len));
   return 1;
 }
 
@@ -206,10 +211,8 @@ static int dist_recv(lua_State *L) {
   int src = check_rank(L, 1, "src");
   lt_checkargs(L, 1);
   dl_ctx *ctx = ready(L);
-  int ok = 0;
-  size_t len = 0;
-  while (!ok)
-    if (dl_dist_probe(ctx, src, &ok, &len) < 0) return lt_raise(L);
+  size_t len;
+  while (!waiting(L, ctx, src, &len)) {}
   luaL_Buffer b;
   char *p = luaL_buffinitsize(L, &b, len);
   if (dl_dist_recv(ctx, src, p, len) < 0) return lt_raise(L);

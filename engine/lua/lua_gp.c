@@ -22,6 +22,7 @@
 
 typedef struct { dl_gp *g; } gp_box;   /* g == NULL once released */
 
+/* a release as every class has one (lua_aux.h, lt_newclass): alike by design */
 static int gp_release(lua_State *L) {
   gp_box *b = luaL_checkudata(L, 1, "dlua.GP");
   dl_gp_release(b->g);
@@ -80,6 +81,13 @@ static double *read_matrix(lua_State *L, int idx, const char *fn, const char *wh
   }
   *n_out = n;
   return X;
+}
+
+/* the *m points Xs at argument 2 of the GP method fn, each with the GP's dim features */
+static double *read_points(lua_State *L, const dl_gp *g, const char *fn, int *m) {
+  int dim = dl_gp_dim(g);
+  *m = 0;
+  return read_matrix(L, 2, fn, "Xs", m, &dim);
 }
 
 static void push_list(lua_State *L, const double *v, int n) {
@@ -155,13 +163,14 @@ static int gp_objective(lua_State *L) {
   return 2;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_predict(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 3);
   lua_settop(L, 3);
   int want_var = lua_isnil(L, 3) || lt_checkboolean(L, 3);
-  int m = 0, dim = dl_gp_dim(g);
-  double *Xs = read_matrix(L, 2, "predict", "Xs", &m, &dim);
+  int m;
+  double *Xs = read_points(L, g, "predict", &m);
   double *mean = scratch(L, (size_t)m), *var = want_var ? scratch(L, (size_t)m) : NULL;
   if (dl_gp_predict(lt_ctx(L), g, Xs, m, mean, var) != 0) return lt_raise(L);
   push_list(L, mean, m);
@@ -170,12 +179,13 @@ static int gp_predict(lua_State *L) {
   return 2;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_ei(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 4);
   lua_settop(L, 4);
-  int m = 0, dim = dl_gp_dim(g);
-  double *Xs = read_matrix(L, 2, "ei", "Xs", &m, &dim);
+  int m;
+  double *Xs = read_points(L, g, "ei", &m);
   double best = luaL_checknumber(L, 3), noise = luaL_optnumber(L, 4, 0);
   double *ei = scratch(L, (size_t)m);
   if (dl_gp_ei(lt_ctx(L), g, Xs, m, best, noise, ei) != 0) return lt_raise(L);
@@ -183,6 +193,7 @@ static int gp_ei(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_train_mean(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
   lt_checkargs(L, 1);
@@ -240,6 +251,7 @@ static int push_count(lua_State *L, int (*get)(const dl_gp *)) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_lml(lua_State *L) { return push_number(L, dl_gp_lml); }
 static int gp_noise(lua_State *L) { return push_number(L, dl_gp_noise); }
 static int gp_mean(lua_State *L) { return push_number(L, dl_gp_mean); }
@@ -247,6 +259,7 @@ static int gp_sd(lua_State *L) { return push_number(L, dl_gp_sd); }
 static int gp_points(lua_State *L) { return push_count(L, dl_gp_points); }
 static int gp_dim(lua_State *L) { return push_count(L, dl_gp_dim); }
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg gp_methods[] = {
   {"add", gp_add},
   {"clone", gp_clone},
@@ -271,19 +284,6 @@ static const luaL_Reg gp_funcs[] = {
 };
 
 void lt_register_gp(lua_State *L, int mod, int cidx) {
-  if (luaL_newmetatable(L, "dlua.GP")) {
-    lua_pushvalue(L, cidx);
-    luaL_setfuncs(L, gp_methods, 1);                 /* methods see the context as upvalue 1 */
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, gp_release);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, gp_release);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
-  lua_pushvalue(L, mod);
-  lua_pushvalue(L, cidx);
-  luaL_setfuncs(L, gp_funcs, 1);
-  lua_pop(L, 1);
+  lt_newclass(L, "dlua.GP", gp_release, gp_methods, cidx);
+  lt_setfuncs(L, mod, cidx, gp_funcs);
 }

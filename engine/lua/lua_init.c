@@ -57,10 +57,7 @@ int luaopen_dlua_core(lua_State *L) {
   openblas_set_num_threads(1);            /* the pool splits products itself (gemm.c) */
 
   luaL_newmetatable(L, "dlua.Tensor");    /* filled by lua_tensor.c and lua_ops.c */
-  lua_pushcfunction(L, lt_tensor_release);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, lt_tensor_release);
-  lua_setfield(L, -2, "__close");
+  lt_set_release(L, lt_tensor_release);
   int mt = lua_gettop(L);
   if (luaL_newmetatable(L, "dlua.Dataset")) {
     lua_pushcfunction(L, lt_dataset_release);

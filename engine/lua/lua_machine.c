@@ -25,26 +25,17 @@ char *openblas_get_corename(void);
 static const char *const SWITCHES[] = {"DLUA_CONV_SIMD", "DLUA_CONV_WINOGRAD", "DLUA_POOL_SPIN_US",
                                        "DLUA_FLUSH_SUBNORMALS", "OPENBLAS_CORETYPE", NULL};
 
-static void set_string(lua_State *L, const char *k, const char *v) {
-  lua_pushstring(L, v);
-  lua_setfield(L, -2, k);
-}
-
-static void set_integer(lua_State *L, const char *k, lua_Integer v) {
-  lua_pushinteger(L, v);
-  lua_setfield(L, -2, k);
-}
 
 static int sys_machine(lua_State *L) {
   lt_checkargs(L, 0);
   const dl_cpu *c = dl_cpu_info();
   dl_ctx *ctx = lt_ctx(L);
   lua_createtable(L, 0, 8);
-  set_string(L, "cpu", c->model_name[0] ? c->model_name : "unknown");
-  set_string(L, "vendor", c->vendor[0] ? c->vendor : "unknown");
-  set_integer(L, "family", c->family);
-  set_integer(L, "model", c->model);
-  set_integer(L, "cores", c->cores);
+  lt_setstring(L, "cpu", c->model_name[0] ? c->model_name : "unknown");
+  lt_setstring(L, "vendor", c->vendor[0] ? c->vendor : "unknown");
+  lt_setinteger(L, "family", c->family);
+  lt_setinteger(L, "model", c->model);
+  lt_setinteger(L, "cores", c->cores);
   lua_newtable(L);
   int n = 0;
   for (int i = 0; i < DL_CPU_NFLAGS; i++) {
@@ -54,20 +45,20 @@ static int sys_machine(lua_State *L) {
   }
   lua_setfield(L, -2, "simd");
   lua_createtable(L, 0, 6);
-  set_string(L, "conv", dl_conv_simd() ? "avx512" : "portable");
+  lt_setstring(L, "conv", dl_conv_simd() ? "avx512" : "portable");
   lua_pushboolean(L, dl_wino_enabled());
   lua_setfield(L, -2, "winograd");
   const char *blas = openblas_get_corename();
-  set_string(L, "blas", blas ? blas : "unknown");
-  set_integer(L, "pool_spin_us", dl_pool_spin_us(ctx->pool));
-  set_integer(L, "threads", ctx->threads);
+  lt_setstring(L, "blas", blas ? blas : "unknown");
+  lt_setinteger(L, "pool_spin_us", dl_pool_spin_us(ctx->pool));
+  lt_setinteger(L, "threads", ctx->threads);
   lua_pushboolean(L, dl_fp_flush());
   lua_setfield(L, -2, "flush_subnormals");
   lua_setfield(L, -2, "kernels");
   lua_newtable(L);
   for (int i = 0; SWITCHES[i]; i++) {
     const char *v = getenv(SWITCHES[i]);
-    if (v) set_string(L, SWITCHES[i], v);
+    if (v) lt_setstring(L, SWITCHES[i], v);
   }
   lua_setfield(L, -2, "switches");
   return 1;

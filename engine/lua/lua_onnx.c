@@ -68,68 +68,73 @@ static const char **string_list(lua_State *L, const lt_opts *o, const char *key,
   return a;
 }
 
+/* the n integers of the list at index list into v, each >= lo, else "element k is not <what>" */
+static void int_list(lua_State *L, const lt_opts *o, const char *key, int list, int n, int64_t *v,
+                     lua_Integer lo, const char *what) {
+  for (int k = 0; k < n; k++) {
+    lua_rawgeti(L, list, k + 1);
+    int isint;
+    lua_Integer x = lua_tointegerx(L, -1, &isint);
+    if (!isint || x < lo) lt_opt_error(L, o, key, "element %d is not %s", k + 1, what);
+    v[k] = (int64_t)x;
+    lua_pop(L, 1);
+  }
+}
+
 static void raise_if(lua_State *L, int rc) {
   if (rc < 0) lt_raise_plain(L);
 }
 
-static const char *const value_keys[] = {"dims", "dtype", "dynamic", "name", NULL};
+/* what reads one entry of a model's list into m; flag: add_value's output */
+typedef void (*entry_fn)(lua_State *L, dl_onnx *m, const lt_opts *o, int flag);
 
-static void add_values(lua_State *L, dl_onnx *m, const lt_opts *top, const char *key, int output) {
-  int n = need_list(L, top, key, 0);
+/* fn on each entry of the list parent.key (absent: none when optional, else an error), each
+ * read as an options table with keys, "<parent's path><key>[i]" in messages; the stack is
+ * as it was after each entry */
+static void each_entry(lua_State *L, dl_onnx *m, const lt_opts *parent, const char *key, int optional,
+                       const char *const keys[], entry_fn fn, int flag) {
+  int n = need_list(L, parent, key, optional);
   int snap = lua_gettop(L);
   for (int i = 0; i < n; i++) {
-    int base = lua_gettop(L);
-    char path[64];
-    snprintf(path, sizeof path, "%s[%d]", key, i + 1);
+    char path[128];
+    snprintf(path, sizeof path, "%s%s[%d]", parent->path, key, i + 1);
     lua_rawgeti(L, snap, i + 1);
     lt_opts o;
-    lt_options_at(L, top->arg, -1, path, value_keys, &o);
-    if (!o.idx) lt_argerror(L, top->arg, "option '%s' (table expected, got nil)", path);
-    const char *name = need_string(L, &o, "name");
-    dl_dtype d = lt_opt_dtype(L, &o, "dtype", DL_F32);
-    const char *dyn = lt_opt_string(L, &o, "dynamic", NULL);
-    int nd = need_list(L, &o, "dims", 0);
-    if (nd > DL_MAXDIM) lt_opt_error(L, &o, "dims", "%d dims, at most %d", nd, DL_MAXDIM);
-    int64_t dims[DL_MAXDIM];
-    for (int k = 0; k < nd; k++) {
-      lua_rawgeti(L, -1, k + 1);
-      int isint;
-      lua_Integer v = lua_tointegerx(L, -1, &isint);
-      if (!isint || v < -1) lt_opt_error(L, &o, "dims", "element %d is not a size or -1 (dynamic)", k + 1);
-      dims[k] = (int64_t)v;
-      lua_pop(L, 1);
-    }
-    raise_if(L, dl_onnx_value(m, output, name, d, nd, dims, dyn));
-    lua_settop(L, base);
+    lt_options_at(L, parent->arg, -1, path, keys, &o);
+    if (!o.idx) lt_argerror(L, parent->arg, "option '%s' (table expected, got nil)", path);
+    fn(L, m, &o, flag);
+    lua_settop(L, snap);
   }
   lua_pop(L, 1);
+}
+
+static const char *const value_keys[] = {"dims", "dtype", "dynamic", "name", NULL};
+
+static void add_value(lua_State *L, dl_onnx *m, const lt_opts *o, int output) {
+  const char *name = need_string(L, o, "name");
+  dl_dtype d = lt_opt_dtype(L, o, "dtype", DL_F32);
+  const char *dyn = lt_opt_string(L, o, "dynamic", NULL);
+  int nd = need_list(L, o, "dims", 0);
+  if (nd > DL_MAXDIM) lt_opt_error(L, o, "dims", "%d dims, at most %d", nd, DL_MAXDIM);
+  int64_t dims[DL_MAXDIM];
+  int_list(L, o, "dims", lua_gettop(L), nd, dims, -1, "a size or -1 (dynamic)");
+  raise_if(L, dl_onnx_value(m, output, name, d, nd, dims, dyn));
 }
 
 static const char *const init_keys[] = {"name", "tensor", NULL};
 
-static void add_initializers(lua_State *L, dl_onnx *m, const lt_opts *top) {
-  int n = need_list(L, top, "initializers", 1);
-  int snap = lua_gettop(L);
-  for (int i = 0; i < n; i++) {
-    int base = lua_gettop(L);
-    char path[64];
-    snprintf(path, sizeof path, "initializers[%d]", i + 1);
-    lua_rawgeti(L, snap, i + 1);
-    lt_opts o;
-    lt_options_at(L, top->arg, -1, path, init_keys, &o);
-    if (!o.idx) lt_argerror(L, top->arg, "option '%s' (table expected, got nil)", path);
-    const char *name = need_string(L, &o, "name");
-    dl_tensor *t = lt_opt_tensor(L, &o, "tensor");
-    if (!t) lt_opt_error(L, &o, "tensor", "dlua.Tensor expected, got nil");
-    raise_if(L, dl_onnx_initializer(m, name, t));
-    lua_settop(L, base);
-  }
-  lua_pop(L, 1);
+static void add_initializer(lua_State *L, dl_onnx *m, const lt_opts *o, int flag) {
+  (void)flag;
+  const char *name = need_string(L, o, "name");
+  dl_tensor *t = lt_opt_tensor(L, o, "tensor");
+  if (!t) lt_opt_error(L, o, "tensor", "dlua.Tensor expected, got nil");
+  raise_if(L, dl_onnx_initializer(m, name, t));
 }
 
 static const char *const attr_keys[] = {"float", "int", "ints", "name", NULL};
 
-static void add_attr(lua_State *L, dl_onnx *m, const lt_opts *o) {
+static void add_attr(lua_State *L, dl_onnx *m, const lt_opts *o, int flag) {
+  (void)flag;
   const char *name = need_string(L, o, "name");
   int given = 0;
   if (lt_opt_push(L, o, "int") != LUA_TNIL) {
@@ -148,14 +153,7 @@ static void add_attr(lua_State *L, dl_onnx *m, const lt_opts *o) {
     given++;
     int n = need_list(L, o, "ints", 0);
     int64_t *v = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *v, 0);
-    for (int k = 0; k < n; k++) {
-      lua_rawgeti(L, -2, k + 1);
-      int isint;
-      lua_Integer x = lua_tointegerx(L, -1, &isint);
-      if (!isint) lt_opt_error(L, o, "ints", "element %d is not an integer", k + 1);
-      v[k] = (int64_t)x;
-      lua_pop(L, 1);
-    }
+    int_list(L, o, "ints", lua_gettop(L) - 1, n, v, LUA_MININTEGER, "an integer");
     raise_if(L, dl_onnx_attr_ints(m, name, n, v));
   }
   if (given != 1) lt_opt_error(L, o, "name", "attribute '%s' needs exactly one of int, ints, float", name);
@@ -163,39 +161,15 @@ static void add_attr(lua_State *L, dl_onnx *m, const lt_opts *o) {
 
 static const char *const node_keys[] = {"attrs", "inputs", "name", "op", "outputs", NULL};
 
-static void add_nodes(lua_State *L, dl_onnx *m, const lt_opts *top) {
-  int n = need_list(L, top, "nodes", 0);
-  int snap = lua_gettop(L);
-  for (int i = 0; i < n; i++) {
-    int base = lua_gettop(L);
-    char path[64];
-    snprintf(path, sizeof path, "nodes[%d]", i + 1);
-    lua_rawgeti(L, snap, i + 1);
-    lt_opts o;
-    lt_options_at(L, top->arg, -1, path, node_keys, &o);
-    if (!o.idx) lt_argerror(L, top->arg, "option '%s' (table expected, got nil)", path);
-    const char *op = need_string(L, &o, "op");
-    const char *name = lt_opt_string(L, &o, "name", "");
-    int nin, nout;
-    const char **in = string_list(L, &o, "inputs", &nin);
-    const char **out = string_list(L, &o, "outputs", &nout);
-    raise_if(L, dl_onnx_node(m, op, name, nin, in, nout, out));
-    int na = need_list(L, &o, "attrs", 1);
-    int asnap = lua_gettop(L);
-    for (int k = 0; k < na; k++) {
-      int abase = lua_gettop(L);
-      char apath[96];
-      snprintf(apath, sizeof apath, "%s.attrs[%d]", path, k + 1);
-      lua_rawgeti(L, asnap, k + 1);
-      lt_opts a;
-      lt_options_at(L, top->arg, -1, apath, attr_keys, &a);
-      if (!a.idx) lt_argerror(L, top->arg, "option '%s' (table expected, got nil)", apath);
-      add_attr(L, m, &a);
-      lua_settop(L, abase);
-    }
-    lua_settop(L, base);
-  }
-  lua_pop(L, 1);
+static void add_node(lua_State *L, dl_onnx *m, const lt_opts *o, int flag) {
+  (void)flag;
+  const char *op = need_string(L, o, "op");
+  const char *name = lt_opt_string(L, o, "name", "");
+  int nin, nout;
+  const char **in = string_list(L, o, "inputs", &nin);
+  const char **out = string_list(L, o, "outputs", &nout);
+  raise_if(L, dl_onnx_node(m, op, name, nin, in, nout, out));
+  each_entry(L, m, o, "attrs", 1, attr_keys, add_attr, 0);   /* after the node: attributes join the last one */
 }
 
 static const char *const model_keys[] = {"initializers", "inputs", "nodes", "opset", "outputs",
@@ -215,10 +189,10 @@ static int onnx_write(lua_State *L) {
   luaL_setmetatable(L, BUILDER);
   b->m = dl_onnx_new(lt_ctx(L), producer, version, opset);
   if (!b->m) return lt_raise_plain(L);
-  add_values(L, b->m, &o, "inputs", 0);
-  add_values(L, b->m, &o, "outputs", 1);
-  add_initializers(L, b->m, &o);
-  add_nodes(L, b->m, &o);
+  each_entry(L, b->m, &o, "inputs", 0, value_keys, add_value, 0);
+  each_entry(L, b->m, &o, "outputs", 0, value_keys, add_value, 1);
+  each_entry(L, b->m, &o, "initializers", 1, init_keys, add_initializer, 0);
+  each_entry(L, b->m, &o, "nodes", 0, node_keys, add_node, 0);
   raise_if(L, dl_onnx_write(b->m, path));
   dl_onnx_free(b->m);
   b->m = NULL;

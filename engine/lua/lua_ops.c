@@ -151,34 +151,34 @@ static int l_byte(lua_State *L) { return to_dtype(L, DL_U8, 1); }
 
 /* ------------------------------------------------------------ in place */
 
-static void check_inplace(lua_State *L, dl_tensor *t) {
+/* the tensor t of t:op_(...) (nargs arguments in all), refused when it requires grad */
+static dl_tensor *inplace_target(lua_State *L, int nargs) {
+  dl_tensor *t = lt_check(L, 1);
+  lt_checkargs(L, nargs);
   if (t->requires_grad && lt_ctx(L)->grad_enabled)
     lt_argerror(L, 1, "in-place change of a tensor that requires grad (wrap it in dl.no_grad)");
+  return t;
+}
+
+/* what t:op_(...) returns: t */
+static int return_target(lua_State *L) {
+  lua_settop(L, 1);
+  return 1;
 }
 
 static int l_fill_(lua_State *L) {
-  dl_tensor *t = lt_check(L, 1);
-  lt_checkargs(L, 2);
-  double v = luaL_checknumber(L, 2);
-  check_inplace(L, t);
-  dl_fill_inplace(lt_ctx(L), t, v);
-  lua_settop(L, 1);
-  return 1;
+  dl_tensor *t = inplace_target(L, 2);
+  dl_fill_inplace(lt_ctx(L), t, luaL_checknumber(L, 2));
+  return return_target(L);
 }
 
 static int l_zero_(lua_State *L) {
-  dl_tensor *t = lt_check(L, 1);
-  lt_checkargs(L, 1);
-  check_inplace(L, t);
-  dl_fill_inplace(lt_ctx(L), t, 0);
-  lua_settop(L, 1);
-  return 1;
+  dl_fill_inplace(lt_ctx(L), inplace_target(L, 1), 0);
+  return return_target(L);
 }
 
 static int l_copy_(lua_State *L) {
-  dl_tensor *t = lt_check(L, 1);
-  lt_checkargs(L, 2);
-  check_inplace(L, t);
+  dl_tensor *t = inplace_target(L, 2);
   dl_tensor *s = lt_coerce(L, 2, t->dtype);
   dl_ctx *ctx = lt_ctx(L);
   if (dl_numel(s) != dl_numel(t) || s->ndim != t->ndim ||
@@ -196,19 +196,15 @@ static int l_copy_(lua_State *L) {
   } else if (dl_copy_into(ctx, t, s) < 0) {
     return lt_raise(L);
   }
-  lua_settop(L, 1);
-  return 1;
+  return return_target(L);
 }
 
 static int l_add_(lua_State *L) {
-  dl_tensor *t = lt_check(L, 1);
-  lt_checkargs(L, 3);
-  check_inplace(L, t);
+  dl_tensor *t = inplace_target(L, 3);
   dl_tensor *s = lt_coerce(L, 2, t->dtype);
   double alpha = luaL_optnumber(L, 3, 1);
   if (dl_axpy_inplace(lt_ctx(L), t, alpha, s) < 0) return lt_raise(L);
-  lua_settop(L, 1);
-  return 1;
+  return return_target(L);
 }
 
 /* ------------------------------------------------------------ reductions */
@@ -472,11 +468,16 @@ static int l_permute(lua_State *L) {
   return lt_finish(L, dl_permute(lt_ctx(L), a, perm));
 }
 
+/* the dimension (argument 2, 0-based) that t:narrow and t:select walk; a 0-d a cannot <verb> */
+static int walked_dim(lua_State *L, const dl_tensor *a, const char *verb) {
+  if (a->ndim == 0) lt_argerror(L, 1, "cannot %s a 0-d tensor", verb);
+  return lt_checkdim(L, 2, a->ndim, 0);
+}
+
 static int l_narrow(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
   lt_checkargs(L, 4);
-  if (a->ndim == 0) return lt_argerror(L, 1, "cannot narrow a 0-d tensor");
-  int d = lt_checkdim(L, 2, a->ndim, 0);
+  int d = walked_dim(L, a, "narrow");
   int64_t start = lt_checkinteger(L, 3, "start");
   int64_t len = lt_checkinteger(L, 4, "length");
   int64_t s0 = start < 0 ? a->shape[d] + start : start - 1;
@@ -490,8 +491,7 @@ static int l_narrow(lua_State *L) {
 static int l_select(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
   lt_checkargs(L, 3);
-  if (a->ndim == 0) return lt_argerror(L, 1, "cannot select from a 0-d tensor");
-  int d = lt_checkdim(L, 2, a->ndim, 0);
+  int d = walked_dim(L, a, "select from");
   int64_t i = lt_checkinteger(L, 3, "index");
   int64_t r = i < 0 ? a->shape[d] + i : i - 1;
   if (i == 0 || r < 0 || r >= a->shape[d])
@@ -559,23 +559,18 @@ static dl_tensor *index_arg(lua_State *L, int arg) {
   return r;
 }
 
-static int l_gather(lua_State *L) {
+/* t:gather(dim, index) and t:index_select(dim, index) through fn */
+static int select_by_index(lua_State *L, dl_tensor *(*fn)(dl_ctx *, dl_tensor *, int, dl_tensor *)) {
   dl_tensor *a = lt_check(L, 1);
   lt_checkargs(L, 3);
   int d = lt_checkdim(L, 2, a->ndim, 0);
   dl_tensor *idx = index_arg(L, 3);
   lt_newbox(L);
-  return lt_finish(L, dl_gather(lt_ctx(L), a, d, idx));
+  return lt_finish(L, fn(lt_ctx(L), a, d, idx));
 }
 
-static int l_index_select(lua_State *L) {
-  dl_tensor *a = lt_check(L, 1);
-  lt_checkargs(L, 3);
-  int d = lt_checkdim(L, 2, a->ndim, 0);
-  dl_tensor *idx = index_arg(L, 3);
-  lt_newbox(L);
-  return lt_finish(L, dl_index_select(lt_ctx(L), a, d, idx));
-}
+static int l_gather(lua_State *L) { return select_by_index(L, dl_gather); }
+static int l_index_select(lua_State *L) { return select_by_index(L, dl_index_select); }
 
 static int l_scatter_add(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
@@ -732,6 +727,7 @@ static const luaL_Reg op_funcs[] = {
   {NULL, NULL}
 };
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg meta_funcs[] = {
   {"__add", l_add},
   {"__div", l_div},

@@ -490,6 +490,13 @@ static int pipe_gc(lua_State *L) {
 
 static pipe_box *check_pipe(lua_State *L, int i) { return luaL_checkudata(L, i, "dlua.PipelineIter"); }
 
+/* the pipeline of the handle h in _pipe_*(h), the only argument; NULL once closed */
+static dl_pipe *pipe_arg(lua_State *L) {
+  pipe_box *b = check_pipe(L, 1);
+  lt_checkargs(L, 1);
+  return b->p;
+}
+
 static const char *const spec_keys[] = {"batch", "drop_remainder", "epochs", "index", "pad", "prefetch", "rank",
                                         "seed", "start_batch", "start_epoch", "transforms", "workers", NULL};
 static const char *const index_keys[] = {"blocks", "kind", "rank", "seed", "window", "world", NULL};
@@ -521,6 +528,8 @@ static int pipeline_pipe_new(lua_State *L) {
   o.trace_id = ++cb->trace_next_id;
   char path[64];
   o.nindex = 0;
+  /* the index stages and the transforms below are read alike (a snapshot, then each entry's
+   * table), by design: each entry has its own parser (lua_aux.h on binding shape) */
   if (lt_opt_push(L, &so, "index") != LUA_TNIL) {
     o.nindex = lt_snapshot(L, 2, -1, DL_PIPE_MAXSTAGES);
     int ix = lua_gettop(L);
@@ -547,7 +556,7 @@ static int pipeline_pipe_new(lua_State *L) {
   lua_newtable(L);                         /* the plans of the Lua transforms */
   int plans = lua_gettop(L);
   o.ntf = 0;
-  if (lt_opt_push(L, &so, "transforms") != LUA_TNIL) {
+  if (lt_opt_push(L, &so, "transforms") != LUA_TNIL) {   /* read like the index stages above */
     o.ntf = lt_snapshot(L, 2, -1, DL_PIPE_MAXTF);
     int tt = lua_gettop(L);
     for (int i = 0; i < o.ntf; i++) {
@@ -600,11 +609,10 @@ static int pipeline_pipe_new(lua_State *L) {
 
 /* _pipe_next(h) -> batch, epoch, batch index (1-based) | nil at the end */
 static int pipeline_pipe_next(lua_State *L) {
-  pipe_box *b = check_pipe(L, 1);
-  lt_checkargs(L, 1);
-  if (!b->p) return 0;
+  dl_pipe *p = pipe_arg(L);
+  if (!p) return 0;
   dl_batch bt;
-  int rc = dl_pipe_next(lt_ctx(L), b->p, &bt);
+  int rc = dl_pipe_next(lt_ctx(L), p, &bt);
   if (rc < 0) return lt_raise_plain(L);
   if (rc == 0) return 0;
   lua_createtable(L, 0, bt.n);
@@ -628,37 +636,28 @@ static int pipeline_pipe_next(lua_State *L) {
 
 /* _pipe_position(h) -> epoch (1-based), batches already taken in it */
 static int pipeline_pipe_position(lua_State *L) {
-  pipe_box *b = check_pipe(L, 1);
-  lt_checkargs(L, 1);
-  if (!b->p) return 0;
+  dl_pipe *p = pipe_arg(L);
+  if (!p) return 0;
   int64_t e, bt;
-  dl_pipe_position(b->p, &e, &bt);
+  dl_pipe_position(p, &e, &bt);
   lua_pushinteger(L, e + 1);
   lua_pushinteger(L, bt);
   return 2;
 }
 
 static int pipeline_pipe_stats(lua_State *L) {
-  pipe_box *b = check_pipe(L, 1);
-  lt_checkargs(L, 1);
-  if (!b->p) return 0;
+  dl_pipe *p = pipe_arg(L);
+  if (!p) return 0;
   dl_pipe_stats s;
-  dl_pipe_get_stats(b->p, &s);
+  dl_pipe_get_stats(p, &s);
   lua_createtable(L, 0, 8);
-  lua_pushinteger(L, s.batches);
-  lua_setfield(L, -2, "batches");
-  lua_pushnumber(L, s.wait_s);
-  lua_setfield(L, -2, "wait");
-  lua_pushnumber(L, s.startup_s);
-  lua_setfield(L, -2, "startup");
-  lua_pushnumber(L, s.span_s);
-  lua_setfield(L, -2, "span");
-  lua_pushinteger(L, s.workers);
-  lua_setfield(L, -2, "workers");
-  lua_pushinteger(L, s.prefetch);
-  lua_setfield(L, -2, "prefetch");
-  lua_pushinteger(L, s.skipped);
-  lua_setfield(L, -2, "skipped");
+  lt_setinteger(L, "batches", s.batches);
+  lt_setnumber(L, "wait", s.wait_s);
+  lt_setnumber(L, "startup", s.startup_s);
+  lt_setnumber(L, "span", s.span_s);
+  lt_setinteger(L, "workers", s.workers);
+  lt_setinteger(L, "prefetch", s.prefetch);
+  lt_setinteger(L, "skipped", s.skipped);
   if (s.skipped > 0) {
     lua_pushstring(L, s.first_skip);
     lua_setfield(L, -2, "first_skip");
@@ -668,8 +667,7 @@ static int pipeline_pipe_stats(lua_State *L) {
     lua_createtable(L, 0, 2);
     lua_pushstring(L, s.stage[i]);
     lua_setfield(L, -2, "name");
-    lua_pushnumber(L, s.stage_s[i]);
-    lua_setfield(L, -2, "seconds");
+    lt_setnumber(L, "seconds", s.stage_s[i]);
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "stages");
@@ -677,8 +675,7 @@ static int pipeline_pipe_stats(lua_State *L) {
 }
 
 static int pipeline_pipe_close(lua_State *L) {
-  check_pipe(L, 1);
-  lt_checkargs(L, 1);
+  pipe_arg(L);
   return pipe_gc(L);
 }
 
@@ -714,6 +711,7 @@ static int pipeline_tf_apply(lua_State *L) {
   return lt_push(L, out);
 }
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg pipeline_funcs[] = {
   {"_pipe_close", pipeline_pipe_close},
   {"_pipe_new", pipeline_pipe_new},
@@ -725,12 +723,6 @@ static const luaL_Reg pipeline_funcs[] = {
 };
 
 void lt_register_pipeline(lua_State *L, int mod, int cidx) {
-  if (luaL_newmetatable(L, "dlua.PipelineIter")) {
-    lua_pushcfunction(L, pipe_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, pipe_gc);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
+  lt_newclass(L, "dlua.PipelineIter", pipe_gc, NULL, cidx);
   lt_setfuncs(L, mod, cidx, pipeline_funcs);
 }

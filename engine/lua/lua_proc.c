@@ -53,6 +53,7 @@ static long check_pid(lua_State *L, int i) {
 
 /* ------------------------------------------------------------ signals */
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int l_signal_catch(lua_State *L) {
   check_arity(L, 0);
   if (dl_signal_catch(lt_ctx(L)) < 0) return raise_ctx(L);
@@ -75,6 +76,7 @@ static int l_signal_pending(lua_State *L) {
   return 2;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int l_signal_clear(lua_State *L) {
   check_arity(L, 0);
   dl_signal_clear();
@@ -87,6 +89,7 @@ static int l_signal_winch(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int l_sleep(lua_State *L) {
   check_arity(L, 1);
   double s = check_seconds(L, 1);
@@ -203,6 +206,7 @@ static int l_proc_signal(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int l_proc_alive(lua_State *L) {
   check_arity(L, 1);
   long pid = check_pid(L, 1);

@@ -103,21 +103,9 @@ static const char *field_string(lua_State *L, int arg, int idx, int k, const cha
 }
 
 static int ds_shards(lua_State *L) {
-  dl_shards_opts o = dl_shards_defaults();
-  o.channels = (int)lt_checkinteger(L, 3, "channels");
-  luaL_checktype(L, 4, LUA_TBOOLEAN);
-  o.skip = lua_toboolean(L, 4);
-  o.max_pixels = lt_optinteger(L, 5, "max_pixels", 0);
-  lt_checkargs(L, 5);
-  int n = lt_snapshot(L, 1, 1, 1 << 20);
-  int paths_at = lua_gettop(L);
-  const char **paths = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *paths, 0);
-  for (int i = 0; i < n; i++) {
-    lua_rawgeti(L, paths_at, i + 1);
-    if (lua_type(L, -1) != LUA_TSTRING) return lt_argerror(L, 1, "element %d is a %s, expected a path", i + 1, lt_typename(L, -1));
-    paths[i] = lua_tostring(L, -1);
-    lua_pop(L, 1);
-  }
+  dl_image_opts o = lt_check_image_opts(L, 3);
+  int n;
+  const char **paths = lt_check_strings(L, 1, 1 << 20, "path", &n);
   int nf = lt_snapshot(L, 2, 2, DL_MAXFIELDS);
   int fields_at = lua_gettop(L);
   dl_shard_field f[DL_MAXFIELDS];

@@ -76,6 +76,7 @@ static int make_filled(lua_State *L, int kind) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int tensor_zeros(lua_State *L) { return make_filled(L, ZEROS); }
 static int tensor_ones(lua_State *L) { return make_filled(L, ONES); }
 static int tensor_randn(lua_State *L) { return make_filled(L, RANDN); }
@@ -155,6 +156,7 @@ static int tensor_size(lua_State *L) {
   return 1;
 }
 
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int tensor_stride(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   lt_checkargs(L, 1);
@@ -412,6 +414,7 @@ static int tensor_newindex(lua_State *L) {
 
 /* ------------------------------------------------------------ registration */
 
+/* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg tensor_funcs[] = {
   {"arange", tensor_arange},
   {"dim", tensor_dim},

@@ -25,6 +25,7 @@
  */
 /* See LICENSE */
 #include "ops/ops.h"
+#include "ops/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -310,12 +311,5 @@ int dl_bw_attention(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
     rc = run(ctx, &j, bw_task);
   }
   dl_tensor_release(qc); dl_tensor_release(kc); dl_tensor_release(vc); dl_tensor_release(gc);
-  if (rc < 0) {
-    dl_tensor_release(dq); dl_tensor_release(dk); dl_tensor_release(dv);
-    return -1;
-  }
-  gin[0] = dq;
-  gin[1] = dk;
-  gin[2] = dv;
-  return 0;
+  return dl_grads_out(rc < 0, gin, 3, (dl_tensor *[]){dq, dk, dv});
 }

@@ -95,7 +95,10 @@ static block block_of(const dl_bn_geom *g, int64_t j, int64_t c) {
 /* Float32 sums run on 2 x 4 float lanes, written with GCC's vector extension so
  * the compiler emits plain packed adds (its auto-vectoriser interleaves 8
  * scalar lanes with shuffles instead); the lanes are flushed into double every
- * CHUNK values. */
+ * CHUNK values. The row kernels below repeat that skeleton (centered_* and
+ * bsums_* alike, each float32 kernel beside its float64 twin) on purpose: each
+ * is the innermost loop of a pass, and sharing the skeleton would take a callback
+ * or a code-generating macro inside it; change them together. */
 typedef float v4f __attribute__((vector_size(16)));
 
 static v4f load4(const float *p) {
@@ -134,7 +137,7 @@ static double sum_f64(const double *x, int64_t n) {
   return s;
 }
 
-/* *s1 += sum (x - m), *s2 += sum (x - m)^2 */
+/* *s1 += sum (x - m), *s2 += sum (x - m)^2; bsums_* share this skeleton, kept apart (see above) */
 static void centered_f32(const float *x, int64_t n, float m, double *s1, double *s2) {
   double t1 = 0, t2 = 0;
   v4f mv = {m, m, m, m};
@@ -175,7 +178,7 @@ static void centered_f64(const double *x, int64_t n, double m, double *s1, doubl
   for (int l = 0; l < LANES; l++) { *s1 += a[l]; *s2 += b[l]; }
 }
 
-/* *sdy += sum dy, *sdyx += sum dy (x - m) */
+/* *sdy += sum dy, *sdyx += sum dy (x - m); centered_*'s skeleton, kept apart (see above) */
 static void bsums_f32(const float *dy, const float *x, int64_t n, float m, double *sdy, double *sdyx) {
   double t1 = 0, t2 = 0;
   v4f mv = {m, m, m, m};
@@ -242,6 +245,10 @@ static double param(dl_dtype d, const void *p, int64_t c, double def) {
 }
 
 /* ------------------------------------------------------------ stages */
+
+/* Each stage walks the same (group, channel, row) blocks and calls its row kernel directly
+ * in that walk: alike by design, since a shared walk would put a callback between the walk
+ * and the innermost loop. */
 
 void dl_bn_sums(const dl_bn_geom *g, dl_dtype d, const void *x, double *sum, int64_t c0, int64_t c1) {
   int64_t J = g->R * g->G;
@@ -407,6 +414,37 @@ static int ntasks(dl_ctx *ctx, const dl_bn_geom *g) {
   return g->C < 64 ? (int)g->C : 64;
 }
 
+/* A pass computes one stage of the forward or the backward for channels [c0, c1) of its
+ * job (an fw_job or a bw_job). run_passes spreads the channels over ntask pool tasks;
+ * fused, each channel goes through all the passes in turn while its data is in cache,
+ * else (one pass between two cross-rank reductions) a task's channels go through as one block. */
+typedef void (*bn_pass)(const void *job, int64_t c0, int64_t c1);
+
+typedef struct {
+  const void *job;
+  const bn_pass *pass;
+  int npass, fused, ntask;
+  int64_t C;
+} pass_run;
+
+static void pass_task(void *arg, int i) {
+  const pass_run *r = arg;
+  int64_t c0, c1;
+  chunk(r->C, r->ntask, i, &c0, &c1);
+  if (!r->fused) {
+    for (int k = 0; k < r->npass; k++) r->pass[k](r->job, c0, c1);
+    return;
+  }
+  for (int64_t c = c0; c < c1; c++)
+    for (int k = 0; k < r->npass; k++) r->pass[k](r->job, c, c + 1);
+}
+
+static void run_passes(dl_ctx *ctx, const void *job, int64_t C, int ntask, int fused, int npass,
+                       const bn_pass *pass) {
+  pass_run r = {job, pass, npass, fused, ntask, C};
+  dl_pool_run(ctx->pool, ntask, pass_task, &r);
+}
+
 typedef struct {
   const dl_bn_geom *g;
   dl_dtype d;
@@ -423,13 +461,15 @@ typedef struct {
 } fw_job;
 
 /* channels [c0, c1): x [N, C, P] -> group sums gs [J, C] -> set sums ssum [S, C] */
-static void fw_pass1(const fw_job *j, int64_t c0, int64_t c1) {
+static void fw_pass1(const void *job, int64_t c0, int64_t c1) {
+  const fw_job *j = job;
   dl_bn_sums(j->g, j->d, j->x, j->gs, c0, c1);
   dl_bn_combine(j->g, j->gs, j->ssum, c0, c1);
 }
 
 /* channels [c0, c1): centre [S, C] = ssum / n; x -> centred sums g1, g2 [J, C] -> sd [2, S, C] */
-static void fw_pass2(const fw_job *j, int64_t c0, int64_t c1) {
+static void fw_pass2(const void *job, int64_t c0, int64_t c1) {
+  const fw_job *j = job;
   const dl_bn_geom *g = j->g;
   for (int64_t s = 0; s < g->S; s++)
     for (int64_t c = c0; c < c1; c++)
@@ -440,45 +480,12 @@ static void fw_pass2(const fw_job *j, int64_t c0, int64_t c1) {
 }
 
 /* channels [c0, c1): sd -> mean, var, rstd [S, C] (unless frozen); x -> y [N, C, P] */
-static void fw_pass3(const fw_job *j, int64_t c0, int64_t c1) {
+static void fw_pass3(const void *job, int64_t c0, int64_t c1) {
+  const fw_job *j = job;
   const dl_bn_geom *g = j->g;
   if (!j->frozen)
     dl_bn_finish(g, j->n, j->centre, j->sd, j->sd + g->S * g->C, j->eps, j->mean, j->var, j->rstd, c0, c1);
   dl_bn_normalize(g, j->d, j->y, j->x, j->mean, j->rstd, j->gamma, j->beta, c0, c1);
-}
-
-static void fw_fused(void *arg, int i) {     /* all passes, one channel at a time */
-  const fw_job *j = arg;
-  int64_t c0, c1;
-  chunk(j->g->C, j->ntask, i, &c0, &c1);
-  for (int64_t c = c0; c < c1; c++) {
-    if (!j->frozen) {
-      fw_pass1(j, c, c + 1);
-      fw_pass2(j, c, c + 1);
-    }
-    fw_pass3(j, c, c + 1);
-  }
-}
-
-static void fw_task1(void *arg, int i) {
-  const fw_job *j = arg;
-  int64_t c0, c1;
-  chunk(j->g->C, j->ntask, i, &c0, &c1);
-  fw_pass1(j, c0, c1);
-}
-
-static void fw_task2(void *arg, int i) {
-  const fw_job *j = arg;
-  int64_t c0, c1;
-  chunk(j->g->C, j->ntask, i, &c0, &c1);
-  fw_pass2(j, c0, c1);
-}
-
-static void fw_task3(void *arg, int i) {
-  const fw_job *j = arg;
-  int64_t c0, c1;
-  chunk(j->g->C, j->ntask, i, &c0, &c1);
-  fw_pass3(j, c0, c1);
 }
 
 /* [N, C] <-> [C, N] as a new contiguous tensor of dtype d */
@@ -601,21 +608,21 @@ dl_tensor *dl_batch_norm(dl_ctx *ctx, dl_tensor *x, dl_tensor *weight, dl_tensor
       j.rstd[c] = 1.0 / sqrt(v / (double)o->replicas + o->eps);
     }
     st[2 * SC] = dl_bn_set_count(&g, 0);
-    dl_pool_run(ctx->pool, j.ntask, fw_fused, &j);
+    run_passes(ctx, &j, C, j.ntask, 1, 1, (const bn_pass[]){fw_pass3});
   } else {
     j.ssum = w; j.n = w + SC; j.sd = w + SC + S; j.centre = j.sd + 2 * SC; j.var = j.centre + SC;
     j.gs = j.var + SC; j.g1 = j.gs + J * C; j.g2 = j.g1 + J * C;
     for (int64_t s = 0; s < S; s++) j.n[s] = dl_bn_set_count(&g, s);
     int rc = 0;
     if (!staged) {
-      dl_pool_run(ctx->pool, j.ntask, fw_fused, &j);
+      run_passes(ctx, &j, C, j.ntask, 1, 3, (const bn_pass[]){fw_pass1, fw_pass2, fw_pass3});
     } else {
       /* the shared sets' sums are added across ranks before the centre and the statistics are taken */
-      dl_pool_run(ctx->pool, j.ntask, fw_task1, &j);
+      run_passes(ctx, &j, C, j.ntask, 0, 1, (const bn_pass[]){fw_pass1});
       rc = o->reducer->sum(o->reducer->ud, ctx, j.ssum, SC + S);
-      if (!rc) dl_pool_run(ctx->pool, j.ntask, fw_task2, &j);
+      if (!rc) run_passes(ctx, &j, C, j.ntask, 0, 1, (const bn_pass[]){fw_pass2});
       if (!rc) rc = o->reducer->sum(o->reducer->ud, ctx, j.sd, 2 * SC);
-      if (!rc) dl_pool_run(ctx->pool, j.ntask, fw_task3, &j);
+      if (!rc) run_passes(ctx, &j, C, j.ntask, 0, 1, (const bn_pass[]){fw_pass3});
     }
     if (rc) {
       dl_free(ctx, w, wbytes);
@@ -666,7 +673,8 @@ typedef struct {
 } bw_job;
 
 /* channels [c0, c1): dy, x [N, C, P] -> gdy, gdyx [J, C] -> dgamma, dbeta [C] and set sums [2, S, C] */
-static void bw_pass1(const bw_job *j, int64_t c0, int64_t c1) {
+static void bw_pass1(const void *job, int64_t c0, int64_t c1) {
+  const bw_job *j = job;
   const dl_bn_geom *g = j->g;
   dl_bn_backward_sums(g, j->d, j->dy, j->x, j->mean, j->gdy, j->gdyx, c0, c1);
   for (int64_t c = c0; c < c1; c++) {
@@ -685,35 +693,12 @@ static void bw_pass1(const bw_job *j, int64_t c0, int64_t c1) {
 }
 
 /* channels [c0, c1): dy, x [N, C, P], set sums -> dx [N, C, P] */
-static void bw_pass2(const bw_job *j, int64_t c0, int64_t c1) {
+static void bw_pass2(const void *job, int64_t c0, int64_t c1) {
+  const bw_job *j = job;
   if (!j->dx) return;
   const dl_bn_geom *g = j->g;
   dl_bn_backward_dx(g, j->d, j->dx, j->dy, j->x, j->n, j->mean, j->rstd, j->sums, j->sums + g->S * g->C,
                     j->gamma, j->frozen, c0, c1);
-}
-
-static void bw_fused(void *arg, int i) {
-  const bw_job *j = arg;
-  int64_t c0, c1;
-  chunk(j->g->C, j->ntask, i, &c0, &c1);
-  for (int64_t c = c0; c < c1; c++) {
-    bw_pass1(j, c, c + 1);
-    bw_pass2(j, c, c + 1);
-  }
-}
-
-static void bw_task1(void *arg, int i) {
-  const bw_job *j = arg;
-  int64_t c0, c1;
-  chunk(j->g->C, j->ntask, i, &c0, &c1);
-  bw_pass1(j, c0, c1);
-}
-
-static void bw_task2(void *arg, int i) {
-  const bw_job *j = arg;
-  int64_t c0, c1;
-  chunk(j->g->C, j->ntask, i, &c0, &c1);
-  bw_pass2(j, c0, c1);
 }
 
 /* a [C] tensor of dtype d from double values */
@@ -755,11 +740,11 @@ int dl_bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   j.ntask = ntasks(ctx, &g);
   int rc = 0;
   if (!red || frozen || !need_dx) {
-    dl_pool_run(ctx->pool, j.ntask, bw_fused, &j);
+    run_passes(ctx, &j, C, j.ntask, 1, 2, (const bn_pass[]){bw_pass1, bw_pass2});
   } else {
-    dl_pool_run(ctx->pool, j.ntask, bw_task1, &j);
+    run_passes(ctx, &j, C, j.ntask, 0, 1, (const bn_pass[]){bw_pass1});
     rc = red->sum(red->ud, ctx, j.sums, 2 * SC);
-    if (!rc) dl_pool_run(ctx->pool, j.ntask, bw_task2, &j);
+    if (!rc) run_passes(ctx, &j, C, j.ntask, 0, 1, (const bn_pass[]){bw_pass2});
   }
   dl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
   if (!rc && dxc) {
@@ -771,12 +756,5 @@ int dl_bw_batch_norm(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   dl_free(ctx, wk, wbytes);
   dl_tensor_release(dyc);
   dl_tensor_release(dxc);
-  if (rc) {
-    dl_tensor_release(gx); dl_tensor_release(gw); dl_tensor_release(gb);
-    return -1;
-  }
-  gin[0] = gx;
-  gin[1] = gw;
-  gin[2] = gb;
-  return 0;
+  return dl_grads_out(rc, gin, 3, (dl_tensor *[]){gx, gw, gb});
 }

@@ -434,14 +434,7 @@ static int bw_conv2d_f64(dl_ctx *ctx, dl_tensor *x, dl_tensor *w, dl_tensor *b, 
     dl_conv64_backward(&d, dl_data(xc), dl_data(wc), dl_data(gyc), gx ? (double *)gx->st->data : NULL,
                        gw ? (double *)gw->st->data : NULL, gb ? (double *)gb->st->data : NULL, col->st->data);
   dl_tensor_release(col); dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(gyc);
-  if (rc) {
-    dl_tensor_release(gx); dl_tensor_release(gw); dl_tensor_release(gb);
-    return -1;
-  }
-  gin[0] = gx;
-  gin[1] = gw;
-  if (b) gin[2] = gb;
-  return 0;
+  return dl_grads_out(rc, gin, 3, (dl_tensor *[]){gx, gw, gb});   /* gb is NULL without a bias */
 }
 
 /* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> out [N, O, Ho, Wo] */
@@ -534,14 +527,7 @@ int dl_bw_conv2d(dl_ctx *ctx, dl_node *n, dl_tensor *gy, dl_tensor **gin) {
   }
   dl_tensor_release(bpart); dl_tensor_release(part); dl_tensor_release(col);
   dl_tensor_release(xc); dl_tensor_release(wc); dl_tensor_release(gyc);
-  if (rc) {
-    dl_tensor_release(gx); dl_tensor_release(gw); dl_tensor_release(gb);
-    return -1;
-  }
-  gin[0] = gx;
-  gin[1] = gw;
-  if (b) gin[2] = gb;
-  return 0;
+  return dl_grads_out(rc, gin, 3, (dl_tensor *[]){gx, gw, gb});   /* gb is NULL without a bias */
 }
 
 /* ------------------------------------------------------------ pooling */
@@ -605,6 +591,8 @@ static void pool_fwd_task(void *arg_, int t) {
     }
     return;
   }
+  /* the general window; dl_pool64_forward (conv_f64.c) is its float64 twin, two copies on
+   * purpose: each a plain loop in its own type, float32 the hot one (change both together) */
   for (int64_t nc = nc0; nc < nc1; nc++) {
     const float *xi = j->x + nc * H * W;
     for (int64_t oh = 0; oh < Ho; oh++)

@@ -81,6 +81,8 @@ void dl_conv64_backward(const dl_conv64_geom *g, const double *x, const double *
     }
 }
 
+/* the float64 twin of conv.c's general pooling window (pool_fwd_task), two copies on purpose:
+ * each a plain loop in its own type (change both together) */
 void dl_pool64_forward(const dl_pool64_geom *g, int64_t nc0, int64_t nc1, const double *x, double *out,
                        int64_t *arg) {
   const int64_t H = g->H, W = g->W, Ho = g->Ho, Wo = g->Wo;

@@ -245,7 +245,9 @@ TARGET INLINE void interp_in(int a, const float *B, const __m512 *in, int is, __
 
 /* The six transforms, each spelled out per tile size so its loops have constant bounds and
  * unroll: V = B^T d B; Y = A^T M A; dM = A dY A^T; dd = B dV B^T; U = G w G^T and
- * dw = G^T dU G (row-major: A [a, m], G [a, r], B [a, a]). Rows first, then columns. */
+ * dw = G^T dU G (row-major: A [a, m], G [a, r], B [a, a]). Rows first, then columns. The
+ * six bodies are alike in shape on purpose: each is a transform or its adjoint, two passes
+ * with a fixed matrix and constant bounds, which a shared loop would lose. */
 #define SHAPES(X) X(4, 2, 3) X(6, 4, 3) X(6, 2, 5) X(7, 3, 5)
 
 #define TRANSFORMS(a, m, r)                                                                                     \
@@ -364,6 +366,10 @@ TARGET static void pack(const wjob *j, const blk *b, int64_t nl, int64_t c) {
                        _mm512_i32gather_ps(idx, src + h * W + w, 4));
 }
 
+/* The four tile walks below (input_tiles, output_tiles, grad_tiles, input_grad) share the
+ * (ty, tx) loop on purpose: each direction has its own vector loads and stores (contiguous,
+ * gathered, scattered, accumulated) inline in the loop, which a shared walk would hide
+ * behind a call per tile. */
 /* V [xi, t, c block] for the tiles of example n0 + nl from its packed plane */
 TARGET static void input_tiles(const wjob *j, const blk *b, int64_t nl, int64_t c) {
   const int a = j->t.a, m = j->t.m, aa = a * a;

@@ -26,6 +26,9 @@ static const char *const binop_names[] = {
 _Static_assert(sizeof binop_names / sizeof *binop_names == DL_B_MASK + 1, "a name for every binary selector");
 
 
+/* the binary ops on one pair of values, in double; bin_f below is its float twin, two copies
+ * on purpose: float's own operations (powf) round as the float32 kernels must, and each is
+ * inlined into its dtype's loops */
 static inline double bin_d(int op, double a, double b) {
   switch (op) {
     case DL_ADD: return a + b;
@@ -46,6 +49,7 @@ static inline double bin_d(int op, double a, double b) {
   }
 }
 
+/* bin_d's float twin (two copies on purpose, see bin_d) */
 static inline float bin_f(int op, float a, float b) {
   switch (op) {
     case DL_ADD: return a + b;
@@ -171,6 +175,8 @@ static double deriv_d(int op, double x) {
   }
 }
 
+/* the unary ops on one value, in double; un_f below is its float twin, two copies on purpose
+ * (as bin_d and bin_f: float's own functions round as the float32 kernels must) */
 static inline double un_d(int op, double x) {
   switch (op) {
     case DL_NEG: return -x;
@@ -219,6 +225,7 @@ static inline double un_d(int op, double x) {
   }
 }
 
+/* un_d's float twin (two copies on purpose, see un_d) */
 static inline float un_f(int op, float x) {
   switch (op) {
     case DL_NEG: return -x;

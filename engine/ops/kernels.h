@@ -63,4 +63,16 @@ dl_tensor *dl_sum_to(dl_ctx *ctx, dl_tensor *g, int ndim, const int64_t *shape);
  * moves): *rows x *R, row r holding the R elements that reduce into output element r */
 dl_tensor *dl_rows_of(dl_ctx *ctx, dl_tensor *a, unsigned mask, int64_t *rows, int64_t *R);
 
+/* ------------------------------------------------------------ a backward's last step */
+
+/* The n gradients g (NULL ones allowed) of a backward that ends with status rc: rc != 0
+ * releases them all and returns -1; rc == 0 hands them to gin[0..n) and returns 0. */
+static inline int dl_grads_out(int rc, dl_tensor **gin, int n, dl_tensor *const *g) {
+  for (int i = 0; i < n; i++) {
+    if (rc) dl_tensor_release(g[i]);
+    else gin[i] = g[i];
+  }
+  return rc ? -1 : 0;
+}
+
 #endif

@@ -52,7 +52,8 @@ typedef int (*dl_backward_fn)(dl_ctx *ctx, dl_node *n, dl_tensor *gout, dl_tenso
  * The elementwise and reduction families are lists of their own rows, with the
  * family's forward and backward passed in: the same list makes the family's kernel
  * selector (dl_binop, dl_unop, dl_redop below), its names and its map to DL_OP_<id>,
- * so the op table and the side tables cannot disagree. */
+ * so the op table and the side tables cannot disagree. Rows of these lists are alike by
+ * design: one row per op, the family's forward and backward passed through. */
 #define DL_BINARY_OPS(X, fw, bw)                                         \
   X(ADD, "add", fw, bw, "add")                                           \
   X(SUB, "sub", fw, bw, "sub")                                           \
@@ -103,6 +104,7 @@ typedef int (*dl_backward_fn)(dl_ctx *ctx, dl_node *n, dl_tensor *gout, dl_tenso
   X(ROUND, "round", fw, bw, "round")                                     \
   X(TRUNC, "trunc", fw, bw, "trunc")
 
+/* rows alike by design, as in the lists above */
 #define DL_REDUCE_OPS(X, fw, bw)                                         \
   X(SUM, "sum", fw, bw, "sum")                                           \
   X(MEAN, "mean", fw, bw, "mean")                                        \

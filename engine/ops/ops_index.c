@@ -143,7 +143,31 @@ static dl_tensor *contig_raw(dl_ctx *ctx, dl_tensor *t) {
   return dl_tensor_new_contiguous(ctx, t, t->dtype);
 }
 
+/* out of op(in..., dim, index), with its node recorded when in[0] is floating point:
+ * dim and the index saved for the backward (gather, index_select, scatter_add) */
+static dl_tensor *record_indexed(dl_ctx *ctx, dl_op op, dl_tensor *out, int nin, dl_tensor **in, int dim,
+                                 dl_tensor *index) {
+  dl_node *n = dl_dtype_is_float(in[0]->dtype) ? dl_tape_record(ctx, op, &out, nin, in) : NULL;
+  if (n) {
+    n->iv[0] = dim;
+    n->niv = 1;
+    n->saved[0] = dl_tensor_retain(index);
+  }
+  return out;
+}
+
 /* ---------------------------------------------------------- raw kernels */
+
+/* the strides of a walk over index's shape: st[0] index's, st[1] t1's, st[2] t2's, with
+ * dim's stride 0 in st[at] (the side that index addresses along dim) */
+static void walk_strides(int64_t st[3][DL_MAXDIM], const dl_tensor *index, const dl_tensor *t1,
+                         const dl_tensor *t2, int dim, int at) {
+  for (int d = 0; d < index->ndim; d++) {
+    st[0][d] = index->stride[d];
+    st[1][d] = at == 1 && d == dim ? 0 : t1->stride[d];
+    st[2][d] = at == 2 && d == dim ? 0 : t2->stride[d];
+  }
+}
 
 /* out (contiguous, index shape) = a gathered at index along dim; validated */
 static void gather_kernel(dl_tensor *out, dl_tensor *a, int dim, dl_tensor *index) {
@@ -151,16 +175,14 @@ static void gather_kernel(dl_tensor *out, dl_tensor *a, int dim, dl_tensor *inde
   int64_t n = dl_numel(index);
   if (n == 0) return;
   int64_t coord[DL_MAXDIM] = {0}, st[3][DL_MAXDIM], off[3] = {0, 0, 0};
-  for (int d = 0; d < nd; d++) {
-    st[0][d] = index->stride[d];
-    st[1][d] = d == dim ? 0 : a->stride[d];
-    st[2][d] = out->stride[d];
-  }
+  walk_strides(st, index, a, out, dim, 1);
   const void *ib = dl_data(index);
   const void *ab = dl_data(a);
   void *ob = dl_data(out);
   int64_t sd = a->stride[dim];
   size_t es = dl_dtype_size(a->dtype);
+  /* the same walk as scatter_add_kernel's with the element moved the other way (read at index,
+   * not added there); the float32 loop stays inline so the hot case makes no call per element */
   if (a->dtype == DL_F32) {
     const float *af = ab;
     float *of = ob;
@@ -182,15 +204,12 @@ static void scatter_add_kernel(dl_tensor *dst, int dim, dl_tensor *index, dl_ten
   int64_t n = dl_numel(index);
   if (n == 0) return;
   int64_t coord[DL_MAXDIM] = {0}, st[3][DL_MAXDIM], off[3] = {0, 0, 0};
-  for (int d = 0; d < nd; d++) {
-    st[0][d] = index->stride[d];
-    st[1][d] = src->stride[d];
-    st[2][d] = d == dim ? 0 : dst->stride[d];
-  }
+  walk_strides(st, index, src, dst, dim, 2);
   const void *ib = dl_data(index);
   const void *sb = dl_data(src);
   void *db = dl_data(dst);
   int64_t sd = dst->stride[dim];
+  /* gather_kernel's walk with the element added at index; kept apart for the inline float32 loop */
   if (dst->dtype == DL_F32) {
     const float *sf = sb;
     float *df = db;
@@ -236,21 +255,14 @@ int dl_bw_gather(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
  * out[.., i, ..] = a[.., index[.., i, ..], ..] */
 dl_tensor *dl_gather(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index) {
   const char *op = "gather";
-  if (check_dim(ctx, op, dim, a->ndim) < 0) return NULL;
-  if (check_index_dtype(ctx, op, index) < 0) return NULL;
+  if (check_dim(ctx, op, dim, a->ndim) < 0 || check_index_dtype(ctx, op, index) < 0) return NULL;
   if (check_same_ndim(ctx, op, index, a, "input") < 0) return NULL;
   if (check_fits(ctx, op, index, a, "input", dim) < 0) return NULL;
   if (check_index_values(ctx, op, index, dim, a->shape[dim]) < 0) return NULL;
   dl_tensor *out = dl_tensor_new_empty(ctx, a->dtype, index->ndim, index->shape);
   if (!out) return NULL;
   gather_kernel(out, a, dim, index);
-  dl_node *n = dl_dtype_is_float(a->dtype) ? dl_tape_record(ctx, DL_OP_GATHER, &out, 1, &a) : NULL;
-  if (n) {
-    n->iv[0] = dim;
-    n->niv = 1;
-    n->saved[0] = dl_tensor_retain(index);
-  }
-  return out;
+  return record_indexed(ctx, DL_OP_GATHER, out, 1, &a, dim, index);
 }
 
 /* ------------------------------------------------------ index_select */
@@ -289,8 +301,7 @@ int dl_bw_index_select(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 /* a [..., n, ...], index [k] -> out [..., k, ...] (rows of a along dim) */
 dl_tensor *dl_index_select(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index) {
   const char *op = "index_select";
-  if (check_dim(ctx, op, dim, a->ndim) < 0) return NULL;
-  if (check_index_dtype(ctx, op, index) < 0) return NULL;
+  if (check_dim(ctx, op, dim, a->ndim) < 0 || check_index_dtype(ctx, op, index) < 0) return NULL;
   if (index->ndim > 1) {
     char x[128];
     dl_shape_str(index->shape, index->ndim, x, sizeof x);
@@ -318,13 +329,7 @@ dl_tensor *dl_index_select(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index)
         memcpy(ob + (size_t)(o * k + j) * row, cb + (size_t)(o * A + v) * row, row);
       }
   dl_tensor_release(c);
-  dl_node *n = dl_dtype_is_float(a->dtype) ? dl_tape_record(ctx, DL_OP_INDEX_SELECT, &out, 1, &a) : NULL;
-  if (n) {
-    n->iv[0] = dim;
-    n->niv = 1;
-    n->saved[0] = dl_tensor_retain(index);
-  }
-  return out;
+  return record_indexed(ctx, DL_OP_INDEX_SELECT, out, 1, &a, dim, index);
 }
 
 /* ------------------------------------------------------- scatter_add */
@@ -359,8 +364,7 @@ int dl_bw_scatter_add(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
 /* a [..], index [..], src [at least index's shape] -> out [a's shape] = a with src added at index along dim */
 dl_tensor *dl_scatter_add(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index, dl_tensor *src) {
   const char *op = "scatter_add";
-  if (check_dim(ctx, op, dim, a->ndim) < 0) return NULL;
-  if (check_index_dtype(ctx, op, index) < 0) return NULL;
+  if (check_dim(ctx, op, dim, a->ndim) < 0 || check_index_dtype(ctx, op, index) < 0) return NULL;
   if (src->dtype != a->dtype)
     return dl_fail(ctx, "%s: src has dtype %s, expected %s (the input's dtype)", op,
                    dl_dtype_name(src->dtype), dl_dtype_name(a->dtype));
@@ -373,13 +377,7 @@ dl_tensor *dl_scatter_add(dl_ctx *ctx, dl_tensor *a, int dim, dl_tensor *index, 
   if (!out) return NULL;
   scatter_add_kernel(out, dim, index, src);
   dl_tensor *in[2] = {a, src};
-  dl_node *n = dl_dtype_is_float(a->dtype) ? dl_tape_record(ctx, DL_OP_SCATTER_ADD, &out, 2, in) : NULL;
-  if (n) {
-    n->iv[0] = dim;
-    n->niv = 1;
-    n->saved[0] = dl_tensor_retain(index);
-  }
-  return out;
+  return record_indexed(ctx, DL_OP_SCATTER_ADD, out, 2, in, dim, index);
 }
 
 /* ----------------------------------------------------------- one_hot */

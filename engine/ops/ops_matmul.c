@@ -18,6 +18,18 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, int *
   return 0;
 }
 
+/* t, of which the last two dims are a [rows, cols] matrix, in a layout BLAS takes (setting
+ * *trans and *ld): t itself, or else a contiguous copy that replaces it (t released); NULL
+ * when the copy fails */
+static dl_tensor *blas_operand(dl_ctx *ctx, dl_tensor *t, int64_t rows, int64_t cols, int *trans, int64_t *ld) {
+  int n = t->ndim;
+  if (blas_layout(rows, cols, t->stride[n - 2], t->stride[n - 1], trans, ld)) return t;
+  dl_tensor *c = dl_tensor_new_contiguous(ctx, t, t->dtype);
+  dl_tensor_release(t);
+  if (c) blas_layout(rows, cols, c->stride[n - 2], c->stride[n - 1], trans, ld);
+  return c;
+}
+
 /* a with dims d0 and d1 swapped: a view, no node (for the backward) */
 static dl_tensor *swapped(dl_ctx *ctx, dl_tensor *a, int d0, int d1) {
   int64_t sh[DL_MAXDIM], st[DL_MAXDIM];
@@ -50,13 +62,7 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
     sh[na - 1] = N;
     out = dl_tensor_new_empty(ctx, a->dtype, na, sh);
     if (!out) goto fail;
-    if (!blas_layout(K, N, tb->stride[0], tb->stride[1], &trans, &ld)) {
-      dl_tensor *c = dl_tensor_new_contiguous(ctx, tb, tb->dtype);
-      dl_tensor_release(tb);
-      tb = c;
-      if (!tb) goto fail;
-      blas_layout(K, N, tb->stride[0], tb->stride[1], &trans, &ld);
-    }
+    if (!(tb = blas_operand(ctx, tb, K, N, &trans, &ld))) goto fail;
     int64_t rows = dl_shape_numel(na - 1, a->shape);
     dl_gemm(ctx, a->dtype, 0, trans, rows, N, K, 1.0, dl_data(ta), K ? K : 1, dl_data(tb), ld, 0.0, out->st->data,
             N ? N : 1);
@@ -88,20 +94,8 @@ static dl_tensor *matmul_raw(dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
   if (!out) goto fail;
   int tA = 0, tB = 0;
   int64_t ldA = 1, ldB = 1;
-  if (!blas_layout(M, K, ta->stride[na - 2], ta->stride[na - 1], &tA, &ldA)) {
-    dl_tensor *c = dl_tensor_new_contiguous(ctx, ta, ta->dtype);
-    dl_tensor_release(ta);
-    ta = c;
-    if (!ta) goto fail;
-    blas_layout(M, K, ta->stride[na - 2], ta->stride[na - 1], &tA, &ldA);
-  }
-  if (!blas_layout(K, N, tb->stride[nb - 2], tb->stride[nb - 1], &tB, &ldB)) {
-    dl_tensor *c = dl_tensor_new_contiguous(ctx, tb, tb->dtype);
-    dl_tensor_release(tb);
-    tb = c;
-    if (!tb) goto fail;
-    blas_layout(K, N, tb->stride[nb - 2], tb->stride[nb - 1], &tB, &ldB);
-  }
+  if (!(ta = blas_operand(ctx, ta, M, K, &tA, &ldA))) goto fail;
+  if (!(tb = blas_operand(ctx, tb, K, N, &tB, &ldB))) goto fail;
   size_t es = dl_dtype_size(a->dtype);
   for (int64_t bi = 0; bi < nbatch; bi++) {
     int64_t rem = bi, oa = 0, ob = 0;

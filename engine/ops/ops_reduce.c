@@ -81,7 +81,8 @@ int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
         r = to_index(ctx, ge, a, __builtin_ctz(mask), n->saved[1]);
         break;
       } else {
-        /* over all (or several) dims: split evenly among ties (as torch's max() and amax) */
+        /* over all (or several) dims: split evenly among ties (as torch's max() and amax); the
+         * chain of NULL-propagating steps has the form of logsumexp's below, not its math */
         dl_tensor *oe = expand_back(ctx, n->saved[0], a, mask);
         dl_tensor *m = oe ? bin(ctx, DL_EQ, a, oe) : NULL;
         dl_tensor *mf = m ? dl_tensor_new_contiguous(ctx, m, g->dtype) : NULL;
@@ -102,7 +103,8 @@ int dl_bw_reduce(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
     }
     case DL_RLOGSUMEXP: {
       /* g * softmax(a) = g * exp(a - max) / sum exp(a - max): not exp(a - out), since out is
-       * rounded to a's dtype at the scale of max (a float32 row near 1e6 would be off by 1e-1) */
+       * rounded to a's dtype at the scale of max (a float32 row near 1e6 would be off by 1e-1);
+       * alike in form to the ties split above (NULL-propagating steps), different math */
       dl_tensor *mx = dl_reduce_raw(ctx, DL_RMAX, a, mask, 1, 0, NULL);
       dl_tensor *dlt = mx ? bin(ctx, DL_SUB, a, mx) : NULL;
       dl_tensor *e = dlt ? dl_unary_raw(ctx, DL_EXP, dlt) : NULL;

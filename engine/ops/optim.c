@@ -6,7 +6,11 @@
  * update function written as plain loops once per dtype (float32 for training,
  * float64 for checking the formulas to 1e-6 and beyond), and a row of `table`
  * below; nothing else in the engine, the binding or the Lua library names an
- * optimizer. The hyperparameters arrive as doubles and are rounded to the
+ * optimizer. The float32 and float64 loops of a rule are two copies on purpose:
+ * they replaced a type-generic macro (DL_OPTIM_DEFINE, the TH pattern STYLE.md
+ * warns against), each is a plain loop the compiler vectorises and a debugger
+ * steps through, and each rounds in its own type; change both together.
+ * The hyperparameters arrive as doubles and are rounded to the
  * buffers' type once per call; the caller (the Lua optimizer) owns the buffers
  * and calls dl_optim_step once per group inside one binding call per step.
  */
@@ -24,6 +28,7 @@
  * g includes the coupled weight decay wd p. The slot (v) is unused when mu is 0. */
 enum { SGD_LR, SGD_MOMENTUM, SGD_NESTEROV, SGD_WEIGHT_DECAY };
 
+/* float32; sgd_f64 below is its twin (two copies on purpose: see the top of the file) */
 DL_SIMD_CLONES static void sgd_f32(const double *h, int64_t t, float *p, const float *g, float *const *s,
                                    int64_t n) {
   (void)t;
@@ -46,6 +51,7 @@ DL_SIMD_CLONES static void sgd_f32(const double *h, int64_t t, float *p, const f
   }
 }
 
+/* sgd_f32's float64 twin (two copies on purpose: see the top of the file) */
 DL_SIMD_CLONES static void sgd_f64(const double *h, int64_t t, double *p, const double *g, double *const *s,
                                    int64_t n) {
   (void)t;
@@ -81,6 +87,7 @@ static double adam_step_size(const double *h, int64_t t) {
   return h[ADAM_LR] * sqrt(1 - pow(h[ADAM_BETA2], (double)t)) / (1 - pow(h[ADAM_BETA1], (double)t));
 }
 
+/* float32; adam_family_f64 below is its twin (two copies on purpose: see the top of the file) */
 DL_SIMD_CLONES static void adam_family_f32(const double *h, int64_t t, float *p, const float *g, float *const *s,
                                            int64_t n, int variant) {
   const float lr = (float)h[ADAM_LR], wd = (float)h[ADAM_WEIGHT_DECAY], eps = (float)h[ADAM_EPS];
@@ -101,6 +108,7 @@ DL_SIMD_CLONES static void adam_family_f32(const double *h, int64_t t, float *p,
   }
 }
 
+/* adam_family_f32's float64 twin (two copies on purpose: see the top of the file) */
 DL_SIMD_CLONES static void adam_family_f64(const double *h, int64_t t, double *p, const double *g, double *const *s,
                                            int64_t n, int variant) {
   const double lr = h[ADAM_LR], wd = h[ADAM_WEIGHT_DECAY], eps = h[ADAM_EPS];
@@ -120,6 +128,8 @@ DL_SIMD_CLONES static void adam_family_f64(const double *h, int64_t t, double *p
   }
 }
 
+/* the three rows' entry points, per dtype: alike by design, since the table's update signature
+ * carries no variant */
 static void adam_f32(const double *h, int64_t t, float *p, const float *g, float *const *s, int64_t n) {
   adam_family_f32(h, t, p, g, s, n, ADAM_PLAIN);
 }
@@ -144,6 +154,7 @@ static void adamw_f64(const double *h, int64_t t, double *p, const double *g, do
 /* s += g^2; p -= lr g / (sqrt(s) + eps), g with the coupled weight decay */
 enum { ADAGRAD_EPS, ADAGRAD_LR, ADAGRAD_WEIGHT_DECAY };
 
+/* float32; adagrad_f64 below is its twin (two copies on purpose: see the top of the file) */
 DL_SIMD_CLONES static void adagrad_f32(const double *h, int64_t t, float *p, const float *g, float *const *s,
                                        int64_t n) {
   (void)t;
@@ -156,6 +167,7 @@ DL_SIMD_CLONES static void adagrad_f32(const double *h, int64_t t, float *p, con
   }
 }
 
+/* adagrad_f32's float64 twin (two copies on purpose: see the top of the file) */
 DL_SIMD_CLONES static void adagrad_f64(const double *h, int64_t t, double *p, const double *g, double *const *s,
                                        int64_t n) {
   (void)t;
@@ -173,6 +185,7 @@ DL_SIMD_CLONES static void adagrad_f64(const double *h, int64_t t, double *p, co
 /* v (starts at 1) = rho v + (1 - rho) g^2; m = mu m + lr / sqrt(v + eps) g; p -= m */
 enum { RMSPROP_EPS, RMSPROP_LR, RMSPROP_MOMENTUM, RMSPROP_RHO, RMSPROP_WEIGHT_DECAY };
 
+/* float32; rmsprop_f64 below is its twin (two copies on purpose: see the top of the file) */
 DL_SIMD_CLONES static void rmsprop_f32(const double *h, int64_t t, float *p, const float *g, float *const *s,
                                        int64_t n) {
   (void)t;
@@ -187,6 +200,7 @@ DL_SIMD_CLONES static void rmsprop_f32(const double *h, int64_t t, float *p, con
   }
 }
 
+/* rmsprop_f32's float64 twin (two copies on purpose: see the top of the file) */
 DL_SIMD_CLONES static void rmsprop_f64(const double *h, int64_t t, double *p, const double *g, double *const *s,
                                        int64_t n) {
   (void)t;

@@ -166,7 +166,6 @@ local valid = {
   clock = {args = function() end},
   machine = {args = function() end},
   isatty = {args = function() return 1 end},
-  machine = {args = function() end},
   memory_limit = {args = function() end},
   memory_reset_peak = {args = function() end},
   memory_stats = {args = function() end},

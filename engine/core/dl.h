@@ -42,6 +42,7 @@ typedef struct {
   size_t limit;               /* 0 = none */
   uint64_t allocs;            /* dl_alloc calls */
   uint64_t system_allocs;     /* of which went to the system allocator */
+  uint64_t splits;            /* of which were cut from a larger cached block */
   uint64_t frees;
   uint64_t fail_at;           /* test hook: fail the N-th allocation (0 = never) */
   int last_oom;               /* 1 if the last failure was the limit, not malloc */

@@ -36,6 +36,7 @@ typedef struct dl_node_ref {
 typedef struct {
   pthread_mutex_t lock;
   void *free_list[64];        /* one singly linked list per power-of-two class */
+  uint64_t last_alloc[64];    /* the allocs count at each class's last request */
   size_t in_use;              /* bytes handed out (rounded to class), live */
   size_t peak;                /* max of in_use */
   size_t cached;              /* bytes held in free lists */

@@ -14,7 +14,11 @@
  * its class, the other halves going to their lists, before it asks the system:
  * memory a program touched once (the float copy of a data set made while
  * loading it, a layer's one-off buffer) serves later requests of other sizes
- * instead of staying resident beside them. No block is ever merged back.
+ * instead of staying resident beside them. No block is ever merged back, so a
+ * block is cut only from a class idle for longer than the request's own class
+ * (no request of it since this class's last one): two classes that a training
+ * step uses in turn do not cut each other's blocks step after step, each
+ * split then costing the other class a new block.
  */
 /* See LICENSE */
 #define _DEFAULT_SOURCE 1       /* MAP_ANONYMOUS under a strict -std */
@@ -62,12 +66,13 @@ static void trim_locked(dl_mem *m) {
   }
 }
 
-/* a block of class c cut from the smallest larger cached one (c >= PAGE_CLASS), or NULL:
- * of a block of class d, the first 2^c bytes are returned and the halves
- * [2^k, 2^(k+1)) for k = c .. d-1 join list k */
+/* a block of class c (>= PAGE_CLASS) cut from the smallest larger cached one of a class idle
+ * since c's last request (any class, for c's first), or NULL: of a block of class d, the
+ * first 2^c bytes are returned and the halves [2^k, 2^(k+1)) for k = c .. d-1 join list k */
 static void *split_locked(dl_mem *m, int c) {
+  uint64_t since = m->last_alloc[c] ? m->last_alloc[c] : m->allocs;
   int d = c + 1;
-  while (d < 64 && !m->free_list[d]) d++;
+  while (d < 64 && !(m->free_list[d] && m->last_alloc[d] < since)) d++;
   if (d == 64) return NULL;
   char *p = m->free_list[d];
   m->free_list[d] = *(void **)p;
@@ -130,6 +135,7 @@ void *dl_alloc(dl_ctx *ctx, size_t nbytes) {
       return NULL;
     }
   }
+  m->last_alloc[c] = m->allocs;
   m->in_use += cb;
   if (m->in_use > m->peak) m->peak = m->in_use;
   pthread_mutex_unlock(&m->lock);

@@ -53,6 +53,27 @@ dl_node *dl_tape_record(dl_ctx *ctx, dl_op op, dl_tensor **out, int nin, dl_tens
   return n;
 }
 
+int dl_node_edges_only(dl_ctx *ctx, dl_node *n) {
+  for (int i = 0; i < n->nin; i++) {
+    dl_tensor *x = n->in[i];
+    if (!x || !x->grad_fn) continue;
+    int64_t zero[1] = {0};
+    dl_tensor *e = dl_tensor_new_empty(ctx, x->dtype, 1, zero);
+    if (!e) return -1;
+    e->ndim = x->ndim;
+    for (int d = 0; d < x->ndim; d++) {
+      e->shape[d] = x->shape[d];
+      e->stride[d] = 0;
+    }
+    e->requires_grad = 1;
+    atomic_fetch_add(&((dl_node_ref *)x->grad_fn)->refs, 1);
+    e->grad_fn = x->grad_fn;
+    n->in[i] = e;
+    dl_tensor_release(x);
+  }
+  return 0;
+}
+
 void dl_node_drop_inputs(dl_node *n) {
   for (int i = 0; i < n->nin; i++) {
     dl_tensor_release(n->in[i]);

@@ -5,8 +5,11 @@
  * way a node is made. The node keeps its op's id; its name comes from the op
  * table's strings, so this file refers to no op, and the core frees the node
  * through the destroy hook set here. Nodes never reference their own output,
- * so the tape has no cycles. The walk that runs the nodes' backwards is
- * autograd.c, above every op file; this file calls only core/.
+ * so the tape has no cycles. An op whose backward needs only its inputs' shapes
+ * swaps them for edges (dl_node_edges_only: the producer's node, the shape, no
+ * data), so the tape does not keep those activations alive. The walk that
+ * runs the nodes' backwards is autograd.c, above every op file; this file
+ * calls only core/.
  */
 /* See LICENSE */
 #include "ops/ops.h"

@@ -36,12 +36,14 @@ typedef struct dl_node_ref {
 typedef struct {
   pthread_mutex_t lock;
   void *free_list[64];        /* one singly linked list per power-of-two class */
+  uint64_t last_alloc[64];    /* the allocs count at each class's last request */
   size_t in_use;              /* bytes handed out (rounded to class), live */
   size_t peak;                /* max of in_use */
   size_t cached;              /* bytes held in free lists */
   size_t limit;               /* 0 = none */
   uint64_t allocs;            /* dl_alloc calls */
   uint64_t system_allocs;     /* of which went to the system allocator */
+  uint64_t splits;            /* of which were cut from a larger cached block */
   uint64_t frees;
   uint64_t fail_at;           /* test hook: fail the N-th allocation (0 = never) */
   int last_oom;               /* 1 if the last failure was the limit, not malloc */

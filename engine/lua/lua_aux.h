@@ -58,6 +58,7 @@ typedef struct {
   dl_ctx *ctx;
   lua_State *L;             /* the state running backward (for Lua-defined functions) */
   size_t gc_mark;           /* tensor bytes in use when the GC was last stepped */
+  size_t backward_mark;     /* tensor bytes in use after the last backward */
   int *dead_refs;           /* registry refs of freed Lua-defined nodes, unref'd lazily */
   int ndead, capdead;
   dl_trace *trace;          /* the trace recorder (dl.trace), shared with the pipelines */

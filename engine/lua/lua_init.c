@@ -33,6 +33,7 @@ static int new_context(lua_State *L) {
   c->ctx = NULL;
   c->L = NULL;
   c->gc_mark = 0;
+  c->backward_mark = 0;
   c->dead_refs = NULL;
   c->ndead = c->capdead = 0;
   c->trace = NULL;

@@ -58,12 +58,13 @@ static int sys_memory_stats(lua_State *L) {
   pthread_mutex_lock(&ctx->mem.lock);
   dl_mem m = ctx->mem;          /* copy: building the table may run the GC, which frees */
   pthread_mutex_unlock(&ctx->mem.lock);
-  lua_createtable(L, 0, 8);
+  lua_createtable(L, 0, 9);
   lua_pushinteger(L, (lua_Integer)m.in_use); lua_setfield(L, -2, "in_use");
   lua_pushinteger(L, (lua_Integer)m.peak); lua_setfield(L, -2, "peak");
   lua_pushinteger(L, (lua_Integer)m.cached); lua_setfield(L, -2, "cached");
   lua_pushinteger(L, (lua_Integer)m.allocs); lua_setfield(L, -2, "allocs");
   lua_pushinteger(L, (lua_Integer)m.system_allocs); lua_setfield(L, -2, "system_allocs");
+  lua_pushinteger(L, (lua_Integer)m.splits); lua_setfield(L, -2, "splits");
   lua_pushinteger(L, (lua_Integer)m.frees); lua_setfield(L, -2, "frees");
   lua_pushinteger(L, (lua_Integer)m.external); lua_setfield(L, -2, "mapped");
   if (m.limit) { lua_pushinteger(L, (lua_Integer)m.limit); lua_setfield(L, -2, "limit"); }

@@ -116,10 +116,18 @@ static int topo(dl_node *root, node_vec *order) {
       stack.n--;
       n->mark = 2;
       if (push(order, n) < 0) rc = -1;
+      else atomic_fetch_add(&((dl_node_ref *)n)->refs, 1);   /* released by release_order */
     }
   }
   free(stack.v);
   return rc;
+}
+
+/* clears the marks and gives back the references topo took */
+static void release_order(node_vec *order) {
+  for (int k = 0; k < order->n; k++) order->v[k]->mark = 0;
+  for (int k = 0; k < order->n; k++) dl_node_release(order->v[k]);
+  free(order->v);
 }
 
 int dl_backward(dl_ctx *ctx, dl_tensor *t, dl_tensor *g, int keep) {
@@ -158,8 +166,7 @@ int dl_backward(dl_ctx *ctx, dl_tensor *t, dl_tensor *g, int keep) {
   }
   node_vec order = {0};
   if (topo(t->grad_fn, &order) < 0) {
-    for (int i = 0; i < order.n; i++) order.v[i]->mark = 0;
-    free(order.v);
+    release_order(&order);
     dl_tensor_release(g1);
     dl_fail(ctx, "backward: out of memory ordering the graph");
     return -1;
@@ -199,16 +206,19 @@ int dl_backward(dl_ctx *ctx, dl_tensor *t, dl_tensor *g, int keep) {
     }
     dl_tensor_release(n->gacc);
     n->gacc = NULL;
+    /* no later node reads this one's inputs: dropping them now frees each activation
+     * once the last node saving it has run, so the walk's peak is not all of them
+     * plus the gradients of the first layers */
+    if (!keep && rc == 0) dl_node_drop_inputs(n);
   }
   for (int k = 0; k < order.n; k++) {
     dl_node *n = order.v[k];
-    n->mark = 0;
     dl_tensor_release(n->gacc);
     n->gacc = NULL;
     if (!keep && rc == 0) dl_node_drop_inputs(n);
   }
   ctx->grad_enabled = saved_mode;
-  free(order.v);
+  release_order(&order);
   dl_tensor_release(g1);
   return rc;
 }

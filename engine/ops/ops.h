@@ -212,6 +212,11 @@ struct dl_node {
  *     n->iv[0] = dim;                    (a failure here: release out, which frees n)
  *     return out; */
 dl_node *dl_tape_record(dl_ctx *ctx, dl_op op, dl_tensor **out, int nin, dl_tensor **in);
+/* For an op whose backward reads only its inputs' shapes (add, sub, relu from its saved
+ * output): replaces each input an op produced by an edge (tape.c), a header of its shape and
+ * dtype with its grad_fn but no data, so the node routes gradients without keeping the input's
+ * memory alive. Leaves stay (their .grad is accumulated). Returns 0, or -1 (ctx->err set). */
+int dl_node_edges_only(dl_ctx *ctx, dl_node *n);
 /* Drops n's inputs, saved tensors and user data and marks it freed (tape.c): the walk
  * calls it after a backward that does not keep the graph; the node itself lives on
  * while tensors hold it. */

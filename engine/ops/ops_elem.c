@@ -130,6 +130,10 @@ dl_tensor *dl_binary(dl_ctx *ctx, dl_binop op, dl_tensor *a, dl_tensor *b) {
     dl_tensor_release(out);
     return NULL;
   }
+  if ((op == DL_ADD || op == DL_SUB) && dl_node_edges_only(ctx, n) < 0) {   /* shapes suffice */
+    dl_tensor_release(out);
+    return NULL;
+  }
   return out;
 }
 
@@ -150,8 +154,8 @@ int dl_bw_unary(dl_ctx *ctx, dl_node *n, dl_tensor *g, dl_tensor **gin) {
       t = dl_unary_raw(ctx, DL_SIGN, a);
       r = t ? dl_binary_raw(ctx, DL_MUL, g, t, g->dtype) : NULL;
       break;
-    case DL_RELU:               /* g where a > 0 */
-      r = dl_binary_raw(ctx, DL_B_MASK, g, a, g->dtype);
+    case DL_RELU:               /* g where a > 0, that is where out > 0 */
+      r = dl_binary_raw(ctx, DL_B_MASK, g, out, g->dtype);
       break;
     case DL_SIGMOID:            /* g * s * (1 - s) */
       t = dl_scale_shift_raw(ctx, out, -1, 1);
@@ -213,8 +217,14 @@ dl_tensor *dl_unary(dl_ctx *ctx, dl_unop op, dl_tensor *a) {
   dl_node *n = dl_tape_record(ctx, ops[op], &out, 1, &a);
   if (!n) return out;
   n->iv[0] = op;
-  if ((op == DL_EXP || op == DL_SQRT || op == DL_SIGMOID || op == DL_TANH || op == DL_RSQRT) &&
+  if ((op == DL_EXP || op == DL_SQRT || op == DL_SIGMOID || op == DL_TANH || op == DL_RSQRT || op == DL_RELU) &&
       !(n->saved[0] = dl_detach(ctx, out))) {
+    dl_tensor_release(out);
+    return NULL;
+  }
+  /* relu's mask comes from its output (out > 0 exactly where a > 0), which the next layer
+   * keeps anyway: the input (a norm's output, say) need not stay alive for it */
+  if (op == DL_RELU && dl_node_edges_only(ctx, n) < 0) {
     dl_tensor_release(out);
     return NULL;
   }

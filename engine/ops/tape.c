@@ -5,8 +5,11 @@
  * way a node is made. The node keeps its op's id; its name comes from the op
  * table's strings, so this file refers to no op, and the core frees the node
  * through the destroy hook set here. Nodes never reference their own output,
- * so the tape has no cycles. The walk that runs the nodes' backwards is
- * autograd.c, above every op file; this file calls only core/.
+ * so the tape has no cycles. An op whose backward needs only its inputs' shapes
+ * swaps them for edges (dl_node_edges_only: the producer's node, the shape, no
+ * data), so the tape does not keep those activations alive. The walk that
+ * runs the nodes' backwards is autograd.c, above every op file; this file
+ * calls only core/.
  */
 /* See LICENSE */
 #include "ops/ops.h"
@@ -51,6 +54,27 @@ dl_node *dl_tape_record(dl_ctx *ctx, dl_op op, dl_tensor **out, int nin, dl_tens
   dl_node_release(t->grad_fn);
   t->grad_fn = n;
   return n;
+}
+
+int dl_node_edges_only(dl_ctx *ctx, dl_node *n) {
+  for (int i = 0; i < n->nin; i++) {
+    dl_tensor *x = n->in[i];
+    if (!x || !x->grad_fn) continue;
+    int64_t zero[1] = {0};
+    dl_tensor *e = dl_tensor_new_empty(ctx, x->dtype, 1, zero);
+    if (!e) return -1;
+    e->ndim = x->ndim;
+    for (int d = 0; d < x->ndim; d++) {
+      e->shape[d] = x->shape[d];
+      e->stride[d] = 0;
+    }
+    e->requires_grad = 1;
+    atomic_fetch_add(&((dl_node_ref *)x->grad_fn)->refs, 1);
+    e->grad_fn = x->grad_fn;
+    n->in[i] = e;
+    dl_tensor_release(x);
+  }
+  return 0;
 }
 
 void dl_node_drop_inputs(dl_node *n) {

@@ -7,10 +7,12 @@ local core = require "dlua.core"
 
 local M = {}
 
---- Returns {in_use, peak, cached, allocs, system_allocs, frees, mapped, limit}.
+--- Returns {in_use, peak, cached, allocs, system_allocs, splits, frees, mapped, limit}.
 -- `system_allocs` counts allocations that went to the system: in a steady
--- state loop it stops growing. `mapped` is the bytes of memory-mapped files
--- that tensors view (data.npy): not in in_use, peak or the limit.
+-- state loop it stops growing. `splits` counts allocations of 1 MiB or more
+-- cut from a larger cached block (a one-off temporary's memory reused, not
+-- added to). `mapped` is the bytes of memory-mapped files that tensors view
+-- (data.npy): not in in_use, peak or the limit.
 -- @usage print(dl.memory.stats().peak)
 function M.stats()
   return core.memory_stats()

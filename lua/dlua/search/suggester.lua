@@ -98,7 +98,7 @@ function Suggester:suggest(n)
     table.sort(pend, function(a, b) return a.index < b.index end)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
     local sopts = {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
-                   init = self.init}
+                   init = self.init, model = self.fit and self.fit.model}
     for k, v in pairs(self.own) do if k ~= "theta" then sopts[k] = v end end
     local us, info = row.suggest(self.space, self.history, pend, #adaptive, sopts)
     self.theta = info.theta
@@ -151,7 +151,7 @@ function Suggester:best()
   if self.row.estimate and #feas >= 2 then
     if not (self.fit and self.fit.count == #self.history) then
       local model = self.row.estimate(self.space, self.history, {mode = self.mode, context = self.context,
-        theta = self.theta, max_points = self.own.max_points})
+        theta = self.theta, max_points = self.own.max_points, model = self.fit and self.fit.model})
       self.theta = model.theta
       self.fit = {count = #self.history, model = model}
     end

@@ -1,0 +1,116 @@
+-- tests/bench/search_regret.lua -- simple regret of dl.search's bayes at 50 and 100
+-- evaluations on Branin (2-D), Hartmann-6, Ackley-5, Rosenbrock-4 and a mixed space
+-- (continuous, log-scale, integer and categorical parameters): the true function at
+-- the suggester's reported best (s:best()) minus the minimum, median and 90th
+-- percentile over seeds 1..`seeds` (issue 35: the cost work must leave these alone;
+-- docs/benchmarks.md "Search: quality and cost"). The digest column sums every
+-- suggested coordinate times its position: equal digests mean the same suggestions.
+--   dlua tests/bench/search_regret.lua [seeds=10] [problem name]
+local S = require("dlua").search
+
+local seeds = tonumber(arg and arg[1]) or 10
+local only = arg and arg[2]
+local BUDGETS = {50, 100}
+
+local function branin(hp)
+  local x1, x2 = hp.x1, hp.x2
+  local b, c, t = 5.1 / (4 * math.pi ^ 2), 5 / math.pi, 1 / (8 * math.pi)
+  return (x2 - b * x1 ^ 2 + c * x1 - 6) ^ 2 + 10 * (1 - t) * math.cos(x1) + 10
+end
+
+local ALPHA = {1.0, 1.2, 3.0, 3.2}
+local A = {{10, 3, 17, 3.5, 1.7, 8}, {0.05, 10, 17, 0.1, 8, 14}, {3, 3.5, 1.7, 10, 17, 8}, {17, 8, 0.05, 10, 0.1, 14}}
+local P = {{1312, 1696, 5569, 124, 8283, 5886}, {2329, 4135, 8307, 3736, 1004, 9991},
+           {2348, 1451, 3522, 2883, 3047, 6650}, {4047, 8828, 8732, 5743, 1091, 381}}
+local function hartmann6(hp)
+  local f = 0
+  for i = 1, 4 do
+    local s = 0
+    for j = 1, 6 do s = s + A[i][j] * (hp["x" .. j] - P[i][j] * 1e-4) ^ 2 end
+    f = f - ALPHA[i] * math.exp(-s)
+  end
+  return f
+end
+
+local function vec(hp, d)
+  local x = {}
+  for j = 1, d do x[j] = hp["x" .. j] end
+  return x
+end
+
+local function ackley(hp)
+  local x, s1, s2 = vec(hp, 5), 0, 0
+  for j = 1, #x do s1, s2 = s1 + x[j] ^ 2, s2 + math.cos(2 * math.pi * x[j]) end
+  return -20 * math.exp(-0.2 * math.sqrt(s1 / #x)) - math.exp(s2 / #x) + 20 + math.exp(1)
+end
+
+local function rosenbrock(hp)
+  local x, f = vec(hp, 4), 0
+  for j = 1, #x - 1 do f = f + 100 * (x[j + 1] - x[j] ^ 2) ^ 2 + (1 - x[j]) ^ 2 end
+  return f
+end
+
+-- a mixed space: the minimum 0 at x = 0.3, lr = 1e-3, n = 7, kind = "b"
+local KIND = {a = 0.5, b = 0, c = 1.0}
+local function mixed(hp)
+  return (hp.x - 0.3) ^ 2 * 4 + (math.log10(hp.lr) + 3) ^ 2 / 4 + ((hp.n - 7) / 10) ^ 2 + KIND[hp.kind]
+end
+
+local function box(d, a, b)
+  local t = {}
+  for j = 1, d do t["x" .. j] = S.uniform(a, b) end
+  return S.space(t)
+end
+
+local PROBLEMS = {
+  {name = "Branin", f = branin, minimum = 0.397887, space = S.space{x1 = S.uniform(-5, 10), x2 = S.uniform(0, 15)}},
+  {name = "Hartmann-6", f = hartmann6, minimum = -3.32237, space = box(6, 0, 1)},
+  {name = "Ackley-5", f = ackley, minimum = 0, space = box(5, -32.768, 32.768)},
+  {name = "Rosenbrock-4", f = rosenbrock, minimum = 0, space = box(4, -5, 10)},
+  {name = "mixed", f = mixed, minimum = 0,
+   space = S.space{x = S.uniform(0, 1), lr = S.log_uniform(1e-5, 1e-1), n = S.int(1, 20),
+                   kind = S.choice{"a", "b", "c"}}},
+}
+
+local function pct(v, p)
+  v = {table.unpack(v)}
+  table.sort(v)
+  local h = (#v - 1) * p + 1
+  local lo = math.floor(h)
+  return v[lo] + (h - lo) * ((v[lo + 1] or v[lo]) - v[lo])
+end
+
+local function g3(x)
+  if x == 0 then return "0" end
+  if math.abs(x) >= 0.01 and math.abs(x) < 1000 then return (string.format("%.3g", x)) end
+  return (string.format("%.2e", x))
+end
+
+local f = io.popen("sh tests/bench/machine.sh")
+print(f:read("a"))
+f:close()
+print(string.format("simple regret of dl.search bayes at the reported best, seeds 1..%d: median / p90", seeds))
+print("| problem | @50 median | @50 p90 | @100 median | @100 p90 | digest | CPU s |")
+print("|---|---|---|---|---|---|---|")
+for _, pr in ipairs(PROBLEMS) do
+  if not only or only == pr.name then
+    local t0 = os.clock()
+    local res, digest = {[50] = {}, [100] = {}}, 0
+    for seed = 1, seeds do
+      local s = S.suggester(pr.space, {algorithm = "bayes", seed = seed, mode = "min"})
+      local n = 0
+      for _, b in ipairs(BUDGETS) do
+        while n < b do
+          local sg = s:suggest(1)[1]
+          for k = 1, #sg.u do digest = digest + sg.u[k] * (k + n) end
+          s:observe(sg, pr.f(sg.hp))
+          n = n + 1
+        end
+        res[b][seed] = pr.f(s:best().hp) - pr.minimum
+      end
+    end
+    print(string.format("| %s | %s | %s | %s | %s | %.17g | %.0f |", pr.name, g3(pct(res[50], 0.5)),
+      g3(pct(res[50], 0.9)), g3(pct(res[100], 0.5)), g3(pct(res[100], 0.9)), digest, os.clock() - t0))
+    io.stdout:flush()
+  end
+end

@@ -90,8 +90,8 @@ static void push_list(lua_State *L, const double *v, int n) {
   }
 }
 
-static const char *const fit_keys[] = {"classify", "coarse_points", "dim", "fine_iters", "fit", "fit_points", "iters", "max_points",
-                                       "starts", "theta", NULL};
+static const char *const fit_keys[] = {"classify", "coarse_points", "dim",   "fine_iters", "fit", "fit_points",
+                                       "iters",    "max_points",    "starts", "theta",      NULL};
 
 /* an integer option in [min, 1000000] */
 static int opt_count(lua_State *L, const lt_opts *o, const char *key, int def, int min) {

@@ -60,6 +60,8 @@ describe("dl.search GP cost paths", function()
     y2[3] = y2[3] + 1
     assert.is_false(m0:extends(X, y2))
     assert.is_false(m:extends(X0, y0))
+    assert.has_error(function() m0:extend(X, y2) end,
+      "dlua.gp: extend: the model's observations are not the first ones of (X, y)")
   end)
 
   it("gives the exact fit's posterior from a coarse start (to 1e-3 of y's spread)", function()

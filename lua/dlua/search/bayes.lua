@@ -67,7 +67,7 @@ function M.surrogate(X, y, opts, features)
     error("dl.search.bayes_suggest: option 'model' must be info.model of an earlier call", 3)
   end
   if prev and #X >= INCREMENTAL_FROM and #X <= REFIT_GROWTH * prev.fitted and prev.D == features
-     and prev:extends(X, y) then
+     and prev:extends(X, y) then                  -- (extend checks it again: O(n d), cheap beside the fit)
     return prev:extend(X, y)
   end
   return gp.fit(X, y, {theta = opts.theta, dim = features, max_points = opts.max_points})

@@ -18,11 +18,11 @@
 -- given) runs from theta alone. Above `max_points` (800) points the fit uses
 -- a subset: the best quarter by y plus a greedy maximin space-filling choice
 -- of the rest. The cost above a size (engine/search/gp.h): a cold fit on more
--- than `coarse_points` (128) points runs its starts on a subset of that many,
--- then one start on all; a fit on more than `coarse_points` runs at most
--- `fine_iters` (15) iterations; above `fit_points` (512) points the
--- hyperparameters are those of the subset rule's fit_points points (the
--- posterior still conditions on max_points). theta = {log l_1 .. log l_D, log sf2, log sn2}. `classify =
+-- than `coarse_points` (128) points runs its starts on that many evenly spaced
+-- ones (every n / 128-th), then one start on all; a fit on more than
+-- `coarse_points` runs at most `fine_iters` (30) iterations; above
+-- `fit_points` (512) points the hyperparameters are those of 512 evenly spaced
+-- points (the posterior still conditions on max_points). theta = {log l_1 .. log l_D, log sf2, log sn2}. `classify =
 -- true` fits +-1 feasibility labels by the same regression (labels centred, not
 -- scaled) and gives prob_feasible(x) = Phi(mean / sd). Nothing here knows
 -- about search spaces: features are numbers in [0, 1].
@@ -51,11 +51,11 @@ function M.normal_pdf(z) return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) 
 local Model = {}
 Model.__index = Model
 
-local FIT_KEYS = {classify = true, coarse_points = true, dim = true, fine_iters = true, fit_points = true, iters = true,
-                  max_points = true, starts = true, theta = true}
+local FIT_KEYS = {classify = true, coarse_points = true, dim = true, fine_iters = true, fit_points = true,
+                  iters = true, max_points = true, starts = true, theta = true}
 
 -- X, y: the observations the model was fitted to (all of them, also when the
--- fit used a subset); fitted: how many of them its hyperparameters saw
+-- fit used a subset); fitted: how many there were at its hyperparameter fit
 local function wrap(c, X, y, fitted)
   return setmetatable({c = c, D = c:dim(), X = X, y = y, fitted = fitted, theta = c:theta(), lml = c:lml(),
     noise = c:noise(), mean = c:mean(), sd = c:sd()}, Model)
@@ -65,7 +65,9 @@ function M.is_model(m) return getmetatable(m) == Model end
 
 --- fit(X, y [, opts]) --> model. opts: theta (warm start, D + 2 numbers),
 -- classify, dim (when X is empty), iters (L-BFGS iterations per start, 60),
--- starts (starts optimised; default 1 warm, 3 cold), max_points (800).
+-- starts (starts optimised; default 1 warm, 3 cold), max_points (800),
+-- coarse_points (128), fine_iters (30), fit_points (512): the cost rules above
+-- (0 turns coarse_points or fit_points off).
 function M.fit(X, y, opts)
   opts = opts or {}
   for k in pairs(opts) do
@@ -106,6 +108,9 @@ end
 -- factor per point, O(points^2) each, instead of a fit. Exactly the posterior
 -- of that GP on all the points (the model's subset, if any, plus the new ones).
 function Model:extend(X, y)
+  if not self:extends(X, y) then
+    error("dlua.gp: extend: the model's observations are not the first ones of (X, y)", 2)
+  end
   local c = self.c:clone()
   for i = #self.X + 1, #X do c:add(X[i], y[i], self.noise) end
   local o = wrap(c, X, y, self.fitted)

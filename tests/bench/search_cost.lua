@@ -19,31 +19,15 @@ for v in ((arg and arg[2]) or "500,1000,2000"):gmatch("%d+") do sizes[#sizes + 1
 local quality = arg and arg[3] == "quality"
 local incremental = bayes.surrogate ~= nil            -- absent before the incremental path
 
-local ALPHA = {1.0, 1.2, 3.0, 3.2}
-local A = {{10, 3, 17, 3.5, 1.7, 8}, {0.05, 10, 17, 0.1, 8, 14}, {3, 3.5, 1.7, 10, 17, 8}, {17, 8, 0.05, 10, 0.1, 14}}
-local P = {{1312, 1696, 5569, 124, 8283, 5886}, {2329, 4135, 8307, 3736, 1004, 9991},
-           {2348, 1451, 3522, 2883, 3047, 6650}, {4047, 8828, 8732, 5743, 1091, 381}}
-local function hartmann6(u)
-  local f = 0
-  for i = 1, 4 do
-    local s = 0
-    for j = 1, 6 do s = s + A[i][j] * (u[j] - P[i][j] * 1e-4) ^ 2 end
-    f = f - ALPHA[i] * math.exp(-s)
-  end
-  return f
-end
+local P = dofile("tests/bench/search_problems.lua")
 
 local function ackley(u)                             -- on [-2.5, 1.5]^d, minimum 0 at u = 0.625
-  local s1, s2 = 0, 0
-  for k = 1, #u do
-    local x = 4 * u[k] - 2.5
-    s1, s2 = s1 + x * x, s2 + math.cos(2 * math.pi * x)
-  end
-  return -20 * math.exp(-0.2 * math.sqrt(s1 / #u)) - math.exp(s2 / #u) + 20 + math.exp(1)
+  local x = {}
+  for k = 1, #u do x[k] = 4 * u[k] - 2.5 end
+  return P.ackley(x)
 end
 
-local H6_MIN = {0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573}
-local PROBLEMS = {{d = 6, f = hartmann6, noise = 0.33, best = function(k) return H6_MIN[k] end},
+local PROBLEMS = {{d = 6, f = P.hartmann6, noise = 0.33, best = function(k) return P.HARTMANN6_ARGMIN[k] end},
                   {d = 20, f = ackley, noise = 0.2, best = function() return 0.625 end}}
 
 local function median(v)

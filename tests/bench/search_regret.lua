@@ -12,25 +12,7 @@ local seeds = tonumber(arg and arg[1]) or 10
 local only = arg and arg[2]
 local BUDGETS = {50, 100}
 
-local function branin(hp)
-  local x1, x2 = hp.x1, hp.x2
-  local b, c, t = 5.1 / (4 * math.pi ^ 2), 5 / math.pi, 1 / (8 * math.pi)
-  return (x2 - b * x1 ^ 2 + c * x1 - 6) ^ 2 + 10 * (1 - t) * math.cos(x1) + 10
-end
-
-local ALPHA = {1.0, 1.2, 3.0, 3.2}
-local A = {{10, 3, 17, 3.5, 1.7, 8}, {0.05, 10, 17, 0.1, 8, 14}, {3, 3.5, 1.7, 10, 17, 8}, {17, 8, 0.05, 10, 0.1, 14}}
-local P = {{1312, 1696, 5569, 124, 8283, 5886}, {2329, 4135, 8307, 3736, 1004, 9991},
-           {2348, 1451, 3522, 2883, 3047, 6650}, {4047, 8828, 8732, 5743, 1091, 381}}
-local function hartmann6(hp)
-  local f = 0
-  for i = 1, 4 do
-    local s = 0
-    for j = 1, 6 do s = s + A[i][j] * (hp["x" .. j] - P[i][j] * 1e-4) ^ 2 end
-    f = f - ALPHA[i] * math.exp(-s)
-  end
-  return f
-end
+local P = dofile("tests/bench/search_problems.lua")
 
 local function vec(hp, d)
   local x = {}
@@ -38,17 +20,10 @@ local function vec(hp, d)
   return x
 end
 
-local function ackley(hp)
-  local x, s1, s2 = vec(hp, 5), 0, 0
-  for j = 1, #x do s1, s2 = s1 + x[j] ^ 2, s2 + math.cos(2 * math.pi * x[j]) end
-  return -20 * math.exp(-0.2 * math.sqrt(s1 / #x)) - math.exp(s2 / #x) + 20 + math.exp(1)
-end
-
-local function rosenbrock(hp)
-  local x, f = vec(hp, 4), 0
-  for j = 1, #x - 1 do f = f + 100 * (x[j + 1] - x[j] ^ 2) ^ 2 + (1 - x[j]) ^ 2 end
-  return f
-end
+local function branin(hp) return P.branin(hp.x1, hp.x2) end
+local function hartmann6(hp) return P.hartmann6(vec(hp, 6)) end
+local function ackley(hp) return P.ackley(vec(hp, 5)) end
+local function rosenbrock(hp) return P.rosenbrock(vec(hp, 4)) end
 
 -- a mixed space: the minimum 0 at x = 0.3, lr = 1e-3, n = 7, kind = "b"
 local KIND = {a = 0.5, b = 0, c = 1.0}
@@ -64,7 +39,7 @@ end
 
 local PROBLEMS = {
   {name = "Branin", f = branin, minimum = 0.397887, space = S.space{x1 = S.uniform(-5, 10), x2 = S.uniform(0, 15)}},
-  {name = "Hartmann-6", f = hartmann6, minimum = -3.32237, space = box(6, 0, 1)},
+  {name = "Hartmann-6", f = hartmann6, minimum = P.HARTMANN6_MIN, space = box(6, 0, 1)},
   {name = "Ackley-5", f = ackley, minimum = 0, space = box(5, -32.768, 32.768)},
   {name = "Rosenbrock-4", f = rosenbrock, minimum = 0, space = box(4, -5, 10)},
   {name = "mixed", f = mixed, minimum = 0,

@@ -138,7 +138,8 @@ static double objective(fitdata *f, const double *t, double *grad) {
   double *W = f->W;
   for (int j = 0; j < n; j++) {
     const double *xj = f->X + (size_t)j * dim;
-    K[j + (size_t)j * n] = matern(0, sf2) + sn2 + JITTER;
+    K[j + (size_t)j * n] = matern(0, sf2);
+    K[j + (size_t)j * n] += sn2 + JITTER;            /* as before: the same bits */
     for (int i = j + 1; i < n; i++) {
       double r2 = sq_dist(f->X + (size_t)i * dim, xj, f->inv_l2, dim), r = sqrt(r2), e = exp(-SQRT5 * r);
       K[i + (size_t)j * n] = sf2 * (1 + SQRT5 * r + (5.0 / 3.0) * r2) * e;

@@ -47,7 +47,7 @@ static const double PRIOR_SN_MU = -6.90775527898213705, PRIOR_SN_SD = 3.0;
 
 dl_gp_opts dl_gp_defaults(void) {
   dl_gp_opts o = {.theta = NULL, .fit = 1, .iters = 60, .starts = 0, .max_points = 800, .classify = 0,
-                    .coarse_points = 128, .fine_iters = 30, .fit_points = 512};
+                  .coarse_points = 128, .fine_iters = 30, .fit_points = 512};
   return o;
 }
 
@@ -499,7 +499,8 @@ static int optimise(dl_gp *g, const dl_gp_opts *o) {
         order[i] = order[j];
         order[j] = t;
       }
-  int iters = (o->coarse_points > 0 && g->n > o->coarse_points && o->fine_iters < o->iters) ? o->fine_iters : o->iters;
+  int large = o->coarse_points > 0 && g->n > o->coarse_points;   /* then at most fine_iters */
+  int iters = (large && o->fine_iters < o->iters) ? o->fine_iters : o->iters;
   double bestf = INFINITY;
   default_theta(dim, best);
   clamp(best, lo, hi, m);

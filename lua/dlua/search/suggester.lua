@@ -37,7 +37,9 @@ end
 -- `index` of their sequence; an adaptive one gives its initial points until
 -- `init` points are known (suggested or observed), then chooses (bayes: by
 -- noise-aware expected improvement) once `needs_feasible` (bayes: 2) feasible
--- observations exist; before that it keeps giving its initial points.
+-- observations exist; before that it keeps giving its initial points. bayes
+-- hands its last model back (opts.model), so from 256 observations on new ones
+-- join it by rank-one updates until a refit is due (dlua.search.bayes.surrogate).
 function M.suggester(space, opts)
   opts = util.check_options("dl.search.suggester", opts, algorithms._suggester_options(), 2)
   space = spaces.space(space)

@@ -435,14 +435,25 @@ int dl_gp_subset(dl_ctx *ctx, const double *X, const double *y, int n, int dim, 
  * standardisation, *lml the sub-fit's objective. */
 static int subset_theta(dl_ctx *ctx, const double *X, const double *y, int n, int dim, dl_gp_opts o, int m,
                         const dl_gp *g, double *theta, double *lml) {
-  size_t xbytes = (size_t)m * (size_t)dim * sizeof(double), ybytes = (size_t)m * sizeof(double);
+  size_t xbytes = (size_t)m * (size_t)dim * sizeof(double), ybytes = (size_t)(m + dim + 2) * sizeof(double);
   double *Xs = dl_alloc(ctx, xbytes), *ys = dl_alloc(ctx, ybytes);
   dl_gp *sg = NULL;
   if (Xs && ys) {
+    double s = 0, v = 0;
     for (int k = 0; k < m; k++) {
       size_t i = (size_t)k * (size_t)n / (size_t)m;
       memcpy(Xs + (size_t)k * dim, X + i * dim, (size_t)dim * sizeof(double));
       ys[k] = y[i];
+      s += ys[k];
+    }
+    for (int k = 0; k < m; k++) v += (ys[k] - s / m) * (ys[k] - s / m);
+    if (o.theta) {                                   /* a warm start moves into the subset's standardisation */
+      double sd = (o.classify || m < 2 || !(sqrt(v / m) > 1e-12)) ? 1.0 : sqrt(v / m), shift = 2 * log(sd / g->sd);
+      double *t = ys + m;
+      memcpy(t, o.theta, (size_t)(dim + 2) * sizeof(double));
+      t[dim] -= shift;
+      t[dim + 1] -= shift;
+      o.theta = t;
     }
     o.max_points = 0;
     sg = dl_gp_fit_new(ctx, Xs, ys, m, dim, &o);

@@ -265,6 +265,19 @@ static void test_fit_points_is_the_subsets_fit(dl_ctx *ctx) {
     DL_CHECK_CLOSE(tg[D], ts[D] + shift, 1e-12);
     DL_CHECK_CLOSE(tg[D + 1], ts[D + 1] + shift, 1e-12);
     DL_CHECK_CLOSE(dl_gp_noise(g), dl_gp_noise(s), 1e-12);
+    /* a warm start reaches the subset in its standardisation: with no
+     * iterations the fit gives back the theta it was given */
+    o.fit_points = F;
+    o.theta = tg;
+    o.iters = 0;
+    dl_gp *w = dl_gp_fit_new(ctx, X, y, M, D, &o);
+    DL_CHECK(w != NULL);
+    if (w) {
+      double tw[D + 2];
+      dl_gp_theta(w, tw);
+      for (int d = 0; d < D + 2; d++) DL_CHECK_CLOSE(tw[d], tg[d], 1e-12);
+    }
+    dl_gp_release(w);
   }
   dl_gp_release(g);
   dl_gp_release(s);

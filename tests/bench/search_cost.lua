@@ -1,8 +1,9 @@
 -- tests/bench/search_cost.lua -- CPU seconds of one bayes suggestion after n
 -- observations in 6-D (noisy Hartmann-6) and 20-D (a noisy shifted Ackley), the
 -- histories quasirandom points: cold (no warm start, no previous model), warm
--- (theta of the previous call, one more observation) and incremental (the previous
--- call's model extended by the new observation, as dl.search.suggester does);
+-- (one more observation, theta of a previous warm-started call, as in a study's
+-- sequence of fits) and incremental (that call's model extended by the new
+-- observation, as dl.search.suggester does);
 -- median of `reps` runs, os.clock CPU time (issue 35 item 5: <= 0.5 s at 2,000 in
 -- 20-D; results in docs/benchmarks.md "Search: quality and cost").
 -- With `quality`, instead: the held-out error of the GP fitted by the default
@@ -108,6 +109,8 @@ for _, pr in ipairs(PROBLEMS) do
       local _
       cold[r], _, info = timed(function() return S.bayes_suggest(space, hist, {}, 1, {seed = 1, step = n}) end)
     end
+    local _, prev = S.bayes_suggest(space, hist, {}, 1, {seed = 1, step = n, theta = info.theta})
+    info = prev
     hist[#hist + 1] = last
     for r = 1, reps do
       warm[r] = timed(function() return S.bayes_suggest(space, hist, {}, 1, {seed = 1, step = n + 1,

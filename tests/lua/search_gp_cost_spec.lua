@@ -60,6 +60,7 @@ describe("dl.search GP cost paths", function()
     y2[3] = y2[3] + 1
     assert.is_false(m0:extends(X, y2))
     assert.is_false(m:extends(X0, y0))
+    assert.is_false(m0:believe({0.5, 0.5}):extends(X, y))   -- a belief is no observation
     assert.has_error(function() m0:extend(X, y2) end,
       "dlua.gp: extend: the model's observations are not the first ones of (X, y)")
   end)

@@ -22,8 +22,8 @@
 -- ones (every n / 128-th), then one start on all; a fit on more than
 -- `coarse_points` runs at most `fine_iters` (30) iterations; above
 -- `fit_points` (512) points the hyperparameters are those of 512 evenly spaced
--- points (the posterior still conditions on max_points). theta = {log l_1 .. log l_D, log sf2, log sn2}. `classify =
--- true` fits +-1 feasibility labels by the same regression (labels centred, not
+-- points (the posterior still conditions on max_points). theta = {log l_1 ..
+-- log l_D, log sf2, log sn2}. `classify = true` fits +-1 feasibility labels by the same regression (labels centred, not
 -- scaled) and gives prob_feasible(x) = Phi(mean / sd). Nothing here knows
 -- about search spaces: features are numbers in [0, 1].
 local core = require "dlua.core"
@@ -88,10 +88,11 @@ function M.fit(X, y, opts)
 end
 
 --- extends(X, y) --> true when the model's observations are the first ones
--- of (X, y) (same features, same values), so extend(X, y) applies.
+-- of (X, y) (same features, same values) and it holds no beliefs, so
+-- extend(X, y) applies.
 function Model:extends(X, y)
   local own, oy = self.X, self.y
-  if #own > #X or #X ~= #y or (#X > 0 and #X[1] ~= self.D) then return false end
+  if self.beliefs or #own > #X or #X ~= #y or (#X > 0 and #X[1] ~= self.D) then return false end
   for i = 1, #own do
     if oy[i] ~= y[i] then return false end
     local a, b = own[i], X[i]
@@ -185,6 +186,7 @@ function Model:believe(x)
   local o = wrap(c, self.X, self.y, self.fitted)
   o.full = self.full
   o.theta, o.lml = self.theta, self.lml
+  o.beliefs = (self.beliefs or 0) + 1
   return o
 end
 

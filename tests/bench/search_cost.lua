@@ -18,7 +18,7 @@ local reps = tonumber(arg and arg[1]) or 3
 local sizes = {}
 for v in ((arg and arg[2]) or "500,1000,2000"):gmatch("%d+") do sizes[#sizes + 1] = tonumber(v) end
 local quality = arg and arg[3] == "quality"
-local incremental = bayes.surrogate ~= nil            -- absent before the incremental path
+local incremental = bayes._surrogate ~= nil            -- absent before the incremental path
 
 local P = dofile("tests/bench/search_problems.lua")
 

@@ -82,7 +82,7 @@ describe("dl.search GP cost paths", function()
     local space = S.space{a = S.uniform(0, 1), b = S.uniform(0, 1)}
     local function run()
       local s = S.suggester(space, {algorithm = "bayes", seed = 5})
-      for i = 1, bayes.INCREMENTAL_FROM do
+      for i = 1, bayes._INCREMENTAL_FROM do
         local u = S.halton(i, 2, {seed = 3})
         s:observe({u = u}, math.sin(5 * u[1]) + u[2] ^ 2)
       end
@@ -98,7 +98,7 @@ describe("dl.search GP cost paths", function()
     local a, fa, s = run()
     local b = run()
     assert.are.same(a, b)                           -- same seed, same bits
-    local n = bayes.INCREMENTAL_FROM
+    local n = bayes._INCREMENTAL_FROM
     assert.are.same({n, n, n}, fa)                  -- one fit, then two extensions
     assert.are.equal(n + 2, #s.fit.model.X)
     -- the extended model is the one a direct call gets from the model option

@@ -57,11 +57,11 @@ local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer
 -- REFIT_GROWTH times those its hyperparameters were fitted to; then a
 -- warm-started fit
 local INCREMENTAL_FROM, REFIT_GROWTH = 256, 1.05
-M.INCREMENTAL_FROM, M.REFIT_GROWTH = INCREMENTAL_FROM, REFIT_GROWTH
+M._INCREMENTAL_FROM, M._REFIT_GROWTH = INCREMENTAL_FROM, REFIT_GROWTH
 
 --- The GP of the observations (X, y): opts.model extended when the
 -- incremental path applies, otherwise a fit warm-started from opts.theta.
-function M.surrogate(X, y, opts, features)
+function M._surrogate(X, y, opts, features)
   local prev = opts.model
   if prev ~= nil and not gp.is_model(prev) then
     error("dl.search.bayes_suggest: option 'model' must be info.model of an earlier call", 3)
@@ -150,7 +150,7 @@ function M._suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)
-  local fitted = M.surrogate(X, y, opts, space.features)
+  local fitted = M._surrogate(X, y, opts, space.features)
   local model = fitted
   local fmodel
   local any_infeasible = false

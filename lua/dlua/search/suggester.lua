@@ -39,7 +39,7 @@ end
 -- noise-aware expected improvement) once `needs_feasible` (bayes: 2) feasible
 -- observations exist; before that it keeps giving its initial points. bayes
 -- hands its last model back (opts.model), so from 256 observations on new ones
--- join it by rank-one updates until a refit is due (dlua.search.bayes.surrogate).
+-- join it by rank-one updates until a refit is due (dlua.search.bayes._surrogate).
 function M.suggester(space, opts)
   opts = util.check_options("dl.search.suggester", opts, algorithms._suggester_options(), 2)
   space = spaces.space(space)

@@ -35,7 +35,7 @@ end
 -- is the posterior mean at each feasible observation (signed for minimising).
 function A.estimate(space, history, opts)
   local X, y = bayes._observations(space, history, opts.mode == "max" and -1 or 1, opts.context)
-  return bayes.surrogate(X, y, opts, space.features)
+  return bayes._surrogate(X, y, opts, space.features)
 end
 
 function A.check(space, opts, fail)

@@ -98,7 +98,8 @@ static void push_list(lua_State *L, const double *v, int n) {
   }
 }
 
-static const char *const fit_keys[] = {"classify", "dim", "fit", "iters", "max_points", "starts", "theta", NULL};
+static const char *const fit_keys[] = {"classify", "coarse_points", "dim",   "fine_iters", "fit", "fit_points",
+                                       "iters",    "max_points",    "starts", "theta",      NULL};
 
 /* an integer option in [min, 1000000] */
 static int opt_count(lua_State *L, const lt_opts *o, const char *key, int def, int min) {
@@ -120,6 +121,9 @@ static int gp_fit(lua_State *L) {
   o.iters = opt_count(L, &opts, "iters", o.iters, 0);
   o.starts = opt_count(L, &opts, "starts", o.starts, 0);
   o.max_points = opt_count(L, &opts, "max_points", o.max_points, 0);
+  o.coarse_points = opt_count(L, &opts, "coarse_points", o.coarse_points, 0);
+  o.fine_iters = opt_count(L, &opts, "fine_iters", o.fine_iters, 0);
+  o.fit_points = opt_count(L, &opts, "fit_points", o.fit_points, 0);
   dim = opt_count(L, &opts, "dim", -1, -1);
   if (dim == 0) lt_opt_error(L, &opts, "dim", "must be in [1, 1000000], got 0");
   double *X = read_matrix(L, 1, "_gp_fit", "X", &n, &dim);

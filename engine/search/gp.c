@@ -46,7 +46,8 @@ static const double PRIOR_SF_MU = 0.0, PRIOR_SF_SD = 1.0;
 static const double PRIOR_SN_MU = -6.90775527898213705, PRIOR_SN_SD = 3.0;
 
 dl_gp_opts dl_gp_defaults(void) {
-  dl_gp_opts o = {.theta = NULL, .fit = 1, .iters = 60, .starts = 0, .max_points = 800, .classify = 0};
+  dl_gp_opts o = {.theta = NULL, .fit = 1, .iters = 60, .starts = 0, .max_points = 800, .classify = 0,
+                  .coarse_points = 128, .fine_iters = 30, .fit_points = 512};
   return o;
 }
 
@@ -132,10 +133,19 @@ static double objective(fitdata *f, const double *t, double *grad) {
   for (int d = 0; d < dim; d++) f->inv_l2[d] = exp(-2 * t[d]);
   double sf2 = exp(t[dim]), sn2 = exp(t[dim + 1]);
   double *K = f->K;
+  /* the lower triangles of K and W hold K and its inverse; their strict upper
+   * triangles keep r^2 and exp(-sqrt5 r) of each pair for the gradient */
+  double *W = f->W;
   for (int j = 0; j < n; j++) {
     const double *xj = f->X + (size_t)j * dim;
-    for (int i = j; i < n; i++) K[i + (size_t)j * n] = matern(sq_dist(f->X + (size_t)i * dim, xj, f->inv_l2, dim), sf2);
-    K[j + (size_t)j * n] += sn2 + JITTER;
+    K[j + (size_t)j * n] = matern(0, sf2);
+    K[j + (size_t)j * n] += sn2 + JITTER;            /* as before: the same bits */
+    for (int i = j + 1; i < n; i++) {
+      double r2 = sq_dist(f->X + (size_t)i * dim, xj, f->inv_l2, dim), r = sqrt(r2), e = exp(-SQRT5 * r);
+      K[i + (size_t)j * n] = sf2 * (1 + SQRT5 * r + (5.0 / 3.0) * r2) * e;
+      K[j + (size_t)i * n] = r2;
+      W[j + (size_t)i * n] = e;
+    }
   }
   double lml = log_prior(t, dim, grad);
   if (n == 0) return lml;
@@ -148,8 +158,7 @@ static double objective(fitdata *f, const double *t, double *grad) {
   lml -= 0.5 * n * LOG2PI;
   if (!grad) return lml;
   /* dlml/dt = 1/2 sum_ij (alpha alpha^T - K^-1)_ij dK_ij/dt */
-  double *W = f->W;
-  memcpy(W, K, (size_t)n * (size_t)n * sizeof(double));
+  for (int j = 0; j < n; j++) memcpy(W + j + (size_t)j * n, K + j + (size_t)j * n, (size_t)(n - j) * sizeof(double));
   dpotri_(&lower, &bn, W, &bn, &info);
   if (info != 0) return -INFINITY;
   double gf = 0, gn = 0;
@@ -163,9 +172,7 @@ static double objective(fitdata *f, const double *t, double *grad) {
     for (int i = j + 1; i < n; i++) {
       const double *xi = f->X + (size_t)i * dim;
       double w = f->alpha[i] * ajj - W[i + (size_t)j * n];
-      double r2 = sq_dist(xi, xj, f->inv_l2, dim);
-      double r = sqrt(r2);
-      double e = exp(-SQRT5 * r);
+      double r2 = K[j + (size_t)i * n], r = sqrt(r2), e = W[j + (size_t)i * n];
       gf += w * sf2 * (1 + SQRT5 * r + (5.0 / 3.0) * r2) * e;
       double c = w * sf2 * (5.0 / 3.0) * (1 + SQRT5 * r) * e;
       for (int d = 0; d < dim; d++) {
@@ -421,6 +428,48 @@ int dl_gp_subset(dl_ctx *ctx, const double *X, const double *y, int n, int dim, 
   return 0;
 }
 
+/* The hyperparameters of a fit with options o to m < n evenly spaced points
+ * of (X, y), point floor(k n / m) for k = 0 .. m - 1: a sample of the history
+ * as it came (the subset rule's best quarter and spread-out rest would bias
+ * the noise low). theta gets them with the amplitude and noise moved into g's
+ * standardisation, *lml the sub-fit's objective. */
+static int subset_theta(dl_ctx *ctx, const double *X, const double *y, int n, int dim, dl_gp_opts o, int m,
+                        const dl_gp *g, double *theta, double *lml) {
+  size_t xbytes = (size_t)m * (size_t)dim * sizeof(double), ybytes = (size_t)(m + dim + 2) * sizeof(double);
+  double *Xs = dl_alloc(ctx, xbytes), *ys = dl_alloc(ctx, ybytes);
+  dl_gp *sg = NULL;
+  if (Xs && ys) {
+    double s = 0, v = 0;
+    for (int k = 0; k < m; k++) {
+      size_t i = (size_t)k * (size_t)n / (size_t)m;
+      memcpy(Xs + (size_t)k * dim, X + i * dim, (size_t)dim * sizeof(double));
+      ys[k] = y[i];
+      s += ys[k];
+    }
+    for (int k = 0; k < m; k++) v += (ys[k] - s / m) * (ys[k] - s / m);
+    if (o.theta) {                                   /* a warm start moves into the subset's standardisation */
+      double sd = (o.classify || m < 2 || !(sqrt(v / m) > 1e-12)) ? 1.0 : sqrt(v / m), shift = 2 * log(sd / g->sd);
+      double *t = ys + m;
+      memcpy(t, o.theta, (size_t)(dim + 2) * sizeof(double));
+      t[dim] -= shift;
+      t[dim + 1] -= shift;
+      o.theta = t;
+    }
+    o.max_points = 0;
+    sg = dl_gp_fit_new(ctx, Xs, ys, m, dim, &o);
+  }
+  dl_free(ctx, Xs, xbytes);
+  dl_free(ctx, ys, ybytes);
+  if (!sg) return -1;
+  dl_gp_theta(sg, theta);
+  double shift = 2 * log(sg->sd / g->sd);
+  theta[dim] += shift;
+  theta[dim + 1] += shift;
+  *lml = sg->lml;
+  dl_gp_release(sg);
+  return 0;
+}
+
 /* the hyperparameter search on the (already standardised) points of g */
 static int optimise(dl_gp *g, const dl_gp_opts *o) {
   int dim = g->dim, m = dim + 2;
@@ -443,10 +492,13 @@ static int optimise(dl_gp *g, const dl_gp_opts *o) {
   s = starts + (ns++) * m;                           /* noisy: half the variance is noise */
   for (int d = 0; d < dim; d++) s[d] = log(0.5);
   s[dim] = log(0.5), s[dim + 1] = log(0.5);
+  int runs = o->starts > 0 ? o->starts : (o->theta ? 1 : 3);
+  if (runs > ns) runs = ns;
+  int scored = (o->theta && runs == 1) ? 1 : ns;    /* a lone warm start needs no ranking */
   int order[4];
   for (int i = 0; i < ns; i++) {
     clamp(starts + i * m, lo, hi, m);
-    val[i] = objective(&f, starts + i * m, NULL);
+    val[i] = i < scored ? objective(&f, starts + i * m, NULL) : -(double)INFINITY;
     order[i] = i;
   }
   /* the warm start always runs; then the best initial values */
@@ -458,14 +510,14 @@ static int optimise(dl_gp *g, const dl_gp_opts *o) {
         order[i] = order[j];
         order[j] = t;
       }
-  int runs = o->starts > 0 ? o->starts : (o->theta ? 1 : 3);
-  if (runs > ns) runs = ns;
+  int large = o->coarse_points > 0 && g->n > o->coarse_points;   /* then at most fine_iters */
+  int iters = (large && o->fine_iters < o->iters) ? o->fine_iters : o->iters;
   double bestf = INFINITY;
   default_theta(dim, best);
   clamp(best, lo, hi, m);
   for (int r = 0; r < runs; r++) {
     double *x = starts + order[r] * m;
-    double fx = lbfgs(&f, x, lo, hi, o->iters, work);
+    double fx = lbfgs(&f, x, lo, hi, iters, work);
     if (fx < bestf) {
       bestf = fx;
       memcpy(best, x, (size_t)m * sizeof(double));
@@ -513,7 +565,21 @@ dl_gp *dl_gp_fit_new(dl_ctx *ctx, const double *X, const double *y, int n, int d
     g->sd = (o.classify || use < 2 || !(sqrt(v / use) > 1e-12)) ? 1.0 : sqrt(v / use);
     for (int k = 0; k < use; k++) g->y[k] = (g->y[k] - g->mean) / g->sd;
   }
-  if (use > 0 && o.fit) {
+  double sub_lml = 0;
+  if (use > 0 && o.fit && o.fit_points > 0 && use > o.fit_points) {
+    dl_gp_opts s = o;                                /* the hyperparameters of a subset, as they are here */
+    s.fit_points = 0;
+    if (subset_theta(ctx, X, y, n, dim, s, o.fit_points, g, g->theta, &sub_lml) != 0) goto fail;
+    apply_theta(g);
+    g->lml = sub_lml;
+  } else if (use > 0 && o.fit) {
+    if (!o.theta && o.coarse_points > 0 && use > o.coarse_points) {
+      dl_gp_opts c = o;                              /* cold: the starts on a coarse subset, then one here */
+      c.coarse_points = 0;
+      if (subset_theta(ctx, X, y, n, dim, c, o.coarse_points, g, g->theta, &sub_lml) != 0) goto fail;
+      o.theta = g->theta;                            /* optimise copies it before writing g->theta */
+      o.starts = 1;
+    }
     if (optimise(g, &o) != 0) goto fail;
   } else {
     if (o.theta) memcpy(g->theta, o.theta, (size_t)(dim + 2) * sizeof(double));

@@ -10,26 +10,9 @@ local seeds = tonumber(arg and arg[1]) or 20
 local budget = tonumber(arg and arg[2]) or 30
 local batch = tonumber(arg and arg[3]) or 1
 
-local function branin(hp)
-  local x1, x2 = hp.x1, hp.x2
-  local b, c, t = 5.1 / (4 * math.pi ^ 2), 5 / math.pi, 1 / (8 * math.pi)
-  return (x2 - b * x1 ^ 2 + c * x1 - 6) ^ 2 + 10 * (1 - t) * math.cos(x1) + 10
-end
-
-local ALPHA = {1.0, 1.2, 3.0, 3.2}
-local A = {{10, 3, 17, 3.5, 1.7, 8}, {0.05, 10, 17, 0.1, 8, 14}, {3, 3.5, 1.7, 10, 17, 8}, {17, 8, 0.05, 10, 0.1, 14}}
-local P = {{1312, 1696, 5569, 124, 8283, 5886}, {2329, 4135, 8307, 3736, 1004, 9991},
-           {2348, 1451, 3522, 2883, 3047, 6650}, {4047, 8828, 8732, 5743, 1091, 381}}
-local function hartmann6(hp)
-  local x = {hp.x1, hp.x2, hp.x3, hp.x4, hp.x5, hp.x6}
-  local f = 0
-  for i = 1, 4 do
-    local s = 0
-    for j = 1, 6 do s = s + A[i][j] * (x[j] - P[i][j] * 1e-4) ^ 2 end
-    f = f - ALPHA[i] * math.exp(-s)
-  end
-  return f
-end
+local problems_ = dofile("tests/bench/search_problems.lua")
+local function branin(hp) return problems_.branin(hp.x1, hp.x2) end
+local function hartmann6(hp) return problems_.hartmann6({hp.x1, hp.x2, hp.x3, hp.x4, hp.x5, hp.x6}) end
 
 local problems = {
   {name = "Branin", f = branin, minimum = 0.397887,

@@ -5,9 +5,9 @@
 -- (issue 18's done-when; results in docs/benchmarks.md). The incumbent is, for dlua,
 -- what the suggester reports (s:best(): bayes by the GP's posterior mean at the
 -- observed points, quasirandom by the best observed value) and, for Optuna, the trial
--- with the best observed value (its best_trial). Then the CPU seconds of one bayes
--- suggestion at d = 6 after 50, 200, 500 and 2000 trials, cold (no warm start) and
--- warm (theta of the previous fit), beside Optuna TPE's.
+-- with the best observed value (its best_trial). Then the CPU seconds of one Optuna
+-- TPE suggestion at d = 6 after 50, 200, 500 and 2000 trials (dlua's cost per
+-- suggestion: tests/bench/search_cost.lua).
 --   dlua tests/bench/search_bench.lua [seeds=20] [all | regret | cost] [--no-optuna]
 -- The Optuna side runs as /usr/bin/python3 tests/bench/search_optuna.py in the same run.
 local S = require("dlua").search
@@ -19,26 +19,9 @@ local with_optuna = true
 for i = 1, arg and #arg or 0 do if arg[i] == "--no-optuna" then with_optuna = false end end
 if what == "--no-optuna" then what = "all" end
 
-local function branin(hp)
-  local x1, x2 = hp.x1, hp.x2
-  local b, c, t = 5.1 / (4 * math.pi ^ 2), 5 / math.pi, 1 / (8 * math.pi)
-  return (x2 - b * x1 ^ 2 + c * x1 - 6) ^ 2 + 10 * (1 - t) * math.cos(x1) + 10
-end
-
-local ALPHA = {1.0, 1.2, 3.0, 3.2}
-local A = {{10, 3, 17, 3.5, 1.7, 8}, {0.05, 10, 17, 0.1, 8, 14}, {3, 3.5, 1.7, 10, 17, 8}, {17, 8, 0.05, 10, 0.1, 14}}
-local P = {{1312, 1696, 5569, 124, 8283, 5886}, {2329, 4135, 8307, 3736, 1004, 9991},
-           {2348, 1451, 3522, 2883, 3047, 6650}, {4047, 8828, 8732, 5743, 1091, 381}}
-local function hartmann6(hp)
-  local x = {hp.x1, hp.x2, hp.x3, hp.x4, hp.x5, hp.x6}
-  local f = 0
-  for i = 1, 4 do
-    local s = 0
-    for j = 1, 6 do s = s + A[i][j] * (x[j] - P[i][j] * 1e-4) ^ 2 end
-    f = f - ALPHA[i] * math.exp(-s)
-  end
-  return f
-end
+local problems_ = dofile("tests/bench/search_problems.lua")
+local function branin(hp) return problems_.branin(hp.x1, hp.x2) end
+local function hartmann6(hp) return problems_.hartmann6({hp.x1, hp.x2, hp.x3, hp.x4, hp.x5, hp.x6}) end
 
 local unit6 = {}
 for j = 1, 6 do unit6["x" .. j] = S.uniform(0, 1) end
@@ -158,30 +141,15 @@ local function print_regret(dl_res, op)
   end
 end
 
--- CPU seconds of one bayes suggestion at d = 6 after n noisy Hartmann-6 trials
+-- Optuna TPE's CPU seconds per suggestion after n Hartmann-6 trials (dlua's own cost
+-- table, cold / warm / incremental in 6-D and 20-D: tests/bench/search_cost.lua)
 local function cost_table(op)
-  local space = PROBLEMS[2].space
-  local noise = S.rng("search-bench-cost")
-  print("\nCPU seconds per bayes suggestion, d = 6 (noisy Hartmann-6 history, quasirandom points)")
-  print("| trials | points the GP fits | cold (no warm start) | warm (theta of the previous fit) | Optuna TPE (multivariate) |")
-  print("|---|---|---|---|---|")
+  print("\nCPU seconds per Optuna TPE (multivariate) suggestion, d = 6 (dlua: tests/bench/search_cost.lua)")
+  print("| trials | Optuna TPE |")
+  print("|---|---|")
   for _, n in ipairs({50, 200, 500, 2000}) do
-    local hist = {}
-    local seq = S.halton_sequence(6, 7)
-    for i = 1, n do
-      local u = seq:point(i)
-      hist[i] = {u = u, value = hartmann6(space:point(u)) + 0.33 * noise:normal()}
-    end
-    local t0 = os.clock()
-    local _, info = S.bayes_suggest(space, hist, {}, 1, {seed = 1, step = n})
-    local cold = os.clock() - t0
-    hist[#hist + 1] = {u = seq:point(n + 1), value = hartmann6(space:point(seq:point(n + 1)))}
-    t0 = os.clock()
-    S.bayes_suggest(space, hist, {}, 1, {seed = 1, step = n + 1, theta = info.theta})
-    local warm = os.clock() - t0
     local tpe = op and op.cost and op.cost[tostring(n)]
-    print(string.format("| %d | %d | %.3f | %.3f | %s |", n, info.model.c:points(), cold, warm,
-      tpe and string.format("%.3f", tpe) or "-"))
+    print(string.format("| %d | %s |", n, tpe and string.format("%.3f", tpe) or "-"))
   end
 end
 

@@ -240,6 +240,49 @@ static void test_add_matches_refactorisation(dl_ctx *ctx) {
   dl_gp_release(c);
 }
 
+/* above fit_points the hyperparameters are exactly those of a fit to the
+ * evenly spaced fit_points points (k M / F), moved into the full standardisation */
+static void test_fit_points_is_the_subsets_fit(dl_ctx *ctx) {
+  enum { M = 150, F = 60 };
+  double X[M * D], y[M], Xs[F * D], ys[F];
+  make_data(X, y, M, 0.1, 8);
+  for (int k = 0; k < F; k++) {
+    int i = k * M / F;                               /* 0, 2, 5, 7, 10, ... */
+    memcpy(Xs + k * D, X + i * D, D * sizeof(double));
+    ys[k] = y[i];
+  }
+  dl_gp_opts o = dl_gp_defaults();
+  o.fit_points = F;
+  dl_gp *g = dl_gp_fit_new(ctx, X, y, M, D, &o);
+  o.fit_points = 0;
+  dl_gp *s = dl_gp_fit_new(ctx, Xs, ys, F, D, &o);
+  DL_CHECK(g && s && dl_gp_points(g) == M && dl_gp_points(s) == F);
+  if (g && s) {
+    double tg[D + 2], ts[D + 2], shift = 2 * log(dl_gp_sd(s) / dl_gp_sd(g));
+    dl_gp_theta(g, tg);
+    dl_gp_theta(s, ts);
+    for (int d = 0; d < D; d++) DL_CHECK_CLOSE(tg[d], ts[d], 1e-12);
+    DL_CHECK_CLOSE(tg[D], ts[D] + shift, 1e-12);
+    DL_CHECK_CLOSE(tg[D + 1], ts[D + 1] + shift, 1e-12);
+    DL_CHECK_CLOSE(dl_gp_noise(g), dl_gp_noise(s), 1e-12);
+    /* a warm start reaches the subset in its standardisation: with no
+     * iterations the fit gives back the theta it was given */
+    o.fit_points = F;
+    o.theta = tg;
+    o.iters = 0;
+    dl_gp *w = dl_gp_fit_new(ctx, X, y, M, D, &o);
+    DL_CHECK(w != NULL);
+    if (w) {
+      double tw[D + 2];
+      dl_gp_theta(w, tw);
+      for (int d = 0; d < D + 2; d++) DL_CHECK_CLOSE(tw[d], tg[d], 1e-12);
+    }
+    dl_gp_release(w);
+  }
+  dl_gp_release(g);
+  dl_gp_release(s);
+}
+
 static void test_subset_and_errors(dl_ctx *ctx) {
   enum { M = 200 };
   double X[M * D], y[M];
@@ -281,6 +324,7 @@ int main(void) {
   test_gradient_matches_finite_differences(ctx);
   test_fit_learns_noise_and_improves(ctx);
   test_add_matches_refactorisation(ctx);
+  test_fit_points_is_the_subsets_fit(ctx);
   test_subset_and_errors(ctx);
   dl_ctx_free(ctx);
   DL_TEST_END();

@@ -185,4 +185,36 @@ function H.nn_classes(nn)
   return out
 end
 
+--- x with A x = b (lists; A a list of rows) by Gaussian elimination with partial
+-- pivoting: an independent solve for the GP specs' reference posteriors.
+function H.solve(A, b)
+  local n = #b
+  local M = {}
+  for i = 1, n do M[i] = {table.unpack(A[i])}; M[i][n + 1] = b[i] end
+  for c = 1, n do
+    local p = c
+    for r = c + 1, n do if math.abs(M[r][c]) > math.abs(M[p][c]) then p = r end end
+    M[c], M[p] = M[p], M[c]
+    for r = c + 1, n do
+      local f = M[r][c] / M[c][c]
+      for k = c, n + 1 do M[r][k] = M[r][k] - f * M[c][k] end
+    end
+  end
+  local x = {}
+  for i = n, 1, -1 do
+    local s = M[i][n + 1]
+    for k = i + 1, n do s = s - M[i][k] * x[k] end
+    x[i] = s / M[i][i]
+  end
+  return x
+end
+
+--- The Matern-5/2 kernel of points a and b with length scales ls and amplitude sf2.
+function H.matern52(a, b, ls, sf2)
+  local r2 = 0
+  for d = 1, #a do r2 = r2 + ((a[d] - b[d]) / ls[d]) ^ 2 end
+  local r = math.sqrt(r2)
+  return sf2 * (1 + math.sqrt(5) * r + 5 / 3 * r2) * math.exp(-math.sqrt(5) * r)
+end
+
 return H

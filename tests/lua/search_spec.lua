@@ -5,6 +5,7 @@
 local dl = require "dlua"
 local S = dl.search
 local gp = require "dlua.search.gp"
+local H = dofile("tests/lua/helpers.lua")
 
 -- the radical inverse by exact integer arithmetic: digits of i in base b, each
 -- through its permutation, as the numerator over b^m (one rounding at the end)
@@ -322,35 +323,7 @@ describe("dl.search grid and random", function()
   end)
 end)
 
--- an independent GP posterior: Gaussian elimination on (K + s I) a = y
-local function solve(A, b)
-  local n = #b
-  local M = {}
-  for i = 1, n do M[i] = {table.unpack(A[i])}; M[i][n + 1] = b[i] end
-  for c = 1, n do
-    local p = c
-    for r = c + 1, n do if math.abs(M[r][c]) > math.abs(M[p][c]) then p = r end end
-    M[c], M[p] = M[p], M[c]
-    for r = c + 1, n do
-      local f = M[r][c] / M[c][c]
-      for k = c, n + 1 do M[r][k] = M[r][k] - f * M[c][k] end
-    end
-  end
-  local x = {}
-  for i = n, 1, -1 do
-    local s = M[i][n + 1]
-    for k = i + 1, n do s = s - M[i][k] * x[k] end
-    x[i] = s / M[i][i]
-  end
-  return x
-end
-
-local function matern(a, b, ls, sf2)
-  local r2 = 0
-  for d = 1, #a do r2 = r2 + ((a[d] - b[d]) / ls[d]) ^ 2 end
-  local r = math.sqrt(r2)
-  return sf2 * (1 + math.sqrt(5) * r + 5 / 3 * r2) * math.exp(-math.sqrt(5) * r)
-end
+local solve, matern = H.solve, H.matern52
 
 describe("dlua.search.gp", function()
   local r = S.rng("gp-spec")

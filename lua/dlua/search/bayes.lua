@@ -17,10 +17,16 @@ local M = {}
 local MIN_FEASIBLE = 0.2
 M.MIN_FEASIBLE = MIN_FEASIBLE
 
+local key_formats = {}                  -- "%.12g,%.12g,..." by length: one string.format a key
+
 local function feature_key(x)
-  local parts = {}
-  for i = 1, #x do parts[i] = string.format("%.12g", x[i]) end
-  return table.concat(parts, ",")
+  local n = #x
+  local fmt = key_formats[n]
+  if not fmt then
+    fmt = ("%.12g,"):rep(n)
+    key_formats[n] = fmt
+  end
+  return string.format(fmt, table.unpack(x, 1, n))
 end
 
 -- the surrogate's data: features and signed values (minimisation) of the
@@ -42,7 +48,30 @@ local function observations(space, history, sign, context)
 end
 
 local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
-                       theta = "table", feasibility = "boolean", max_points = "integer", init = "integer"}
+                       theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
+                       model = "table"}
+
+-- the incremental path: from INCREMENTAL_FROM observations on, a previous
+-- model (opts.model) whose observations are the first of these takes the new
+-- ones by rank-one extensions of its factor while they number at most
+-- REFIT_GROWTH times those its hyperparameters were fitted to; then a
+-- warm-started fit
+local INCREMENTAL_FROM, REFIT_GROWTH = 256, 1.05
+M._INCREMENTAL_FROM, M._REFIT_GROWTH = INCREMENTAL_FROM, REFIT_GROWTH
+
+--- The GP of the observations (X, y): opts.model extended when the
+-- incremental path applies, otherwise a fit warm-started from opts.theta.
+function M._surrogate(X, y, opts, features)
+  local prev = opts.model
+  if prev ~= nil and not gp.is_model(prev) then
+    error("dl.search.bayes_suggest: option 'model' must be info.model of an earlier call", 3)
+  end
+  if prev and #X >= INCREMENTAL_FROM and #X <= REFIT_GROWTH * prev.fitted and prev.D == features
+     and prev:extends(X, y) then                  -- (extend checks it again: O(n d), cheap beside the fit)
+    return prev:extend(X, y)
+  end
+  return gp.fit(X, y, {theta = opts.theta, dim = features, max_points = opts.max_points})
+end
 
 -- the trust region (TuRBO, Eriksson et al. 2019): side length in units of the
 -- cube at the start, its bounds, successes to double it, and (failures = d)
@@ -111,14 +140,17 @@ end
 --         objective's GP; for comparisons), init (the number of initial
 --         non-adaptive observations: the trust region starts after them;
 --         dl.search.bayes_suggest, the row dlua.search.algorithms.bayes,
---         fills in its rule)
+--         fills in its rule), model (info.model of an earlier call on the
+--         first of these observations: from 256 observations on, while they
+--         are at most 5% more than its fit saw, it takes the new ones by
+--         rank-one updates at its hyperparameters instead of a fit)
 -- Returns the list of u and info {theta =, ei =, noise =, model =,
 -- region = {lo =, hi =, length =} or nil}.
 function M._suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)
-  local fitted = gp.fit(X, y, {theta = opts.theta, dim = space.features, max_points = opts.max_points})
+  local fitted = M._surrogate(X, y, opts, space.features)
   local model = fitted
   local fmodel
   local any_infeasible = false

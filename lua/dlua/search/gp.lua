@@ -8,6 +8,7 @@
 --   model:ei_many(Xs, best)        -- expected improvement below best (minimisation)
 --   model:believe(x)               -- a new model with (x, mean(x)) added, noise-free
 --   model.theta                    -- plain data: the warm start of the next fit
+--   model:extend(X, y)             -- with the observations beyond its own, same theta: O(n^2) each
 --
 -- Kernel: Matern 5/2 with one length scale per feature (ARD), an amplitude and
 -- a noise variance, on y standardised to mean 0 and variance 1. The
@@ -16,8 +17,13 @@
 -- runs three starts (a default, a smooth one, a noisy one), a warm fit (theta
 -- given) runs from theta alone. Above `max_points` (800) points the fit uses
 -- a subset: the best quarter by y plus a greedy maximin space-filling choice
--- of the rest. theta = {log l_1 .. log l_D, log sf2, log sn2}. `classify =
--- true` fits +-1 feasibility labels by the same regression (labels centred, not
+-- of the rest. The cost above a size (engine/search/gp.h): a cold fit on more
+-- than `coarse_points` (128) points runs its starts on that many evenly spaced
+-- ones (every n / 128-th), then one start on all; a fit on more than
+-- `coarse_points` runs at most `fine_iters` (30) iterations; above
+-- `fit_points` (512) points the hyperparameters are those of 512 evenly spaced
+-- points (the posterior still conditions on max_points). theta = {log l_1 ..
+-- log l_D, log sf2, log sn2}. `classify = true` fits +-1 feasibility labels by the same regression (labels centred, not
 -- scaled) and gives prob_feasible(x) = Phi(mean / sd). Nothing here knows
 -- about search spaces: features are numbers in [0, 1].
 local core = require "dlua.core"
@@ -45,34 +51,73 @@ function M.normal_pdf(z) return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) 
 local Model = {}
 Model.__index = Model
 
-local FIT_KEYS = {classify = true, dim = true, iters = true, max_points = true, starts = true, theta = true}
+local FIT_KEYS = {classify = true, coarse_points = true, dim = true, fine_iters = true, fit_points = true,
+                  iters = true, max_points = true, starts = true, theta = true}
 
--- X: the observed feature vectors the model was fitted to (all of them, also
--- when the fit used a subset)
-local function wrap(c, X)
-  return setmetatable({c = c, D = c:dim(), X = X, theta = c:theta(), lml = c:lml(), noise = c:noise(),
-    mean = c:mean(), sd = c:sd()}, Model)
+-- X, y: the observations the model was fitted to (all of them, also when the
+-- fit used a subset); fitted: how many there were at its hyperparameter fit
+local function wrap(c, X, y, fitted)
+  return setmetatable({c = c, D = c:dim(), X = X, y = y, fitted = fitted, theta = c:theta(), lml = c:lml(),
+    noise = c:noise(), mean = c:mean(), sd = c:sd()}, Model)
 end
+
+function M.is_model(m) return getmetatable(m) == Model end
 
 --- fit(X, y [, opts]) --> model. opts: theta (warm start, D + 2 numbers),
 -- classify, dim (when X is empty), iters (L-BFGS iterations per start, 60),
--- starts (starts optimised; default 1 warm, 3 cold), max_points (800).
+-- starts (starts optimised; default 1 warm, 3 cold), max_points (800),
+-- coarse_points (128), fine_iters (30), fit_points (512): the cost rules above
+-- (0 turns coarse_points or fit_points off).
 function M.fit(X, y, opts)
   opts = opts or {}
   for k in pairs(opts) do
     if not FIT_KEYS[k] then
-      error(string.format("dlua.gp.fit: unknown option '%s' (valid: classify, dim, iters, max_points, starts, theta)",
-        tostring(k)), 2)
+      error(string.format("dlua.gp.fit: unknown option '%s' (valid: classify, coarse_points, dim, fine_iters, " ..
+        "fit_points, iters, max_points, starts, theta)", tostring(k)), 2)
     end
   end
   local D = #X > 0 and #X[1] or opts.dim
   local theta = opts.theta
   if theta and #theta ~= (D or 0) + 2 then theta = nil end   -- a warm start from another space: ignore
   local c = core._gp_fit(X, y, {theta = theta, classify = opts.classify or false, dim = opts.dim,
-    iters = opts.iters, starts = opts.starts, max_points = opts.max_points})
-  local m = wrap(c, X)
+    iters = opts.iters, starts = opts.starts, max_points = opts.max_points, coarse_points = opts.coarse_points,
+    fine_iters = opts.fine_iters, fit_points = opts.fit_points})
+  local m = wrap(c, X, y, #X)
   m.full = c:points() == #X                       -- false: fitted to a subset
   return m
+end
+
+--- extends(X, y) --> true when the model's observations are the first ones
+-- of (X, y) (same features, same values) and it holds no beliefs, so
+-- extend(X, y) applies.
+function Model:extends(X, y)
+  local own, oy = self.X, self.y
+  if self.beliefs or #own > #X or #X ~= #y or (#X > 0 and #X[1] ~= self.D) then return false end
+  for i = 1, #own do
+    if oy[i] ~= y[i] then return false end
+    local a, b = own[i], X[i]
+    if a ~= b then
+      for k = 1, self.D do if a[k] ~= b[k] then return false end end
+    end
+  end
+  return true
+end
+
+--- A new model with the observations of (X, y) beyond the model's own (which
+-- must be their first ones: Model:extends) added at the fitted noise, same
+-- hyperparameters and standardisation: a rank-one extension of the Cholesky
+-- factor per point, O(points^2) each, instead of a fit. Exactly the posterior
+-- of that GP on all the points (the model's subset, if any, plus the new ones).
+function Model:extend(X, y)
+  if not self:extends(X, y) then
+    error("dlua.gp: extend: the model's observations are not the first ones of (X, y)", 2)
+  end
+  local c = self.c:clone()
+  for i = #self.X + 1, #X do c:add(X[i], y[i], self.noise) end
+  local o = wrap(c, X, y, self.fitted)
+  o.full = self.full
+  o.theta, o.lml = self.theta, self.lml
+  return o
 end
 
 --- Posterior mean and variance of the latent function at x (in y's units).
@@ -138,9 +183,10 @@ function Model:believe(x)
   local mu = self:predict(x)
   local c = self.c:clone()
   c:add(x, mu, 0)
-  local o = wrap(c, self.X)
+  local o = wrap(c, self.X, self.y, self.fitted)
   o.full = self.full
   o.theta, o.lml = self.theta, self.lml
+  o.beliefs = (self.beliefs or 0) + 1
   return o
 end
 

@@ -37,7 +37,9 @@ end
 -- `index` of their sequence; an adaptive one gives its initial points until
 -- `init` points are known (suggested or observed), then chooses (bayes: by
 -- noise-aware expected improvement) once `needs_feasible` (bayes: 2) feasible
--- observations exist; before that it keeps giving its initial points.
+-- observations exist; before that it keeps giving its initial points. bayes
+-- hands its last model back (opts.model), so from 256 observations on new ones
+-- join it by rank-one updates until a refit is due (dlua.search.bayes._surrogate).
 function M.suggester(space, opts)
   opts = util.check_options("dl.search.suggester", opts, algorithms._suggester_options(), 2)
   space = spaces.space(space)
@@ -98,7 +100,7 @@ function Suggester:suggest(n)
     table.sort(pend, function(a, b) return a.index < b.index end)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
     local sopts = {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
-                   init = self.init}
+                   init = self.init, model = self.fit and self.fit.model}
     for k, v in pairs(self.own) do if k ~= "theta" then sopts[k] = v end end
     local us, info = row.suggest(self.space, self.history, pend, #adaptive, sopts)
     self.theta = info.theta
@@ -151,7 +153,7 @@ function Suggester:best()
   if self.row.estimate and #feas >= 2 then
     if not (self.fit and self.fit.count == #self.history) then
       local model = self.row.estimate(self.space, self.history, {mode = self.mode, context = self.context,
-        theta = self.theta, max_points = self.own.max_points})
+        theta = self.theta, max_points = self.own.max_points, model = self.fit and self.fit.model})
       self.theta = model.theta
       self.fit = {count = #self.history, model = model}
     end

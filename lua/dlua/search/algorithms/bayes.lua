@@ -4,7 +4,6 @@
 -- process (dlua.search.bayes, which this row wraps; docs/studies.md "bayes").
 -- Several objectives are served by ParEGO scalarisations of the history, which
 -- the study makes (dlua.search.pareto); batches by kriging beliefs.
-local gp = require "dlua.search.gp"
 local bayes = require "dlua.search.bayes"
 local spaces = require "dlua.search.space"
 local quasirandom = require "dlua.search.algorithms.quasirandom"
@@ -36,7 +35,7 @@ end
 -- is the posterior mean at each feasible observation (signed for minimising).
 function A.estimate(space, history, opts)
   local X, y = bayes._observations(space, history, opts.mode == "max" and -1 or 1, opts.context)
-  return gp.fit(X, y, {theta = opts.theta, max_points = opts.max_points})
+  return bayes._surrogate(X, y, opts, space.features)
 end
 
 function A.check(space, opts, fail)

@@ -503,3 +503,48 @@ describe("dl.study prune = {algorithm = \"asha\"} and \"hyperband\", one trial a
     end)
   end
 end)
+
+describe("prune.model = \"rungs\" (dlua.study.fidelity)", function()
+  local fidelity = require "dlua.study.fidelity"
+  it("fits the GP at the largest budget with enough values, the trials stopped below it infeasible", function()
+    local p = {algorithm = "asha", rungs = {10, 30}}
+    local A = {u = {0.1}, status = "done", value = 0.9, curve = {{10, 0.5}, {30, 0.7}, {90, 0.88}}, steps = 90}
+    local B = {u = {0.2}, status = "pruned", value = 0.65, curve = {{10, 0.6}, {30, 0.65}}, steps = 30}
+    local C = {u = {0.3}, status = "pruned", value = 0.3, curve = {{10, 0.3}}, steps = 10}
+    local D = {u = {0.4}, status = "diverged"}
+    local fin = {A, B, C, D}
+    assert.are.same({10, 30, 90}, fidelity.budgets(p, 90))
+    -- need 2: at 90 only A (its objective 0.9, not the curve's 0.88); at 30 A and B
+    local h, b = fidelity.history(p, 90, fin, 2)
+    assert.are.equal(30, b)
+    assert.are.same({{u = {0.1}, value = 0.7}, {u = {0.2}, value = 0.65}, {u = {0.3}}, {u = {0.4}}}, h)
+    -- need 3: at 10 A, B and C
+    h, b = fidelity.history(p, 90, fin, 3)
+    assert.are.equal(10, b)
+    assert.are.same({{u = {0.1}, value = 0.5}, {u = {0.2}, value = 0.6}, {u = {0.3}, value = 0.3}, {u = {0.4}}}, h)
+    -- need 4: no budget has four, so the full budget (the default model's history)
+    h, b = fidelity.history(p, 90, fin, 4)
+    assert.are.equal(90, b)
+    assert.are.same({{u = {0.1}, value = 0.9}, {u = {0.2}}, {u = {0.3}}, {u = {0.4}}}, h)
+    -- hyperband: every bracket's rungs
+    assert.are.same({100, 300, 900}, fidelity.budgets({brackets = {{rungs = {100, 300}}, {rungs = {300}}, {rungs = {}}}},
+      900))
+    assert.are.equal(6, fidelity.need(4))
+  end)
+
+  it("a bayes study with hyperband and model = \"rungs\" runs its GP on the rungs", function()
+    local dir = H.tmpdir("bohb")
+    write(dir .. "/exp.lua", EXPERIMENT)
+    study_file(dir, "bohb.lua", "  name = \"bohb\", algorithm = \"bayes\", parallel = 1, init = 2," ..
+      "  nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 8, fixed = {" .. PRUNE_FIXED .. "},\n" ..
+      "  enqueue = {{lr = 1e-3}, {lr = 0.3}, {lr = 2e-3}, {lr = 0.1}},\n" ..
+      "  prune = {algorithm = \"hyperband\", min_steps = 5, reduction = 2, model = \"rungs\"},")
+    local out, rc = run(dir, "bohb.lua --out runs --no-check --threads 1")
+    assert.are.equal(0, rc, out)
+    local st, suggested = statuses(dir .. "/runs/bohb"), 0
+    assert.are.equal(8, count(st))
+    for _, e in ipairs(events(dir .. "/runs/bohb")) do if e.event == "suggest" then suggested = suggested + 1 end end
+    assert.are.equal(2, suggested)                       -- 5-6: the quasirandom initial points; 7-8: the GP's
+    fs.rm_rf(dir)
+  end)
+end)

@@ -9,6 +9,7 @@
 -- objective there as pruning recorded it (dlua.study.prune.rung_value of the
 -- curve in its finish event); at the full budget a completed trial's objective.
 -- A trial that stopped below that budget, diverged or failed is infeasible there.
+local util = require "dlua.util"
 local prune = require "dlua.study.prune"
 
 local M = {}
@@ -24,10 +25,7 @@ function M.budgets(p, max)
   for _, br in ipairs(p.brackets or {{rungs = p.rungs or {}}}) do
     for _, s in ipairs(br.rungs) do set[s] = true end
   end
-  local out = {}
-  for s in pairs(set) do out[#out + 1] = s end
-  table.sort(out)
-  return out
+  return util.sorted_keys(set)
 end
 
 -- trial f's value at budget b (max: the full budget), or nil

@@ -5,7 +5,7 @@
 -- eval the hook takes the journal's lock, replays it and applies the rule to the
 -- trial's objective so far against the trials completed by then. A study with
 -- one trial at a time therefore prunes the same trials at the same steps on
--- every run, and a trial too fast for any poll is judged too. Two rules, both
+-- every run, and a trial too fast for any poll is judged too. Three rules, all
 -- within one scientific value (trials of another value are never compared):
 --
 --   prune = {algorithm = "median", warmup = 10, min_trials = 3}
@@ -13,16 +13,28 @@
 --     the median of the completed trials' objective at that same step (at least
 --     `min_trials` of them evaluated there) is stopped: status `pruned`.
 --   prune = {algorithm = "asha", min_steps = 10, reduction = 3}
---     asynchronous successive halving: rungs at min_steps * reduction^k steps
---     below the trials' step budget. A trial reaching a rung continues when its
---     objective there is in the top 1/reduction (rounded down) of the trials
---     that reached the rung so far; otherwise it is paused (status `pruned`,
---     its checkpoints kept). A paused trial that later is in that top part is
---     promoted before any new trial starts: it resumes from its checkpoint
---     (--resume) and ends bit-identical to a trial never paused.
+--     successive halving: rungs at min_steps * reduction^k steps below the trials'
+--     step budget. A trial reaching a rung continues when its objective there is
+--     among the best max(1, floor(n / reduction)) of the n trials there so far
+--     (it and the trials before it, in trial order: M.continues), so with one
+--     trial at a time trials complete. With pause = true, the original
+--     asynchronous rule: top floor(n / reduction) of the trials recorded there,
+--     otherwise paused (checkpoints kept); a paused trial that later is in that
+--     top part is promoted before any new trial starts: it resumes from its
+--     checkpoint (--resume) and ends bit-identical to a trial never paused.
+--   prune = {algorithm = "hyperband", min_steps = 10, reduction = 3}
+--     Hyperband: asha brackets whose first rungs are min_steps * reduction^b; a
+--     trial's bracket is a function of its number (M.bracket_list), and asha's
+--     rule applies within the bracket.
+--   model = "rungs" (asha, hyperband; bayes studies): the GP fits the rungs'
+--     values (dlua.study.fidelity), BOHB-like.
+-- Without pause a decision waits for the trials before it (same rungs) that are
+-- still running below the rung, so it is a function of the recorded values in
+-- trial order, whatever the number of jobs.
 --
 -- A decision is journal events written by the trial under the lock (finish with
--- status "pruned" and, for asha, "rung"; the agent writes "promote"), after which
+-- status "pruned" and, for asha and hyperband, "rung"; with pause the agent writes
+-- "promote"), after which
 -- the trial checkpoints and ends (dl.train's status "stopped"); the agent finds
 -- the finish already written. Decisions survive a SIGKILL of the agent; seed
 -- re-runs are never pruned. Pruning is for exploitation: exploration

@@ -159,6 +159,18 @@ local function bayes_next(p, model)
   end
 end
 
+-- PRUNE_ORDERS=FILE: the pool and each seed's order as JSON, for tests/bench/prune_replay_optuna.py
+if os.getenv("PRUNE_ORDERS") then
+  local out = {max = max, mode = mode, best = best_all, se = se, trials = json.array(), orders = json.array()}
+  for i, t in ipairs(pool) do
+    local c = json.array()
+    for k, pt in ipairs(t.curve) do c[k] = json.array({pt[1], pt[2]}) end
+    out.trials[i] = {id = t.id, final = t.final, curve = c}
+  end
+  for seed = 0, seeds - 1 do out.orders[seed + 1] = json.array(order(seed)) end
+  fs.write_atomic(os.getenv("PRUNE_ORDERS"), json.encode(out) .. "\n")
+end
+
 local function P(t) return prune.check(t, {max_steps = max, algorithm = "bayes"}, error, function() end) end
 local rules = {
   {"unpruned", nil},

@@ -249,7 +249,8 @@ end
 -- bayes inputs of trial t: this group's finished trials (and the warm start's)
 -- as history, its running trials with a point as kriging believers. A trial that
 -- did not end done (pruned, diverged, failed) is an infeasible point: a pruned
--- one left out, the GP would suggest its point again and again.
+-- one left out, the GP would suggest its point again and again. With prune.model
+-- = "rungs" the history is the values at one budget (dlua.study.fidelity).
 function Agent:bayes_inputs(t, st, trials)
   local hist, pend, finished = {}, {}, {}
   local pr = self.study.prune

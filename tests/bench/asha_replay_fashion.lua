@@ -195,23 +195,25 @@ local function median(l)
   return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
 end
 io.write(string.format("seeds 0..%d (0: the study's order); medians over seeds; total = %d steps\n", seeds - 1, N * max))
-io.write("| sampler | rule | steps used | best completed | gap | worst gap | steps to within 1 SE (seeds that got there) |\n")
-io.write("|---|---|---|---|---|---|---|\n")
+io.write("| sampler | rule | steps used | best completed | gap | worst gap | steps to within 1 SE (seeds that got there) " ..
+  "| seeds within 1 SE by 1/3 of the unpruned steps |\n")
+io.write("|---|---|---|---|---|---|---|---|\n")
 for _, sm in ipairs(samplers) do
   for _, r in ipairs(rules) do
     if sm[1] == "bayes, model = rungs" and not (r[2] and (r[2].algorithm == "asha" or r[2].algorithm == "hyperband")) then
       goto skip
     end
-    local S, G, H, worst, got = {}, {}, {}, 0, 0
+    local S, G, H, worst, got, third = {}, {}, {}, 0, 0, 0
     for seed = 0, seeds - 1 do
       local steps, best, hit = run(r[2], seed, sm[2](r[2]))
       S[#S + 1], G[#G + 1] = steps / (N * max), best and sign * (best_all - best) or math.huge
       worst = math.max(worst, G[#G])
       if hit then got = got + 1; H[#H + 1] = hit / (N * max) else H[#H + 1] = math.huge end
+      if hit and 3 * hit <= N * max then third = third + 1 end
     end
-    io.write(string.format("| %s | %s | %.0f%% | %.4f | %.4f | %.4f | %s (%d of %d) |\n", sm[1], r[1],
+    io.write(string.format("| %s | %s | %.0f%% | %.4f | %.4f | %.4f | %s (%d of %d) | %d of %d |\n", sm[1], r[1],
       100 * median(S), best_all - sign * median(G), median(G), worst,
-      median(H) == math.huge and "-" or string.format("%.0f%%", 100 * median(H)), got, seeds))
+      median(H) == math.huge and "-" or string.format("%.0f%%", 100 * median(H)), got, seeds, third, seeds))
     ::skip::
   end
 end

@@ -72,7 +72,9 @@ local function run(p, seed, next_trial)
     for k = from, #p.rungs do
       local rec = recs[1][k]
       rec[#rec + 1] = {trial = t.id, value = prune.rung_value(t.curve, p.rungs[k])}
-      if not prune.in_top(rec, t.id, p.reduction, mode) then paused[t.id] = {t = t, k = k}; finish(t, p.rungs[k]); return end
+      if not prune.in_top(rec, t.id, p.reduction, mode) then
+        paused[t.id] = {t = t, k = k}; finish(t, p.rungs[k]); return
+      end
     end
     paused[t.id] = nil; finish(t, max, true)
   end
@@ -112,8 +114,9 @@ local function run(p, seed, next_trial)
       for k, budget in ipairs(rungs) do
         recs[b][k] = recs[b][k] or {}
         local v = prune.rung_value(t.curve, budget)
-        if not prune.continues(recs[b][k], v, p.reduction, mode) then recs[b][k][#recs[b][k] + 1] = v; stop, status = budget, "pruned"; break end
+        local go = prune.continues(recs[b][k], v, p.reduction, mode)
         recs[b][k][#recs[b][k] + 1] = v
+        if not go then stop, status = budget, "pruned"; break end
       end
     end
     finish(t, stop, status == "done")

@@ -2,10 +2,11 @@
 -- tests/bench/asha_replay_fashion.lua replays for every pruning rule (issue 35): 40 quasi-random
 -- trials of the CNN (examples/fashion_mnist.lua at 16 channels: about a minute a trial at load 5
 -- on the EPYC; 2026-12-04's recording took 65 minutes, two agents at load 13-22), 900 steps
--- each, evaluated every 100 steps, one trial at a time. The exploration study's table (examples/fashion_mnist_tune_spec.lua) with flip fixed at 0 and wider
--- lr and weight decay ranges, so that some trials are bad early (what pruning is for).
+-- each, evaluated every 100 steps, one trial at a time. The exploration study's table
+-- (examples/fashion_mnist_tune_spec.lua) with flip fixed at 0 and wider lr and weight decay ranges, so that some trials are bad early (what pruning is for).
 --   build/dlua tests/bench/fashion_curves_study.lua --out /tmp/hb_runs --threads 1
---   build/dlua tests/bench/asha_replay_fashion.lua tests/bench/fashion_curves_study.lua /tmp/hb_runs/fashion-mnist-curves
+--   build/dlua tests/bench/asha_replay_fashion.lua tests/bench/fashion_curves_study.lua \
+--     /tmp/hb_runs/fashion-mnist-curves
 local dl = require "dlua"
 local S = dl.search
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"

@@ -83,6 +83,53 @@ describe("the median rule", function()
     assert.are.same({0.88, 400}, {prune.rung_value({{400, 0.88}, {800, 0.90}}, 200)})
     assert.is_nil(prune.rung_value({}, 200))
   end)
+
+  it("asha: a trial continues when it is in the top max(1, floor(n / reduction)) of the n there so far", function()
+    -- hand-computed: values at one rung, in trial order, reduction 3 (k = 1 1 1 1 1 2 2 2 3)
+    --   0.50 first: continue; 0.40 (0.50 better, k = 1): stop; 0.60: continue; 0.55 (0.60): stop;
+    --   0.70: continue; 0.30 (five better, k = 2): stop; 0.65 (only 0.70, k = 2): continue;
+    --   0.58 (0.60, 0.70, 0.65): stop; 0.62 (0.70, 0.65; k = 3): continue
+    local vals = {0.50, 0.40, 0.60, 0.55, 0.70, 0.30, 0.65, 0.58, 0.62}
+    local want = {true, false, true, false, true, false, true, false, true}
+    local before = {}
+    for i, v in ipairs(vals) do
+      assert.are.equal(want[i], prune.continues(before, v, 3, "max"), "trial " .. i)
+      before[#before + 1] = v
+    end
+    assert.is_true(prune.continues({0.5}, 0.5, 3, "max"))                  -- equal is not worse
+    assert.is_true(prune.continues({0.6}, 0.5, 3, "min"))
+    assert.is_false(prune.continues({0.4}, 0.5, 3, "min"))
+    -- reduction 2.5, n = 5: k = floor(5 / 2.5) = 2, so one better value is allowed, two are not
+    assert.is_true(prune.continues({0.9, 0.1, 0.2, 0.3}, 0.5, 2.5, "max"))
+    assert.is_false(prune.continues({0.9, 0.8, 0.2, 0.3}, 0.5, 2.5, "max"))
+  end)
+
+  it("hyperband: brackets, their weights, and each trial's bracket by its number", function()
+    local function check(p, max) return prune.check(p, {max_steps = max, algorithm = "bayes"}, error, error) end
+    -- min 100, reduction 3, budget 900: budgets 100 300 900, so 3 brackets; weights ceil(3 * 3^s / (s + 1)),
+    -- s = 2 1 0: 9 5 3 (Hyperband's n_i; Optuna's HyperbandPruner allocates the same)
+    local p = check({algorithm = "hyperband", min_steps = 100, reduction = 3}, 900)
+    assert.are.same({{rungs = {100, 300}, weight = 9}, {rungs = {300}, weight = 5}, {rungs = {}, weight = 3}},
+      p.brackets)
+    -- smooth weighted round robin (worked by hand): every 17 trials 9, 5 and 3, interleaved
+    local want = {1, 2, 1, 3, 1, 2, 1, 3, 1, 2, 1, 2, 1, 3, 1, 2, 1}
+    assert.are.same(want, prune.bracket_list(p.brackets, 17))
+    local again = prune.bracket_list(p.brackets, 34)
+    for i = 1, 17 do assert.are.equal(want[i], again[17 + i]) end
+    assert.are.same({{300}, 2}, {prune.ladder(p, 6)})
+    assert.are.same({1, 3, 5}, prune.peers(p, 7))                      -- bracket 1's trials before trial 7
+    assert.are.same({2}, prune.peers(p, 6))
+    -- min 5, reduction 2, budget 30: budgets 5 10 20 (40 > 30); weights ceil(3 * 2^s / (s + 1)) = 4 3 3
+    local q = check({algorithm = "hyperband", min_steps = 5, reduction = 2}, 30)
+    assert.are.same({{rungs = {5, 10, 20}, weight = 4}, {rungs = {10, 20}, weight = 3}, {rungs = {20}, weight = 3}},
+      q.brackets)
+    assert.are.same({1, 2, 3, 1, 2, 3, 1, 2, 3, 1}, prune.bracket_list(q.brackets, 10))
+    -- asha: every trial before it is a peer, and its rungs are the study's
+    local a = check({algorithm = "asha", min_steps = 100, reduction = 3}, 900)
+    assert.are.same({1, 2, 3}, prune.peers(a, 4))
+    assert.are.same({{100, 300}}, {prune.ladder(a, 4)})
+    assert.is_false(a.pause)
+  end)
 end)
 
 -- three equal good points first (equal to their median, so never pruned), then bad ones the median rule
@@ -288,11 +335,22 @@ describe("dl.study prune settings", function()
     local dir = H.tmpdir("prunecheck")
     write(dir .. "/exp.lua", EXPERIMENT)
     local cases = {
-      {"{algorithm = \"medain\"}", "prune.algorithm must be \"median\" or \"asha\", got medain; did you mean 'median'?"},
+      {"{algorithm = \"medain\"}", "prune.algorithm must be \"asha\", \"hyperband\" or \"median\", got medain; " ..
+        "did you mean 'median'?"},
+      {"{algorithm = \"hyperbnd\", min_steps = 5}", "prune.algorithm must be \"asha\", \"hyperband\" or \"median\", " ..
+        "got hyperbnd; did you mean 'hyperband'?"},
+      {"{algorithm = \"hyperband\"}", "prune.min_steps is required for hyperband (the first rung's steps)"},
+      {"{algorithm = \"hyperband\", min_steps = 5, pause = true}", "prune.pause belongs to asha, not hyperband"},
+      {"{algorithm = \"hyperband\", min_steps = 5, warmup = 3}", "prune.warmup belongs to median, not hyperband"},
+      {"{algorithm = \"asha\", min_steps = 5, pause = 1}", "prune.pause must be a boolean, got 1"},
+      {"{algorithm = \"asha\", min_steps = 5, model = \"rung\"}", "prune.model must be \"final\" or \"rungs\", " ..
+        "got rung; did you mean 'rungs'?"},
+      {"{algorithm = \"asha\", min_steps = 5, model = \"rungs\"}", "prune.model = \"rungs\" is the bayes sampler's " ..
+        "(its GP fits the rungs' values), and this study's algorithm is quasirandom"},
       {"{algorithm = \"asha\"}", "prune.min_steps is required for asha (the first rung's steps)"},
       {"{algorithm = \"asha\", min_steps = 30}", "prune.min_steps = 30 is not below the step budget 30: no rung"},
       {"{algorithm = \"asha\", min_steps = 5, reduction = 1}", "prune.reduction must be a number > 1, got 1"},
-      {"{algorithm = \"median\", min_steps = 5}", "prune.min_steps belongs to asha, not median"},
+      {"{algorithm = \"median\", min_steps = 5}", "prune.min_steps belongs to asha and hyperband, not median"},
       {"{algorithm = \"median\", min_trials = 0}", "prune.min_trials must be a positive integer, got 0"},
     }
     for i, c in ipairs(cases) do
@@ -320,7 +378,7 @@ describe("dl.study prune = {algorithm = \"asha\"}", function()
   fixed = {eval_every = 5, checkpoint_every = 5},
   nuisance = {lr = S.log_uniform(1e-4, 0.5)},
   enqueue = {{lr = 1e-3}, {lr = 0.3}, {lr = 2e-3}, {lr = 1.5e-3}},
-  prune = {algorithm = "asha", min_steps = 10, reduction = 3},]])
+  prune = {algorithm = "asha", min_steps = 10, reduction = 3, pause = true},]])
     local out, rc = run(dir, "asha.lua --out runs --no-check --threads 1")
     assert.are.equal(0, rc, out)
     local sd = dir .. "/runs/asha"
@@ -362,5 +420,131 @@ describe("dl.study prune = {algorithm = \"asha\"}", function()
       assert.is_true(b[k] ~= nil and (t - b[k]):abs():max():item() == 0, "differs: " .. k)
     end
     assert.is_true(n >= 4)
+  end)
+end)
+
+-- the decisions an asha/hyperband study should have made, recomputed from its journal's rung events the
+-- way Optuna's SuccessiveHalvingPruner states its rule: sort the values at the rung of the trials before
+-- it in its bracket (in trial order) and its own, and continue when its value is at least the
+-- (max(1, n // reduction))-th best; returns {[trial] = "done" or "pruned"} and the rung events per trial
+local function oracle(ev, p)
+  local rungs = {}                                   -- rungs[trial] = {[k] = value}
+  for _, e in ipairs(ev) do
+    if e.event == "rung" then
+      rungs[e.trial] = rungs[e.trial] or {}
+      rungs[e.trial][e.rung] = e.value
+    end
+  end
+  local want, ids = {}, {}
+  for id in pairs(rungs) do ids[#ids + 1] = id end
+  table.sort(ids)
+  local brackets = p.brackets and prune.bracket_list(p.brackets, #ids)
+  for i, id in ipairs(ids) do
+    local b = brackets and brackets[i]
+    local mine = b and p.brackets[b].rungs or p.rungs
+    want[id] = "done"
+    for k = 1, #mine do
+      local v = rungs[id][k]
+      if v == nil then break end
+      local vals = {v}
+      for m = 1, i - 1 do
+        if (not b or brackets[m] == b) and rungs[ids[m]][k] ~= nil then vals[#vals + 1] = rungs[ids[m]][k] end
+      end
+      table.sort(vals, function(x, y) return x > y end)
+      if v < vals[math.max(1, #vals // p.reduction)] then want[id] = "pruned"; break end
+    end
+  end
+  return want, rungs
+end
+
+-- eight trials, enqueued points (so the points do not depend on timing), a trial a few milliseconds a step
+local SEQ = [[
+  nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 8, fixed = {delay = 0.01, ]] .. PRUNE_FIXED .. [[},
+  enqueue = {{lr = 1e-3}, {lr = 0.3}, {lr = 2e-3}, {lr = 0.1}, {lr = 1e-4}, {lr = 0.2}, {lr = 0.05}, {lr = 3e-4}},]]
+
+describe("dl.study prune = {algorithm = \"asha\"} and \"hyperband\", one trial at a time and two", function()
+  local dir
+  setup(function() dir = H.tmpdir("asha-seq"); write(dir .. "/exp.lua", EXPERIMENT) end)
+  teardown(function() fs.rm_rf(dir) end)
+
+  for _, c in ipairs({{"asha", "{algorithm = \"asha\", min_steps = 5, reduction = 3}"},
+                      {"hyperband", "{algorithm = \"hyperband\", min_steps = 5, reduction = 2}"}}) do
+    it(c[1] .. ": trials complete with one job, every decision is the rule's on the rungs' values in trial " ..
+      "order, and two jobs decide the same", function()
+      local runs = {}
+      for _, jobs in ipairs({1, 2}) do
+        local f = string.format("%s%d.lua", c[1], jobs)
+        study_file(dir, f, string.format("  name = \"%s\", algorithm = \"bayes\", parallel = %d,", c[1], jobs) .. SEQ ..
+          "\n  prune = " .. c[2] .. ",")
+        local out, rc = run(dir, f .. " --out runs --no-check --threads 1")
+        assert.are.equal(0, rc, out)
+        local sd = string.format("%s/runs/%s", dir, c[1])
+        local ev = events(sd)
+        local p = json.decode(fs.read(sd .. "/study.json")).prune
+        local want, rungs = oracle(ev, p)
+        assert.are.equal(8, count(want))
+        assert.are.same(want, statuses(sd))
+        -- with one job the first trial always runs to its end (it is the best at each rung when it gets there)
+        assert.are.equal("done", want.trial_t001)
+        local done = 0
+        for _, st in pairs(want) do if st == "done" then done = done + 1 end end
+        assert.is_true(done >= 2 and done < 8, "done " .. done)
+        if c[1] == "hyperband" then                      -- each rung event names its trial's bracket
+          local b = prune.bracket_list(p.brackets, 8)
+          for _, e in ipairs(ev) do
+            if e.event == "rung" then assert.are.equal(b[tonumber(e.trial:match("_t(%d+)$"))], e.bracket) end
+          end
+        end
+        runs[jobs] = {want = want, rungs = rungs}
+        fs.rm_rf(sd)
+      end
+      assert.are.same(runs[1].want, runs[2].want)
+      assert.are.same(runs[1].rungs, runs[2].rungs)
+    end)
+  end
+end)
+
+describe("prune.model = \"rungs\" (dlua.study.fidelity)", function()
+  local fidelity = require "dlua.study.fidelity"
+  it("fits the GP at the largest budget with enough values, the trials stopped below it infeasible", function()
+    local p = {algorithm = "asha", rungs = {10, 30}}
+    local A = {u = {0.1}, status = "done", value = 0.9, curve = {{10, 0.5}, {30, 0.7}, {90, 0.88}}, steps = 90}
+    local B = {u = {0.2}, status = "pruned", value = 0.65, curve = {{10, 0.6}, {30, 0.65}}, steps = 30}
+    local C = {u = {0.3}, status = "pruned", value = 0.3, curve = {{10, 0.3}}, steps = 10}
+    local D = {u = {0.4}, status = "diverged"}
+    local fin = {A, B, C, D}
+    assert.are.same({10, 30, 90}, fidelity.budgets(p, 90))
+    -- need 2: at 90 only A (its objective 0.9, not the curve's 0.88); at 30 A and B
+    local h, b = fidelity.history(p, 90, fin, 2)
+    assert.are.equal(30, b)
+    assert.are.same({{u = {0.1}, value = 0.7}, {u = {0.2}, value = 0.65}, {u = {0.3}}, {u = {0.4}}}, h)
+    -- need 3: at 10 A, B and C
+    h, b = fidelity.history(p, 90, fin, 3)
+    assert.are.equal(10, b)
+    assert.are.same({{u = {0.1}, value = 0.5}, {u = {0.2}, value = 0.6}, {u = {0.3}, value = 0.3}, {u = {0.4}}}, h)
+    -- need 4: no budget has four, so the full budget (the default model's history)
+    h, b = fidelity.history(p, 90, fin, 4)
+    assert.are.equal(90, b)
+    assert.are.same({{u = {0.1}, value = 0.9}, {u = {0.2}}, {u = {0.3}}, {u = {0.4}}}, h)
+    -- hyperband: every bracket's rungs
+    assert.are.same({100, 300, 900}, fidelity.budgets({brackets = {{rungs = {100, 300}}, {rungs = {300}}, {rungs = {}}}},
+      900))
+    assert.are.equal(6, fidelity.need(4))
+  end)
+
+  it("a bayes study with hyperband and model = \"rungs\" runs its GP on the rungs", function()
+    local dir = H.tmpdir("bohb")
+    write(dir .. "/exp.lua", EXPERIMENT)
+    study_file(dir, "bohb.lua", "  name = \"bohb\", algorithm = \"bayes\", parallel = 1, init = 2," ..
+      "  nuisance = {lr = S.log_uniform(1e-4, 0.5)}, trials = 8, fixed = {" .. PRUNE_FIXED .. "},\n" ..
+      "  enqueue = {{lr = 1e-3}, {lr = 0.3}, {lr = 2e-3}, {lr = 0.1}},\n" ..
+      "  prune = {algorithm = \"hyperband\", min_steps = 5, reduction = 2, model = \"rungs\"},")
+    local out, rc = run(dir, "bohb.lua --out runs --no-check --threads 1")
+    assert.are.equal(0, rc, out)
+    local st, suggested = statuses(dir .. "/runs/bohb"), 0
+    assert.are.equal(8, count(st))
+    for _, e in ipairs(events(dir .. "/runs/bohb")) do if e.event == "suggest" then suggested = suggested + 1 end end
+    assert.are.equal(2, suggested)                       -- 5-6: the quasirandom initial points; 7-8: the GP's
+    fs.rm_rf(dir)
   end)
 end)

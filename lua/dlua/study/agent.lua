@@ -26,6 +26,7 @@ local plan = require "dlua.study.plan"
 local results = require "dlua.study.results"
 local warm = require "dlua.study.warm"
 local prune = require "dlua.study.prune"
+local fidelity = require "dlua.study.fidelity"
 local objectives = require "dlua.study.objectives"
 
 local M = {}
@@ -248,21 +249,33 @@ end
 -- bayes inputs of trial t: this group's finished trials (and the warm start's)
 -- as history, its running trials with a point as kriging believers. A trial that
 -- did not end done (pruned, diverged, failed) is an infeasible point: a pruned
--- one left out, the GP would suggest its point again and again.
+-- one left out, the GP would suggest its point again and again. With prune.model
+-- = "rungs" the history is the values at one budget (dlua.study.fidelity).
 function Agent:bayes_inputs(t, st, trials)
-  local hist, pend = {}, {}
+  local hist, pend, finished = {}, {}, {}
+  local pr = self.study.prune
+  local rungs = pr and pr.model == "rungs"
   for _, h in ipairs(self.warm and self.warm[t.group.index] or {}) do hist[#hist + 1] = h end
   for _, p in ipairs(trials) do
     if p.group.index == t.group.index and p.kind == "search" and p.id ~= t.id then
       local s = st.trials[p.id]
       local u = p.u or (st.suggest[p.id] and st.suggest[p.id].u)
       if u and s and s.finish and not s.running then
-        local done = s.finish.status == "done"
-        hist[#hist + 1] = {u = u, value = done and s.finish.value or nil, values = done and s.finish.values or nil}
+        local f = s.finish
+        local done = f.status == "done"
+        finished[#finished + 1] = {u = u, status = f.status, value = f.value, curve = f.curve, steps = f.steps}
+        if not rungs then
+          hist[#hist + 1] = {u = u, value = done and f.value or nil, values = done and f.values or nil}
+        end
       elseif u and s and s.running then
         pend[#pend + 1] = {u = u}
       end
     end
+  end
+  if rungs then                                 -- BOHB-like: the GP at the largest budget with enough values
+    local h, budget = fidelity.history(pr, self.study.max_steps, finished, fidelity.need(self.study.space.d))
+    if budget ~= self.study.max_steps then hist = {} end          -- a warm start's values are full-budget ones
+    for _, x in ipairs(h) do hist[#hist + 1] = x end
   end
   local feasible = 0
   for _, h in ipairs(hist) do if h.value ~= nil then feasible = feasible + 1 end end
@@ -367,7 +380,7 @@ end
 function Agent:record(r)
   local t = r.trial
   return {trial = t.id, owner = self.owner, hp = r.hp, nuisance = t.nuisance, u = t.u and json.array(t.u) or nil,
-          group = t.group.index, kind = t.kind, base = t.base, dir = r.dir}
+          group = t.group.index, kind = t.kind, base = t.base, dir = r.dir, number = t.kind == "search" and t.j or nil}
 end
 
 -- the finish event of running trial r with outcome res

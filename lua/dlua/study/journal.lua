@@ -89,9 +89,10 @@ function Journal:events() return (read_events(self.path)) end
 --- replay(events) -> the state the events describe: {trials = {[id] = {claims,
 -- owner, host, pid, lease_until, running, attempt, finish, finish_at, finishes}},
 -- suggest = {[id] = event}, seeds = {[group] = event}, rungs = {[rung] = {[group] =
--- {{trial, value}}}}, complete_at, last_finish} (the *_at fields are event
--- positions). A promote event re-opens a paused (pruned) trial: its finish is
--- forgotten, so it is claimed and resumed again.
+-- {{trial, value, step, bracket}}}} (bracket: hyperband's, nil for asha),
+-- complete_at, last_finish} (the *_at fields are event positions). A promote
+-- event re-opens a paused (pruned) trial: its finish is forgotten, so it is
+-- claimed and resumed again.
 function M.replay(events)
   local st = {trials = {}, suggest = {}, seeds = {}, rungs = {}, complete_at = 0, last_finish = 0}
   for i, e in ipairs(events) do
@@ -120,7 +121,7 @@ function M.replay(events)
       local r = st.rungs[e.rung] or {}
       st.rungs[e.rung] = r
       r[e.group] = r[e.group] or {}
-      table.insert(r[e.group], {trial = id, value = e.value, step = e.step})
+      table.insert(r[e.group], {trial = id, value = e.value, step = e.step, bracket = e.bracket})
       t.rungs = t.rungs or {}
       t.rungs[e.rung] = true
     elseif e.event == "promote" then

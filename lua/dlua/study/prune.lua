@@ -5,7 +5,7 @@
 -- eval the hook takes the journal's lock, replays it and applies the rule to the
 -- trial's objective so far against the trials completed by then. A study with
 -- one trial at a time therefore prunes the same trials at the same steps on
--- every run, and a trial too fast for any poll is judged too. Two rules, both
+-- every run, and a trial too fast for any poll is judged too. Three rules, all
 -- within one scientific value (trials of another value are never compared):
 --
 --   prune = {algorithm = "median", warmup = 10, min_trials = 3}
@@ -13,16 +13,28 @@
 --     the median of the completed trials' objective at that same step (at least
 --     `min_trials` of them evaluated there) is stopped: status `pruned`.
 --   prune = {algorithm = "asha", min_steps = 10, reduction = 3}
---     asynchronous successive halving: rungs at min_steps * reduction^k steps
---     below the trials' step budget. A trial reaching a rung continues when its
---     objective there is in the top 1/reduction (rounded down) of the trials
---     that reached the rung so far; otherwise it is paused (status `pruned`,
---     its checkpoints kept). A paused trial that later is in that top part is
---     promoted before any new trial starts: it resumes from its checkpoint
---     (--resume) and ends bit-identical to a trial never paused.
+--     successive halving: rungs at min_steps * reduction^k steps below the trials'
+--     step budget. A trial reaching a rung continues when its objective there is
+--     among the best max(1, floor(n / reduction)) of the n trials there so far
+--     (it and the trials before it, in trial order: M.continues), so with one
+--     trial at a time trials complete. With pause = true, the original
+--     asynchronous rule: top floor(n / reduction) of the trials recorded there,
+--     otherwise paused (checkpoints kept); a paused trial that later is in that
+--     top part is promoted before any new trial starts: it resumes from its
+--     checkpoint (--resume) and ends bit-identical to a trial never paused.
+--   prune = {algorithm = "hyperband", min_steps = 10, reduction = 3}
+--     Hyperband: asha brackets whose first rungs are min_steps * reduction^b; a
+--     trial's bracket is a function of its number (M.bracket_list), and asha's
+--     rule applies within the bracket.
+--   model = "rungs" (asha, hyperband; bayes studies): the GP fits the rungs'
+--     values (dlua.study.fidelity), BOHB-like.
+-- Without pause a decision waits for the trials before it (same rungs) that are
+-- still running below the rung, so it is a function of the recorded values in
+-- trial order, whatever the number of jobs.
 --
 -- A decision is journal events written by the trial under the lock (finish with
--- status "pruned" and, for asha, "rung"; the agent writes "promote"), after which
+-- status "pruned" and, for asha and hyperband, "rung"; with pause the agent writes
+-- "promote"), after which
 -- the trial checkpoints and ends (dl.train's status "stopped"); the agent finds
 -- the finish already written. Decisions survive a SIGKILL of the agent; seed
 -- re-runs are never pruned. Pruning is for exploitation: exploration
@@ -35,13 +47,23 @@ local algorithms = require "dlua.search.algorithms"
 local core = require "dlua.core"
 local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
+local plan = require "dlua.study.plan"
 
 local M = {}
 
 local better = common.better
 
 --- The keys of the prune table (dl.study's option check).
-M.SPEC = {algorithm = true, warmup = true, min_trials = true, min_steps = true, reduction = true}
+M.SPEC = {algorithm = true, warmup = true, min_steps = true, min_trials = true, model = true, pause = true,
+          reduction = true}
+
+--- The rules, and the keys that belong to each (M.check refuses the others').
+M.RULES = {median = {warmup = true, min_trials = true},
+           asha = {min_steps = true, reduction = true, pause = true, model = true},
+           hyperband = {min_steps = true, reduction = true, model = true}}
+
+--- The bayes GP's observations of a pruned study (prune.model; dlua.study.fidelity).
+M.MODELS = {final = true, rungs = true}
 
 --- The warning of a study that prunes while exploring (nil when it does not): a
 -- non-adaptive algorithm (its row in dlua.search.algorithms) explores.
@@ -54,15 +76,24 @@ function M.exploration_warning(study)
 end
 
 --- check(p, study, fail, warn) -> the prune settings as plain data:
--- {algorithm, warmup, min_trials} or {algorithm, min_steps, reduction, rungs}.
--- fail(msg) raises; warn(msg) keeps a warning.
+-- {algorithm, warmup, min_trials} (median), {algorithm, min_steps, reduction,
+-- pause, model, rungs} (asha) or {algorithm, min_steps, reduction, model,
+-- brackets} (hyperband). fail(msg) raises; warn(msg) keeps a warning.
 function M.check(p, study, fail, warn)
   if type(p) ~= "table" then fail("dl.study: prune must be a table, e.g. {algorithm = \"median\"}") end
   local alg = p.algorithm
-  if alg ~= "median" and alg ~= "asha" then
-    local near = type(alg) == "string" and util.nearest(alg, {"asha", "median"})
-    fail(string.format("dl.study: prune.algorithm must be \"median\" or \"asha\", got %s%s", tostring(alg),
-      near and ("; did you mean '" .. near .. "'?") or ""))
+  local rule = type(alg) == "string" and M.RULES[alg]
+  if not rule then
+    local near = type(alg) == "string" and util.nearest(alg, util.sorted_keys(M.RULES))
+    fail(string.format("dl.study: prune.algorithm must be \"asha\", \"hyperband\" or \"median\", got %s%s",
+      tostring(alg), near and ("; did you mean '" .. near .. "'?") or ""))
+  end
+  for _, k in ipairs(util.sorted_keys(M.SPEC)) do
+    if k ~= "algorithm" and p[k] ~= nil and not rule[k] then
+      local owners = {}
+      for _, a in ipairs(util.sorted_keys(M.RULES)) do if M.RULES[a][k] then owners[#owners + 1] = a end end
+      fail(string.format("dl.study: prune.%s belongs to %s, not %s", k, table.concat(owners, " and "), alg))
+    end
   end
   local function int(key, min, default)
     local v = p[key]
@@ -73,28 +104,39 @@ function M.check(p, study, fail, warn)
   end
   local out = {algorithm = alg}
   if alg == "median" then
-    for _, k in ipairs({"min_steps", "reduction"}) do
-      if p[k] ~= nil then fail(string.format("dl.study: prune.%s belongs to asha, not median", k)) end
-    end
     out.warmup, out.min_trials = int("warmup", 0, 0), int("min_trials", 1, 3)
   else
-    for _, k in ipairs({"warmup", "min_trials"}) do
-      if p[k] ~= nil then fail(string.format("dl.study: prune.%s belongs to median, not asha", k)) end
-    end
     out.min_steps = int("min_steps", 1, nil)
-    if not out.min_steps then fail("dl.study: prune.min_steps is required for asha (the first rung's steps)") end
+    if not out.min_steps then
+      fail(string.format("dl.study: prune.min_steps is required for %s (the first rung's steps)", alg))
+    end
     local r = p.reduction == nil and 3 or p.reduction
     if type(r) ~= "number" or r <= 1 then
       fail("dl.study: prune.reduction must be a number > 1, got " .. tostring(p.reduction))
     end
     out.reduction = r
+    if p.pause ~= nil and type(p.pause) ~= "boolean" then
+      fail("dl.study: prune.pause must be a boolean, got " .. tostring(p.pause))
+    end
+    if alg == "asha" then out.pause = p.pause == true end
+    local model = p.model == nil and "final" or p.model
+    if not M.MODELS[model] then
+      local near = type(model) == "string" and util.nearest(model, util.sorted_keys(M.MODELS))
+      fail(string.format("dl.study: prune.model must be \"final\" or \"rungs\", got %s%s", tostring(model),
+        near and ("; did you mean '" .. near .. "'?") or ""))
+    end
+    if model == "rungs" and study.algorithm ~= "bayes" then
+      fail(string.format("dl.study: prune.model = \"rungs\" is the bayes sampler's (its GP fits the rungs' " ..
+        "values), and this study's algorithm is %s", tostring(study.algorithm)))
+    end
+    out.model = model
     local max = study.max_steps
-    if not max then fail("dl.study: prune asha needs the trials' step budget (steps = N in the study)") end
+    if not max then fail(string.format("dl.study: prune %s needs the trials' step budget (steps = N in the study)", alg)) end
     local rungs = M.rungs(out, max)
     if #rungs == 0 then
       fail(string.format("dl.study: prune.min_steps = %d is not below the step budget %d: no rung", out.min_steps, max))
     end
-    out.rungs = rungs
+    if alg == "asha" then out.rungs = rungs else out.brackets = M.brackets(out, max) end
   end
   local w = M.exploration_warning({prune = out, algorithm = study.algorithm})
   if w then warn(w) end
@@ -110,6 +152,62 @@ function M.rungs(p, max)
     s = s * p.reduction
   end
   return rungs
+end
+
+--- brackets(p, max) -> hyperband's brackets, most aggressive first: n =
+-- floor(log_reduction(max / min_steps)) + 1 of them; bracket b (1-based) is an
+-- asha whose first rung is min_steps * reduction^(b-1) (its rungs: those below
+-- max; the last bracket has none and runs its trials to the end), and gets a
+-- share of the trials proportional to its weight ceil(n * reduction^s / (s + 1)),
+-- s = n - b (Hyperband's n_i; Optuna's HyperbandPruner allocates the same).
+function M.brackets(p, max)
+  local n, s = 0, p.min_steps
+  while math.floor(s + 0.5) <= max do n, s = n + 1, s * p.reduction end
+  local out = json.array()
+  for b = 1, n do
+    local sb = n - b
+    out[b] = {rungs = M.rungs({min_steps = p.min_steps * p.reduction ^ (b - 1), reduction = p.reduction}, max),
+              weight = math.ceil(n * p.reduction ^ sb / (sb + 1) - 1e-9)}
+  end
+  return out
+end
+
+--- bracket_list(brackets, n) -> the brackets of trials 1..n: trial i's bracket is
+-- a function of i alone (smooth weighted round robin over the weights: every
+-- prefix of trials is split between the brackets as close to their weights as
+-- whole trials allow, most aggressive bracket first).
+function M.bracket_list(brackets, n)
+  local cur, total, out = {}, 0, {}
+  for b, br in ipairs(brackets) do cur[b], total = 0, total + br.weight end
+  for i = 1, n do
+    local best
+    for b, br in ipairs(brackets) do
+      cur[b] = cur[b] + br.weight
+      if not best or cur[b] > cur[best] then best = b end
+    end
+    cur[best] = cur[best] - total
+    out[i] = best
+  end
+  return out
+end
+
+--- ladder(p, number) -> the rungs of search trial `number` (its number in its
+-- group, 1-based) and its hyperband bracket (nil for asha).
+function M.ladder(p, number)
+  if p.algorithm ~= "hyperband" then return p.rungs, nil end
+  local b = M.bracket_list(p.brackets, number)[number]
+  return p.brackets[b].rungs, b
+end
+
+--- peers(p, number) -> the numbers of the trials before trial `number` in its
+-- group that share its rungs (asha: all; hyperband: its bracket's).
+function M.peers(p, number)
+  local out = {}
+  local list = p.algorithm == "hyperband" and M.bracket_list(p.brackets, number) or nil
+  for i = 1, number - 1 do
+    if not list or list[i] == list[number] then out[#out + 1] = i end
+  end
+  return out
 end
 
 --- curve(dir, metric) -> {{step, value}, ...}: the objective at every eval of
@@ -186,6 +284,20 @@ function M.rung_value(curve, budget)
   return v, s
 end
 
+--- continues(before, value, reduction, mode) -> does a trial whose objective at a
+-- rung is value continue, given the values there of the trials before it (in
+-- trial order, same rungs)? Of the n = #before + 1 values, it must be among the
+-- best max(1, floor(n / reduction)): fewer than that many are strictly better.
+-- So the first trials at a rung continue while each is the best so far, and with
+-- one trial at a time trials run to the end (Optuna's SuccessiveHalvingPruner
+-- decides the same way).
+function M.continues(before, value, reduction, mode)
+  local k = math.max(1, math.floor((#before + 1) / reduction))
+  local ahead = 0
+  for _, v in ipairs(before) do if v ~= value and better(v, value, mode) then ahead = ahead + 1 end end
+  return ahead < k
+end
+
 --- in_top(records, id, reduction, mode) -> is trial id among the best
 -- floor(#records / reduction) of the rung's records {trial, value} (ties: by id)?
 function M.in_top(records, id, reduction, mode)
@@ -204,7 +316,7 @@ end
 -- top rung first.
 function M.promotable(study, st, group)
   local p = study.prune
-  if not p or p.algorithm ~= "asha" then return {} end
+  if not p or not p.pause then return {} end
   local out = {}
   for k = #p.rungs, 1, -1 do
     for gi, records in pairs(st.rungs[k] or {}) do
@@ -225,9 +337,29 @@ end
 
 --------------------------------------------------------- judged in the trial
 
--- the rule on trial tr's curve (tr: {trial, group}; the journal events under the
--- lock, append writes one): nil, or the decision {step, value, message[, rung]};
--- asha appends a rung event for each rung newly reached
+-- the values at rung k of the trials before tr that share its rungs (tr.peers:
+-- their ids), in trial order; or nil when one of them is still running below the
+-- rung (its lease alive): the decision waits for it, so it does not depend on
+-- which trial got there first. A peer that ended before the rung, or is not
+-- running (never claimed, or its agent gone), does not compete.
+local function before_at(st, tr, k, bracket)
+  local by = {}
+  for _, r in ipairs((st.rungs[k] or {})[tr.group] or {}) do
+    if r.bracket == bracket then by[r.trial] = r.value end
+  end
+  local out, now = {}, os.time()
+  for _, id in ipairs(tr.peers or {}) do
+    local s = st.trials[id]
+    if by[id] ~= nil then out[#out + 1] = by[id]
+    elseif s and s.running and (s.lease_until or 0) >= now then return nil end
+  end
+  return out
+end
+
+-- the rule on trial tr's curve (tr: {trial, group, number, peers}; the journal
+-- events under the lock, append writes one): nil, {wait = true}, or the decision
+-- {step, value, message[, rung]}; asha and hyperband append a rung event for each
+-- rung newly reached
 local function decide(p, objective, tr, curve, events, append)
   local st = journal.replay(events)
   local mode, metric = objective.mode, objective.metric
@@ -247,16 +379,27 @@ local function decide(p, objective, tr, curve, events, append)
     return nil
   end
   local s = st.trials[tr.trial]
-  for k, budget in ipairs(p.rungs) do
+  local rungs, bracket = M.ladder(p, tr.number or 1)
+  for k, budget in ipairs(rungs) do
     if not (s.rungs and s.rungs[k]) then
       local v, vs = M.rung_value(curve, budget)
       if v == nil then break end
-      append({event = "rung", trial = tr.trial, group = tr.group, rung = k, step = vs, value = v})
-      local records = journal.replay(events).rungs[k][tr.group]
-      if not M.in_top(records, tr.trial, p.reduction, mode) then
-        return {step = vs, value = v, rung = k, message = string.format("paused at rung %d (%d steps): %s %.6g " ..
-          "is not in the top 1/%g of the %d trial(s) there", k, budget, metric, v, p.reduction, #records)}
+      local before = not p.pause and before_at(st, tr, k, bracket)
+      if not p.pause and not before then return {wait = true} end
+      append({event = "rung", trial = tr.trial, group = tr.group, rung = k, step = vs, value = v, bracket = bracket})
+      local stop
+      if p.pause then
+        local records = journal.replay(events).rungs[k][tr.group]
+        stop = not M.in_top(records, tr.trial, p.reduction, mode) and string.format("paused at rung %d (%d steps): " ..
+          "%s %.6g is not in the top 1/%g of the %d trial(s) there", k, budget, metric, v, p.reduction, #records)
+      elseif not M.continues(before, v, p.reduction, mode) then
+        stop = string.format("pruned at rung %d (%d steps%s): %s %.6g is not in the top max(1, floor(%d/%g)) of " ..
+          "the trials there so far", k, budget, bracket and (", bracket " .. bracket) or "", metric, v, #before + 1,
+          p.reduction)
       end
+      if stop then return {step = vs, value = v, rung = k, message = stop} end
+      s.rungs = s.rungs or {}
+      s.rungs[k] = true
     end
   end
 end
@@ -264,10 +407,16 @@ end
 --- trial_settings(study_dir, record, study) -> what a trial needs to judge itself
 -- (the agent writes it as JSON into the trial's directory and passes `--prune
 -- FILE`): the study directory, the trial's finish record (trial, owner, group,
--- kind, dir, hp, ...: the fields of its finish event the agent knows), the
--- objective and the prune settings.
+-- kind, dir, hp, number, ...: the fields of its finish event the agent knows), the
+-- objective, the prune settings and, for asha without pause and hyperband, the
+-- ids of the trials before it that share its rungs (peers).
 function M.trial_settings(study_dir, record, study)
-  return {study = study_dir, record = record, prune = study.prune,
+  local p, peers = study.prune, nil
+  if p.algorithm ~= "median" and not p.pause and record.number then
+    peers = json.array()
+    for _, i in ipairs(M.peers(p, record.number)) do peers[#peers + 1] = plan.trial_id(study.groups[record.group], i) end
+  end
+  return {study = study_dir, record = record, prune = p, peers = peers,
           objective = {metric = study.objective.metric, mode = study.objective.mode}}
 end
 
@@ -294,18 +443,20 @@ function M.judge(path)
     return nil
   end
   local p, objective, t0, judged = cfg.prune, cfg.objective, core.clock(), nil
-  return function(step)
+  local hook
+  function hook(step)
     local curve, cur = json.array(), nil
     for _, pt in ipairs(M.curve(rec.dir, objective.metric)) do
       if pt[1] <= step then curve[#curve + 1] = pt; cur = pt end
     end
     if not cur or (p.algorithm == "median" and judged and cur[1] <= judged) then return nil end
     judged = cur[1]
+    local tr = {trial = rec.trial, group = rec.group, number = rec.number, peers = cfg.peers}
     local d = j:locked(function(events, append)
       local s = journal.replay(events).trials[rec.trial]
       if not s or s.owner ~= rec.owner or not s.running then return nil end   -- the claim passed on
-      local d = decide(p, objective, rec, p.algorithm == "median" and {cur} or curve, events, append)
-      if d then
+      local d = decide(p, objective, tr, p.algorithm == "median" and {cur} or curve, events, append)
+      if d and not d.wait then
         local e = util.copy(rec)
         e.event, e.status, e.value, e.step, e.steps = "finish", "pruned", d.value, d.step, step
         e.wall, e.message, e.rung, e.curve = core.clock() - t0, d.message, d.rung, curve
@@ -313,8 +464,13 @@ function M.judge(path)
       end
       return d
     end)
+    if d and d.wait then                       -- a peer is still below the rung: ask again shortly
+      util.sleep(0.2)
+      return hook(step)
+    end
     return d and d.message or nil
   end
+  return hook
 end
 
 return M

@@ -119,7 +119,7 @@ end
 
 --- The keys dl.search.suggester accepts: the generic ones and every row's options.
 function M._suggester_options()
-  local spec = {algorithm = "string", seed = "integer", mode = "string", init = "integer", context = "table"}
+  local spec = {algorithm = "string", seed = "integer", mode = "string|table", init = "integer", context = "table"}
   for _, row in pairs(M.ALGORITHMS) do
     for k, ty in pairs(row.options or {}) do spec[k] = ty end
   end

@@ -31,8 +31,8 @@ local M = {}
 
 --- The most objectives EHVI serves; more fall back to ParEGO.
 M.MAX_OBJECTIVES = 3
---- The default reference point's margin: the observed front's nadir plus this
--- fraction of the front's range per objective (BoTorch's infer_reference_point).
+--- The default reference point's margin: the observations' nadir plus this
+-- fraction of their range per objective.
 M.MARGIN = 0.1
 
 local NEG = -math.huge
@@ -255,21 +255,16 @@ local OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mod
                  theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
                  pareto = "table"}
 
---- The default reference point (costs): the nadir of the observed front plus
--- M.MARGIN of its range per objective; an objective whose front values are all
--- equal takes the range of every observation, and 1 when that is 0 too.
+--- The default reference point (costs): the nadir (worst value per objective)
+-- of the observations plus M.MARGIN of their range, 1 where the range is 0. Not
+-- the nadir of the front: a front that collapses onto one corner early (ZDT1's
+-- x1 = 0) would shrink the box to that corner, and EHVI would stay there.
 function M._reference(costs)
-  local k = #costs[1]
-  local modes = {}
-  for j = 1, k do modes[j] = "min" end
-  local front = pareto.pareto_front(costs, modes)
   local ref = {}
-  for j = 1, k do
-    local flo, fhi, lo, hi = math.huge, -math.huge, math.huge, -math.huge
-    for _, i in ipairs(front) do flo, fhi = math.min(flo, costs[i][j]), math.max(fhi, costs[i][j]) end
+  for j = 1, #costs[1] do
+    local lo, hi = math.huge, -math.huge
     for _, c in ipairs(costs) do lo, hi = math.min(lo, c[j]), math.max(hi, c[j]) end
-    local range = fhi > flo and fhi - flo or (hi > lo and hi - lo or 1)
-    ref[j] = fhi + M.MARGIN * range
+    ref[j] = hi + M.MARGIN * (hi > lo and hi - lo or 1)
   end
   return ref
 end

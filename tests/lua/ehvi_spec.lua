@@ -191,7 +191,7 @@ describe("the suggester with several objectives", function()
   it("chooses by EHVI after its initial points, deterministically, and beats quasirandom's hypervolume", function()
     local T = 20
     local s, vals, us = run({algorithm = "bayes", seed = 3, mode = {"min", "min"}}, T)
-    assert.are.equal("ehvi", s.method)
+    assert.are.equal("ehvi", s:state().method)
     local _, _, us2 = run({algorithm = "bayes", seed = 3, mode = {"min", "min"}}, T)
     assert.are.same(us, us2)
     local _, qvals = run({algorithm = "quasirandom", seed = 3, mode = {"min", "min"}}, T)
@@ -218,23 +218,23 @@ describe("the suggester with several objectives", function()
 
   it("uses ParEGO on request and above 3 objectives, and batches by belief", function()
     local s = run({algorithm = "bayes", seed = 1, mode = {"min", "min"}, pareto = {method = "parego"}, init = 4}, 6)
-    assert.are.equal("parego", s.method)
-    assert.is_nil(s.fallback)
+    assert.are.equal("parego", s:state().method)
+    assert.is_nil(s:state().fallback)
     local four = S.suggester(S.space(SPACE), {algorithm = "bayes", seed = 1, mode = {"min", "min", "max", "min"},
       init = 3})
     for _ = 1, 5 do
       local g = four:suggest()[1]
       four:observe(g, {g.hp.x, g.hp.y, g.hp.x * g.hp.y, 1 - g.hp.x})
     end
-    assert.are.equal("parego", four.method)
-    assert.are.equal("ParEGO: EHVI serves 3 objectives at most, and there are 4", four.fallback)
+    assert.are.equal("parego", four:state().method)
+    assert.are.equal("ParEGO: EHVI serves 3 objectives at most, and there are 4", four:state().fallback)
     -- a batch of 3 under EHVI: distinct points; a reference point given
     local b = run({algorithm = "bayes", seed = 2, mode = {"min", "min"}, init = 4, pareto = {reference = {1.1, 11}}}, 5)
     local batch = b:suggest(3)
     assert.are.equal(3, #batch)
     assert.are_not.same(batch[1].u, batch[2].u)
     assert.are_not.same(batch[2].u, batch[3].u)
-    assert.are.equal("ehvi", b.method)
+    assert.are.equal("ehvi", b:state().method)
   end)
 
   it("refuses bad options and values naming the key", function()

@@ -218,9 +218,11 @@ function Suggester:front()
 end
 
 --- Plain data for a warm start: {theta = list of numbers} (theta is nil
--- before the first bayes fit). Pass state.theta back as opts.theta.
+-- before the first bayes fit). Pass state.theta back as opts.theta. Several
+-- objectives: also method, how the last suggestion chose ("ehvi" | "parego"),
+-- and fallback, why ParEGO served when EHVI was asked for (nil otherwise).
 function Suggester:state()
-  return {theta = self.theta and {table.unpack(self.theta)} or nil}
+  return {theta = self.theta and {table.unpack(self.theta)} or nil, method = self.method, fallback = self.fallback}
 end
 
 

@@ -5,7 +5,7 @@
 -- values of every trial as JSON {method: {problem: [[values of trial 1], ...] per seed]}};
 -- tests/bench/moo_optuna.py runs Optuna's MOTPE and NSGA-II on the same problems and
 -- makes the table of hypervolumes (reference point 1.1 per objective) from both files:
---   dlua tests/bench/moo_bench.lua [seeds=10] [budget=100] [ehvi|parego|ehvi-ref] > dlua.json
+--   dlua tests/bench/moo_bench.lua [seeds=10] [budget=100] [ehvi|parego|ehvi-ref] [problem] > dlua.json
 --   /usr/bin/python3 tests/bench/moo_optuna.py run 10 100 > optuna.json
 --   /usr/bin/python3 tests/bench/moo_optuna.py table dlua.json optuna.json
 -- ehvi-ref gives EHVI the benchmark's reference point (1.1 per objective) instead of
@@ -16,6 +16,7 @@ local json = require "dlua.util.json"
 local seeds = tonumber(arg and arg[1]) or 10
 local budget = tonumber(arg and arg[2]) or 100
 local method = arg and arg[3] or "ehvi"
+local only = arg and arg[4]                   -- one problem (runs in parallel processes)
 local D = 6
 
 local function zdt(x, sq)
@@ -44,7 +45,7 @@ local space = S.space(params)
 local label = ({ehvi = "dlua EHVI", parego = "dlua ParEGO", ["ehvi-ref"] = "dlua EHVI (reference given)"})[method]
 assert(label, "method: ehvi, parego or ehvi-ref")
 local out = {[label] = {}}
-for _, p in ipairs(PROBLEMS) do
+for _, p in ipairs(PROBLEMS) do if not only or only == p.name then
   local modes, ref = {}, {}
   for j = 1, p.k do modes[j], ref[j] = "min", 1.1 end
   local pareto = method == "parego" and {method = "parego"} or (method == "ehvi-ref" and {reference = ref} or nil)
@@ -66,5 +67,5 @@ for _, p in ipairs(PROBLEMS) do
       S.hypervolume(vals, ref), os.clock() - t0))
   end
   out[label][p.name] = runs
-end
+end end
 print(json.encode(out))

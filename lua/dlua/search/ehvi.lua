@@ -21,7 +21,7 @@
 --
 --   local front = {{0.2, 0.8}, {0.5, 0.4}, {0.9, 0.1}}
 --   ehvi.expected_hvi(front, {1, 1}, {0.4, 0.5}, {0.1, 0.2})  -- EHVI of N(0.4, 0.1^2) x N(0.5, 0.2^2)
---   ehvi.hypervolume(front, {1, 1})                           -- 0.42
+--   ehvi.hypervolume(front, {1, 1})                           -- 0.39
 local util = require "dlua.util"
 local gp = require "dlua.search.gp"
 local bayes = require "dlua.search.bayes"
@@ -185,18 +185,19 @@ function M.hypervolume(front, reference)
   return volume(decompose(front, reference))
 end
 
---------------------------------------------------------------- suggestion
+------------------------------------------------------------------ options
+
 --- The methods of several objectives: "ehvi" (2 or 3 objectives; more fall
 -- back to "parego") and ParEGO's scalarisation (dlua.search.pareto).
 M.METHODS = {"ehvi", "parego"}
 --- The keys of the `pareto` option (dl.study, dl.search.suggester).
 M.PARETO = {method = "string", reference = "table"}
 
---- pareto_problem(pareto, k) -> nil when pareto is nil or {method = one of
+--- _pareto_problem(pareto, k) -> nil when pareto is nil or {method = one of
 -- M.METHODS, reference = k finite numbers in the objectives' units}, else what
 -- is wrong with it (to prefix with the function's name); k is the number of
 -- objectives (pareto needs 2 or more).
-function M.pareto_problem(pareto, k)
+function M._pareto_problem(pareto, k)
   if pareto == nil then return nil end
   local msg = util.option_problem("pareto", pareto, M.PARETO)
   if msg then return msg end
@@ -218,38 +219,6 @@ function M.pareto_problem(pareto, k)
 end
 
 --------------------------------------------------------------- suggestion
---- The methods of several objectives: "ehvi" (2 or 3 objectives; more fall
--- back to "parego") and ParEGO's scalarisation (dlua.search.pareto).
-M.METHODS = {"ehvi", "parego"}
---- The keys of the `pareto` option (dl.study, dl.search.suggester).
-M.PARETO = {method = "string", reference = "table"}
-
---- check_pareto(fn, pareto, k) -> raises (fn named) unless pareto is nil or
--- {method = one of M.METHODS, reference = k finite numbers in the objectives'
--- units}; k is the number of objectives (pareto needs 2 or more).
-function M.check_pareto(fn, pareto, k, level)
-  level = (level or 1) + 1
-  if pareto == nil then return end
-  local msg = util.option_problem(fn .. ": pareto", pareto, M.PARETO)
-  if msg then error(msg, level) end
-  if k < 2 then error(fn .. ": option 'pareto' is for several objectives, and there is one", level) end
-  local m = pareto.method
-  if m ~= nil and m ~= "ehvi" and m ~= "parego" then
-    local near = util.nearest(m, M.METHODS)
-    error(string.format("%s: pareto.method must be \"ehvi\" or \"parego\", got '%s'%s", fn, m,
-      near and ("; did you mean '" .. near .. "'?") or ""), level)
-  end
-  local r = pareto.reference
-  if r ~= nil then
-    local ok = #r == k
-    for j = 1, ok and k or 0 do ok = ok and type(r[j]) == "number" and r[j] == r[j] and math.abs(r[j]) < math.huge end
-    if not ok then
-      error(string.format("%s: pareto.reference must be a list of %d finite numbers (one per objective, in its units)",
-        fn, k), level)
-    end
-  end
-end
-
 
 local OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "table", context = "table",
                  theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",

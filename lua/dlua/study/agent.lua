@@ -210,7 +210,7 @@ function Agent:theta_path(group) return string.format("%s/gp/%s.json", self.dir,
 function Agent:choose_point(t, inputs)
   local study = self.study
   local row = algorithms._row(study.algorithm, 2)          -- an adaptive row (dlua.search.algorithms)
-  local u
+  local u, method
   if inputs.feasible < row.needs_feasible then
     u = row.point(study.space, math.max(1, t.i or t.j), {seed = study.seed or 0})
   else
@@ -222,7 +222,7 @@ function Agent:choose_point(t, inputs)
     local us, info = row.suggest(study.space, inputs.hist, inputs.pend, 1, {seed = study.seed,
       step = t.i or t.j, mode = #modes > 1 and modes or study.objective.mode, context = t.group.values, theta = theta,
       init = algorithms.initial_points(row, study.space.d, study.init), pareto = study.pareto})
-    u = us[1]
+    u, method = us[1], info and info.method
     if info and info.fallback and not self.said_fallback then
       self.said_fallback = true
       self:say("several objectives: %s", info.fallback)
@@ -240,7 +240,7 @@ function Agent:choose_point(t, inputs)
     if sg then t.u, t.nuisance = sg.u, sg.nuisance; return true end
     t.u = u
     t.nuisance = study.space:point(u, t.group.values)
-    append({event = "suggest", trial = t.id, u = json.array(u), nuisance = t.nuisance})
+    append({event = "suggest", trial = t.id, u = json.array(u), nuisance = t.nuisance, method = method})
     return true
   end)
 end

@@ -406,7 +406,7 @@ function M.study(spec)
     cx.fail({key = "algorithm"}, string.format("dl.study: algorithm '%s' serves one objective, and this study has %d",
       self.algorithm, #self.objectives))
   end
-  local bad = ehvi.pareto_problem(spec.pareto, #self.objectives)
+  local bad = ehvi._pareto_problem(spec.pareto, #self.objectives)
   if bad then cx.fail({key = "pareto"}, "dl.study: " .. bad) end
   self.pareto = spec.pareto
   check_settings(cx, self, spec, roles)

@@ -76,7 +76,7 @@ function A.check(space, opts, fail)
     if v ~= nil and v < c[2] then fail("option '%s' must be an integer >= %d, got %d", c[1], c[2], v) end
   end
   local k = type(opts.mode) == "table" and #opts.mode or 1
-  local bad = ehvi.pareto_problem(opts.pareto, k)
+  local bad = ehvi._pareto_problem(opts.pareto, k)
   if bad then fail("%s", bad) end
   local theta = opts.theta
   if theta ~= nil then

@@ -2,12 +2,12 @@
 """tests/bench/moo_optuna.py -- the Optuna side of tests/bench/moo_bench.lua, and
 the hypervolumes of both sides.
 
-  /usr/bin/python3 tests/bench/moo_optuna.py run SEEDS BUDGET > optuna.json
+  /usr/bin/python3 tests/bench/moo_optuna.py run SEEDS BUDGET [PROBLEM] > optuna.json
       Optuna 3.1's multi-objective TPE (MOTPE: TPESampler on several objectives,
       default settings) and NSGA-II (default population 50) on ZDT1, ZDT2 (6
       variables, 2 objectives) and DTLZ2 (6 variables, 3 objectives), seeds
       0 .. SEEDS-1, BUDGET trials each: {sampler: {problem: [[values of trial
-      1], ...] per seed]}}.
+      1], ...] per seed]}} (PROBLEM: that one alone, for parallel processes).
   /usr/bin/python3 tests/bench/moo_optuna.py table FILE.json ...
       Hypervolume (optuna._hypervolume.WFG, every objective minimised) of the
       first 50 and 100 trials of each seed, reference point 1.1 per objective
@@ -48,11 +48,13 @@ def dtlz2(x):
 PROBLEMS = {"ZDT1": (zdt1, 2), "ZDT2": (zdt2, 2), "DTLZ2": (dtlz2, 3)}
 
 
-def run(seeds, budget):
+def run(seeds, budget, only=None):
     out = {}
     for sname in ["MOTPE", "NSGA-II"]:
         out[sname] = {}
         for pname, (f, k) in PROBLEMS.items():
+            if only and pname != only:
+                continue
             per_seed = []
             for seed in range(seeds):
                 sampler = (optuna.samplers.TPESampler(seed=seed) if sname == "MOTPE"
@@ -95,6 +97,6 @@ def table(files):
 
 if __name__ == "__main__":
     if sys.argv[1] == "run":
-        run(int(sys.argv[2]), int(sys.argv[3]))
+        run(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)
     else:
         table(sys.argv[2:])

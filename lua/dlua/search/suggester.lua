@@ -31,7 +31,8 @@ end
 -- Several objectives: mode = {"min", "max", ...} (one per objective), observe's
 -- value a list of one number per mode, and pareto = {method = "ehvi" | "parego",
 -- reference = one number per objective} (bayes: EHVI for 2 or 3 objectives, the
--- reference the observed front's nadir + 10% of its range; dlua.search.ehvi).
+-- reference by default the observations' nadir + 10% of their range;
+-- dlua.search.ehvi).
 --   s:state() --> plain data; state.theta is the warm start of opts.theta
 -- opts: algorithm (a row of dlua.search.algorithms: dl.search.algorithm_names()),
 -- seed (0), mode ("min" | "max"), init (adaptive algorithms: initial points,
@@ -171,17 +172,18 @@ end
 -- which averages repeats and noise; estimate is that mean. Other algorithms take
 -- the best observed value, and estimate = value.
 function Suggester:best()
-  if type(self.mode) == "table" then
+  if self.objectives > 1 then
     error("dl.search.suggester: best: several objectives have a front, not a best: s:front()", 2)
   end
-  local sign = self.mode == "max" and -1 or 1
+  local mode = type(self.mode) == "table" and self.mode[1] or self.mode
+  local sign = mode == "max" and -1 or 1
   local feas = {}
   for _, h in ipairs(self.history) do if h.value ~= nil then feas[#feas + 1] = h end end
   if #feas == 0 then return nil end
   local bi, be
   if self.row.estimate and #feas >= 2 then
     if not (self.fit and self.fit.count == #self.history) then
-      local model = self.row.estimate(self.space, self.history, {mode = self.mode, context = self.context,
+      local model = self.row.estimate(self.space, self.history, {mode = mode, context = self.context,
         theta = self.theta, max_points = self.own.max_points})
       self.theta = model.theta
       self.fit = {count = #self.history, model = model}

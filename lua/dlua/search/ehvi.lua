@@ -31,8 +31,8 @@ local M = {}
 
 --- The most objectives EHVI serves; more fall back to ParEGO.
 M.MAX_OBJECTIVES = 3
---- The default reference point's margin: the observations' nadir plus this
--- fraction of their range per objective.
+--- The default reference point's margin: the observed front's nadir plus this
+-- fraction of the observations' range per objective.
 M.MARGIN = 0.1
 
 local NEG = -math.huge
@@ -225,15 +225,23 @@ local OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mod
                  pareto = "table"}
 
 --- The default reference point (costs): the nadir (worst value per objective)
--- of the observations plus M.MARGIN of their range, 1 where the range is 0. Not
--- the nadir of the front: a front that collapses onto one corner early (ZDT1's
--- x1 = 0) would shrink the box to that corner, and EHVI would stay there.
+-- of the observed front plus M.MARGIN of the range of every observation (1
+-- where that is 0). The front's nadir keeps the box where the front is (the
+-- nadir of every observation puts it far out, and EHVI then spends trials on
+-- the corners: DTLZ2's hypervolume at 100 trials 0.45 against 0.67); the margin
+-- from every observation keeps it from shrinking onto a front that collapsed
+-- onto one corner early (ZDT1's x1 = 0, where the front's own range is ~0).
 function M._reference(costs)
+  local k = #costs[1]
+  local mins = {}
+  for j = 1, k do mins[j] = "min" end
+  local front = pareto.pareto_front(costs, mins)
   local ref = {}
-  for j = 1, #costs[1] do
-    local lo, hi = math.huge, -math.huge
+  for j = 1, k do
+    local lo, hi, nadir = math.huge, -math.huge, -math.huge
     for _, c in ipairs(costs) do lo, hi = math.min(lo, c[j]), math.max(hi, c[j]) end
-    ref[j] = hi + M.MARGIN * (hi > lo and hi - lo or 1)
+    for _, i in ipairs(front) do nadir = math.max(nadir, costs[i][j]) end
+    ref[j] = nadir + M.MARGIN * (hi > lo and hi - lo or 1)
   end
   return ref
 end

@@ -8,7 +8,7 @@ the hypervolumes of both sides.
       variables, 2 objectives) and DTLZ2 (6 variables, 3 objectives), seeds
       0 .. SEEDS-1, BUDGET trials each: {sampler: {problem: [[values of trial
       1], ...] per seed]}} (PROBLEM: that one alone, for parallel processes).
-  /usr/bin/python3 tests/bench/moo_optuna.py table FILE.json ...
+  /usr/bin/python3 tests/bench/moo_optuna.py table FILE.json ...    (this script's or moo_bench.lua's)
       Hypervolume (optuna._hypervolume.WFG, every objective minimised) of the
       first 50 and 100 trials of each seed, reference point 1.1 per objective
       (the problems' fronts lie in [0, 1]^k), median and 10th percentile over
@@ -79,8 +79,15 @@ def table(files):
     merged = {}
     for fn in files:
         with open(fn) as fh:
-            for method, probs in json.load(fh).items():
+            text = fh.read()
+        if text.startswith('{"') and "\n{" not in text.strip():
+            for method, probs in json.loads(text).items():
                 merged.setdefault(method, {}).update(probs)
+        else:                                  # moo_bench.lua: one JSON line per seed
+            for line in text.splitlines():
+                if line.strip():
+                    r = json.loads(line)
+                    merged.setdefault(r["method"], {}).setdefault(r["problem"], []).append(r["values"])
     print("| problem | method | seeds | HV@50 median | HV@50 p10 | HV@100 median | HV@100 p10 |")
     print("|---|---|---|---|---|---|---|")
     for pname, (_, k) in PROBLEMS.items():

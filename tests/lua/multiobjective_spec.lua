@@ -4,7 +4,7 @@
 -- train/time_per_step) whose front is checked by a brute-force dominance check over
 -- trials.csv re-read from disk (and those values against metrics.jsonl), the
 -- report's Pareto view of the study's own objectives, a bayes study on a
--- synthetic bi-objective function (ZDT1) whose front beats quasirandom's at the
+-- synthetic bi-objective function (ZDT1), by EHVI and by ParEGO, whose fronts beat quasirandom's at the
 -- same budget, and the option's errors by exact message, file and line.
 local dl = require "dlua"
 local S, json, fs = dl.search, dl.json, dl.fs
@@ -300,44 +300,57 @@ describe("bayes with two objectives", function()
 
   it("spreads its trials along the front and beats quasirandom's front at the same budget", function()
     local T = 16
-    for _, alg in ipairs({"quasirandom", "bayes"}) do
-      study_file(dir, alg .. ".lua", [[
-  name = "zdt-]] .. alg .. [[", nuisance = {x = S.uniform(0, 1), y = S.uniform(0, 1)},
-  trials = ]] .. T .. [[, algorithm = "]] .. alg .. [[", parallel = 1,
+    -- bayes by EHVI (the default for two objectives) and by ParEGO (pareto = {method = "parego"})
+    for _, c in ipairs({{"quasirandom", "quasirandom"}, {"bayes", "bayes"},
+                        {"parego", "bayes", 'pareto = {method = "parego"},'}}) do
+      study_file(dir, c[1] .. ".lua", [[
+  name = "zdt-]] .. c[1] .. [[", nuisance = {x = S.uniform(0, 1), y = S.uniform(0, 1)},
+  trials = ]] .. T .. [[, algorithm = "]] .. c[2] .. [[", parallel = 1, ]] .. (c[3] or "") .. [[
   objective = {{metric = "valid/gain", mode = "max"}, {metric = "valid/cost", mode = "min"}},]])
-      local out, rc = run(dir, alg .. ".lua --out runs --quiet --threads 1")
+      local out, rc = run(dir, c[1] .. ".lua --out runs --quiet --threads 1")
       assert.are.equal(0, rc, out)
     end
     local qr, by = trials_of(dir .. "/runs/zdt-quasirandom"), trials_of(dir .. "/runs/zdt-bayes")
+    local pg = trials_of(dir .. "/runs/zdt-parego")
+    assert.are.same({method = "parego"}, json.decode(fs.read(dir .. "/runs/zdt-parego/study.json")).pareto)
     -- the first init = max(5, 2 (d + 1)) = 6 trials (the bayes row's rule) are the same quasirandom warm-up
     assert.are.equal(6, S.algorithm("bayes").init(2))
     local warm = {}
     for j = 1, 6 do
       local id = string.format("trial_t%03d", j)
       assert.are.same(qr[id], by[id])
+      assert.are.same(qr[id], pg[id])
       warm[id] = true
     end
-    -- the rest were chosen by the GP on ParEGO scalarisations (a suggest event each)
-    local suggested = 0
-    for _, e in ipairs(H.journal_events(dir .. "/runs/zdt-bayes")) do
-      if e.event == "suggest" then suggested = suggested + 1 end
+    -- the rest were chosen by the GPs' EHVI, or ParEGO when asked (a suggest event each)
+    for name, want in pairs({bayes = "ehvi", parego = "parego"}) do
+      local suggested = 0
+      for _, e in ipairs(H.journal_events(dir .. "/runs/zdt-" .. name)) do
+        if e.event == "suggest" then
+          suggested = suggested + 1
+          assert.are.equal(want, e.method)               -- the journal records how each point was chosen
+        end
+      end
+      assert.are.equal(T - 6, suggested)
     end
-    assert.are.equal(T - 6, suggested)
     -- the helper against hand-computed areas
     assert.are.equal(1, hypervolume({{0, 0}}, {1, 1}))
     assert.are.equal(0.75, hypervolume({{0, 0.5}, {0.5, 0}, {0.5, 0.5}}, {1, 1}))
-    local hv_warm, hv_qr, hv_by = hv(by, warm), hv(qr), hv(by)
-    -- measured: warm-up 9.607, quasirandom 9.972, bayes 11.515; the true front's (y = 0:
-    -- costs (x, 1 - sqrt(x))) is 11 - 1 + 2/3 + 0.1 * 11 = 11.767
-    assert.is_true(hv_by > hv_warm + 1, string.format("bayes %.3f, warm-up %.3f", hv_by, hv_warm))
-    assert.is_true(hv_by > hv_qr + 1, string.format("bayes %.3f, quasirandom %.3f", hv_by, hv_qr))
-    assert.is_true(hv_by > 0.97 * 11.767, string.format("bayes %.3f", hv_by))
-    -- on the true front (y = 0) at several trade-offs, not one corner: the weights vary
-    local xs = {}
-    for _, t in pairs(by) do if t[2] < 0.01 then xs[#xs + 1] = t[1] end end
-    table.sort(xs)
-    assert.is_true(#xs >= 4, "trials at y < 0.01: " .. #xs)
-    assert.is_true(xs[#xs] - xs[1] > 0.3, "x spread " .. (xs[#xs] - xs[1]))
+    local hv_warm, hv_qr = hv(by, warm), hv(qr)
+    -- measured: warm-up 9.607, quasirandom 9.972, ParEGO 11.515, EHVI 11.548; the true
+    -- front's (y = 0: costs (x, 1 - sqrt(x))) is 11 - 1 + 2/3 + 0.1 * 11 = 11.767
+    for name, ts in pairs({ehvi = by, parego = pg}) do
+      local hv_by = hv(ts)
+      assert.is_true(hv_by > hv_warm + 1, string.format("%s %.3f, warm-up %.3f", name, hv_by, hv_warm))
+      assert.is_true(hv_by > hv_qr + 1, string.format("%s %.3f, quasirandom %.3f", name, hv_by, hv_qr))
+      assert.is_true(hv_by > 0.97 * 11.767, string.format("%s %.3f", name, hv_by))
+      -- on the true front (y = 0) at several trade-offs, not one corner
+      local xs = {}
+      for _, t in pairs(ts) do if t[2] < 0.01 then xs[#xs + 1] = t[1] end end
+      table.sort(xs)
+      assert.is_true(#xs >= 4, name .. ": trials at y < 0.01: " .. #xs)
+      assert.is_true(xs[#xs] - xs[1] > 0.3, name .. ": x spread " .. (xs[#xs] - xs[1]))
+    end
   end)
 end)
 
@@ -366,6 +379,12 @@ describe("the objective option", function()
        'dl.study: objective[2] must be a metric name or {metric = "valid/accuracy", mode = "max"}, got number'},
       {'objective = {"valid/accuracy", "valid/loss", mode = "max"},',
        "dl.study: objective is either {metric =, mode =} or a list of them, not both in one table"},
+      {ACC_TIME .. '\n  algorithm = "bayes",\n  pareto = {method = "ehvj"},',
+       "dl.study: pareto.method must be \"ehvi\" or \"parego\", got 'ehvj'; did you mean 'ehvi'?", "pareto ="},
+      {ACC_TIME .. '\n  algorithm = "bayes",\n  pareto = {reference = {1}},',
+       "dl.study: pareto.reference must be a list of 2 finite numbers (one per objective, in its units)", "pareto ="},
+      {ACC_TIME .. '\n  algorithm = "bayes",\n  pareto = {metod = "parego"},',
+       "dl.study: unknown option 'metod' in pareto (valid: method, reference); did you mean 'method'?", "metod"},
       {ACC_TIME .. '\n  algorithm = "bayes",\n  prune = {algorithm = "median"},',
        "dl.study: prune stops a trial by one objective, and this study has 2 (valid/accuracy, train/time_per_step): " ..
        "a trial behind on one may be on the Pareto front; leave prune out", "prune ="},

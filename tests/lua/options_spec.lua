@@ -152,15 +152,15 @@ local CASES = {
    "'algorithm'?"},
   {"search.suggester", function() S.suggester({lr = S.uniform(0, 1)}, {mdoe = "max"}) end,
    "dl.search.suggester: unknown option 'mdoe' (valid: algorithm, candidates, context, feasibility, grid_points, " ..
-   "init, max_points, mode, seed, theta); did you mean 'mode'?"},
+   "init, max_points, mode, pareto, seed, theta); did you mean 'mode'?"},
   {"search.int", function() S.int(1, 8, {lgo = true}) end,
    "dl.search.int: unknown option 'lgo' (valid: log); did you mean 'log'?"},
   {"search.point", function() S.point(S.space{lr = S.uniform(0, 1)}, 1, {sed = 1}) end,
    "dl.search.point: unknown option 'sed' (valid: algorithm, cache, grid_points, seed); did you mean 'seed'?"},
   {"dl.study", function() dl.study{name = "s", trails = 3} end,
    "dl.study: unknown option 'trails' (valid: algorithm, allow_step_search, description, enqueue, experiment, fixed, " ..
-   "goal, grid_points, init, jobs, name, nuisance, objective, parallel, prune, scientific, seed, seeds, steps, " ..
-   "trials, warm_start); did you mean 'trials'?"},
+   "goal, grid_points, init, jobs, name, nuisance, objective, parallel, pareto, prune, scientific, seed, seeds, " ..
+   "steps, trials, warm_start); did you mean 'trials'?"},
   {"dl.study prune", function() dl.study{name = "s", prune = {algorithm = "median", warmpu = 3}} end,
    "dl.study: unknown option 'warmpu' in prune (valid: algorithm, min_steps, min_trials, model, pause, reduction, warmup); " ..
    "did you mean 'warmup'?"},

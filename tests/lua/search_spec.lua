@@ -560,11 +560,12 @@ describe("dl.search.suggester", function()
   it("rejects unknown options, bad values and foreign observations", function()
     assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", sed = 1}) end,
       "dl.search.suggester: unknown option 'sed' %(valid: algorithm, candidates, context, feasibility, grid_points, " ..
-      "init, max_points, mode, seed, theta%)")
+      "init, max_points, mode, pareto, seed, theta%)")
     assert.error_matches(function() S.suggester(space1, {init = -1}) end,
       "dl.search.suggester: option 'init' must be an integer >= 0, got %-1")
     assert.error_matches(function() S.suggester(space1, {mode = "maximise"}) end,
-      "dl.search.suggester: option 'mode' must be \"min\" or \"max\", got \"maximise\"")
+      "dl.search.suggester: option 'mode' must be \"min\", \"max\" or a list of them %(one per objective%), " ..
+      "got \"maximise\"")
     assert.error_matches(function() S.suggester(space1, {theta = {0, 0}}) end,
       "dl.search.suggester: option 'theta' must be a list of 3 finite numbers %(s:state%(%).theta for this space%)")
     local s = S.suggester(space1)

@@ -152,10 +152,7 @@ function M._suggest(space, history, pending, n, opts)
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)
   local fitted = M._surrogate(X, y, opts, space.features)
   local model = fitted
-  local fmodel
-  local any_infeasible = false
-  for _, f in ipairs(labels) do if f < 0 then any_infeasible = true end end
-  if any_infeasible and opts.feasibility ~= false then fmodel = gp.fit(Xall, labels, {classify = true}) end
+  local fmodel = M._feasibility(Xall, labels, opts)
   local obs_mean = fitted:observed_mean()
   local best = math.huge
   for i = 1, #obs_mean do best = math.min(best, obs_mean[i]) end
@@ -166,22 +163,59 @@ function M._suggest(space, history, pending, n, opts)
     seen[feature_key(x)] = true
   end
   for _, p in ipairs(pending or {}) do believe(space:encode(p.u, opts.context)) end
-  local rng = rngs.rng("bayes-candidates", opts.seed or 0, opts.step or #history)
-  local ncand = opts.candidates or 1000
-  local d = space.d
-  local seq = halton.halton_sequence(d, rngs.key("bayes-halton", opts.seed or 0, opts.step or #history))
-  local base = {}
+  local rng, seq = M._streams(space, opts, #history)
   local us = {}
   for i, h in ipairs(used) do us[i] = h.u end
   assert(opts.init, "dlua.search.bayes: opts.init is the row's to fill in")
   local lo, hi, L = M.trust_region(space, y, us, obs_mean, fitted.theta, opts.init)
-  if lo then
+  local region = lo and {lo = lo, hi = hi} or nil
+  -- local candidates around the five observations with the best posterior means
+  local order = {}
+  for i = 1, #used do order[i] = i end
+  table.sort(order, function(a, b) return obs_mean[a] < obs_mean[b] end)
+  local centres = {}
+  for r = 1, math.min(5, #order) do centres[r] = used[order[r]].u end
+  local base = M._candidates(space, opts.candidates or 1000, rng, seq, region, centres)
+  local acq = M._acquisition(space, opts.context, function(xs) return model:ei_many(xs, best) end, fmodel, seen)
+  local out, eis = M._maximise(space, n, base, acq, rng, region, function(u) believe(space:encode(u, opts.context)) end)
+  return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
+    region = lo and {lo = lo, hi = hi, length = L} or nil}
+end
+
+----------------------------------------- the parts every acquisition shares
+-- (dlua.search.ehvi uses them for several objectives)
+
+--- The feasibility model of the observations' labels (+1 feasible, -1 not):
+-- a GP classifier when any observation is infeasible and opts.feasibility is
+-- not false, else nil.
+function M._feasibility(Xall, labels, opts)
+  for _, f in ipairs(labels) do
+    if f < 0 and opts.feasibility ~= false then return gp.fit(Xall, labels, {classify = true}) end
+  end
+  return nil
+end
+
+--- The random streams of one suggestion: rng (random candidates, perturbations,
+-- the local search) and the Halton sequence, keyed by (seed, step).
+function M._streams(space, opts, count)
+  local rng = rngs.rng("bayes-candidates", opts.seed or 0, opts.step or count)
+  local seq = halton.halton_sequence(space.d, rngs.key("bayes-halton", opts.seed or 0, opts.step or count))
+  return rng, seq
+end
+
+--- The candidate points: half of ncand quasirandom in region ({lo =, hi =},
+-- when given), the rest half quasirandom and half random over the cube, then
+-- 40 perturbations (sd 0.2, 0.05, 0.01 in turn) of each point of centres.
+function M._candidates(space, ncand, rng, seq, region, centres)
+  local d = space.d
+  local base = {}
+  if region then
     -- half the candidates: the Halton points mapped into the trust region
     local ntr = ncand // 2
     for i = 1, ntr do
       local p = seq:point(i)
       local u = {}
-      for k = 1, d do u[k] = lo[k] + p[k] * (hi[k] - lo[k]) end
+      for k = 1, d do u[k] = region.lo[k] + p[k] * (region.hi[k] - region.lo[k]) end
       base[#base + 1] = u
     end
     ncand = ncand - ntr
@@ -192,12 +226,7 @@ function M._suggest(space, history, pending, n, opts)
     for k = 1, d do u[k] = rng:uniform() end
     base[#base + 1] = u
   end
-  -- local candidates around the five observations with the best posterior means
-  local order = {}
-  for i = 1, #used do order[i] = i end
-  table.sort(order, function(a, b) return obs_mean[a] < obs_mean[b] end)
-  for r = 1, math.min(5, #order) do
-    local u0 = used[order[r]].u
+  for _, u0 in ipairs(centres) do
     for j = 1, 40 do
       local s = (j % 3 == 0) and 0.2 or ((j % 3 == 1) and 0.05 or 0.01)
       local u = {}
@@ -205,13 +234,17 @@ function M._suggest(space, history, pending, n, opts)
       base[#base + 1] = u
     end
   end
-  -- acquisition of a list of points: EI, times Pr(feasible) when modelled;
-  -- candidates below MIN_FEASIBLE rank after every candidate above it, seen
-  -- points after everything
-  local function acq(us)
+  return base
+end
+
+--- The acquisition of a list of points: raw(xs) (a list of scores >= 0 at the
+-- encoded points), times Pr(feasible) when fmodel is given; candidates below
+-- MIN_FEASIBLE rank after every candidate above it, seen points after everything.
+function M._acquisition(space, context, raw, fmodel, seen)
+  return function(us)
     local xs = {}
-    for i, u in ipairs(us) do xs[i] = space:encode(u, opts.context) end
-    local a = model:ei_many(xs, best)
+    for i, u in ipairs(us) do xs[i] = space:encode(u, context) end
+    local a = raw(xs)
     local pf = fmodel and fmodel:prob_feasible_many(xs)
     for i, x in ipairs(xs) do
       if seen[feature_key(x)] then a[i] = -2
@@ -219,6 +252,15 @@ function M._suggest(space, history, pending, n, opts)
     end
     return a
   end
+end
+
+--- The n points of highest acq among base, each refined by a shrinking random
+-- local search (the best three, 8 rounds of 4 points) inside region (or the
+-- cube); believe(u) is called with each chosen point but the last, so that acq
+-- moves on. Returns the points and their scores.
+function M._maximise(space, n, base, acq, rng, region, believe)
+  local d = space.d
+  local lo, hi = region and region.lo, region and region.hi
   local out, eis = {}, {}
   for _ = 1, n do
     local a = acq(base)
@@ -248,11 +290,11 @@ function M._suggest(space, history, pending, n, opts)
     end
     out[#out + 1] = top.u
     eis[#eis + 1] = top.a
-    if #out < n then believe(space:encode(top.u, opts.context)) end
+    if #out < n then believe(top.u) end
   end
-  return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
-    region = lo and {lo = lo, hi = hi, length = L} or nil}
+  return out, eis
 end
 M._observations = observations
+M._feature_key = feature_key
 
 return M

@@ -35,7 +35,8 @@
 --   dlua.search.bayes (the GP search behind the bayes row, whose suggest is
 --   bayes_suggest), dlua.search.suggester (ask / tell),
 --   dlua.search.importance (per-hyperparameter importance), dlua.search.pareto
---   (Pareto fronts and ParEGO's scalarisation of several objectives).
+--   (Pareto fronts and ParEGO's scalarisation of several objectives),
+--   dlua.search.ehvi (expected hypervolume improvement, hypervolume).
 local util = require "dlua.util"
 local rng = require "dlua.search.rng"
 local halton = require "dlua.search.halton"
@@ -47,9 +48,10 @@ local bayes_row = require "dlua.search.algorithms.bayes"
 local suggester = require "dlua.search.suggester"
 local importance = require "dlua.search.importance"
 local pareto = require "dlua.search.pareto"
+local ehvi = require "dlua.search.ehvi"
 
 local M = {}
-for _, mod in ipairs({rng, halton, space, sample, bayes, suggester, importance, pareto}) do
+for _, mod in ipairs({rng, halton, space, sample, bayes, suggester, importance, pareto, ehvi}) do
   for k, v in pairs(mod) do
     if type(k) == "string" and k:sub(1, 1) ~= "_" then M[k] = v end
   end
@@ -67,9 +69,9 @@ M.bayes_suggest = bayes_row.suggest
 util.strict_table("search.", M, false, {
   algorithm = {"string"}, bayes_suggest = {"table", "table", "table?", "integer?", "table?"},
   centered_l2_discrepancy = {"table"}, choice = {"table"}, digits = {"integer"}, discrete = {"table"},
-  dominates = {"table", "table", "table"}, grid_points = {"table", "integer?"}, halton = {"number", "number", "table?"},
+  dominates = {"table", "table", "table"}, expected_hvi = {"table", "table", "table", "table"}, grid_points = {"table", "integer?"}, halton = {"number", "number", "table?"},
   halton_permutations = {"number", "integer|string|boolean?", "integer"},
-  halton_sequence = {"number", "integer|string|boolean?"},
+  halton_sequence = {"number", "integer|string|boolean?"}, hypervolume = {"table", "table"},
   hash_string = {"string"}, importance = {"table", "table", "table?"}, int = {"number", "number", "table?"},
   is_param = {"any?"}, is_space = {"any?"}, log_uniform = {"number", "number"}, param_from_table = {"table"},
   parego = {"table", "table", "table"}, parego_weights = {"number", "number", "number"},

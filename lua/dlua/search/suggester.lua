@@ -5,6 +5,7 @@
 local util = require "dlua.util"
 local spaces = require "dlua.search.space"
 local algorithms = require "dlua.search.algorithms"
+local pareto = require "dlua.search.pareto"
 
 local M = {}
 
@@ -26,6 +27,12 @@ end
 --                                  a suggestion may be observed more than once (repeats);
 --                                  {u = point} is an observation made elsewhere
 --   s:best() --> {index =, u =, hp =, value =, estimate =} or nil
+--   s:front() --> the observations on the Pareto front {index =, u =, hp =, values =}
+-- Several objectives: mode = {"min", "max", ...} (one per objective), observe's
+-- value a list of one number per mode, and pareto = {method = "ehvi" | "parego",
+-- reference = one number per objective} (bayes: EHVI for 2 or 3 objectives, the
+-- reference by default the observed front's nadir + 10% of the observations' range;
+-- dlua.search.ehvi).
 --   s:state() --> plain data; state.theta is the warm start of opts.theta
 -- opts: algorithm (a row of dlua.search.algorithms: dl.search.algorithm_names()),
 -- seed (0), mode ("min" | "max"), init (adaptive algorithms: initial points,
@@ -45,8 +52,15 @@ function M.suggester(space, opts)
   space = spaces.space(space)
   local alg = opts.algorithm or "quasirandom"
   local row = algorithms._row(alg, 3)
-  if opts.mode ~= nil and opts.mode ~= "min" and opts.mode ~= "max" then
-    suggester_error("option 'mode' must be \"min\" or \"max\", got %s", spaces._fmt(opts.mode))
+  local modes = type(opts.mode) == "table" and opts.mode or nil
+  local ok = opts.mode == nil or opts.mode == "min" or opts.mode == "max" or (modes and #modes >= 1)
+  for j = 1, modes and #modes or 0 do ok = ok and (modes[j] == "min" or modes[j] == "max") end
+  if not ok then
+    suggester_error("option 'mode' must be \"min\", \"max\" or a list of them (one per objective), got %s",
+      spaces._fmt(opts.mode))
+  end
+  if modes and #modes > 1 and not row.objectives then
+    suggester_error("algorithm '%s' serves one objective, and mode lists %d", alg, #modes)
   end
   if space.conditional and not row.conditional then
     suggester_error("algorithm '%s' does not serve conditional spaces", alg)
@@ -60,6 +74,7 @@ function M.suggester(space, opts)
   local own = {}                                  -- the options this row takes, handed to it
   for k in pairs(row.options or {}) do own[k] = opts[k] end
   return setmetatable({space = space, alg = alg, row = row, seed = opts.seed or 0, mode = opts.mode or "min",
+    objectives = modes and #modes or 1,
     init = algorithms.initial_points(row, space.d, opts.init), context = opts.context, history = {}, pending = {},
     next_index = 1, foreign = 0, cache = {}, own = own, theta = opts.theta}, Suggester)
 end
@@ -105,6 +120,7 @@ function Suggester:suggest(n)
     local us, info = row.suggest(self.space, self.history, pend, #adaptive, sopts)
     self.theta = info.theta
     self.fit = {count = #self.history, model = info.model}
+    self.method, self.fallback = info.method, info.fallback
     local j = 0
     for _, s in ipairs(out) do
       if not s.u then j = j + 1; s.u = us[j] end
@@ -128,14 +144,27 @@ function Suggester:observe(s, value)
     error(string.format("dl.search.suggester: observe: argument 1 must be a suggestion returned by suggest, or {u = " ..
       "a point} (%d numbers in [0, 1]) observed elsewhere", self.space.d), 2)
   end
-  if value ~= nil and type(value) ~= "number" then
+  local values
+  if self.objectives > 1 or type(self.mode) == "table" then
+    -- several objectives: a list of one number per mode (a NaN in it: infeasible)
+    local k = #self.mode
+    local good = value == nil or (type(value) == "table" and #value == k)
+    for j = 1, value ~= nil and good and k or 0 do good = good and type(value[j]) == "number" end
+    if not good then
+      error(string.format("dl.search.suggester: observe: value must be a list of %d numbers (one per mode) or nil " ..
+        "(infeasible), got %s", k, spaces._fmt(value)), 2)
+    end
+    for j = 1, value and k or 0 do if value[j] ~= value[j] then value = nil; break end end
+    values = value and {table.unpack(value)} or nil
+    value = values and values[1]
+  elseif value ~= nil and type(value) ~= "number" then
     error("dl.search.suggester: observe: value must be a number or nil (infeasible), got " .. type(value), 2)
   end
   if value ~= value then value = nil end
   -- an observation of a point this suggester did not hand out counts toward its initial points
   if s.index and s.index >= 1 and s.index < self.next_index then self.pending[s.index] = nil
   else self.foreign = self.foreign + 1 end
-  self.history[#self.history + 1] = {u = s.u, value = value, index = s.index}
+  self.history[#self.history + 1] = {u = s.u, value = value, values = values, index = s.index}
 end
 
 --- The best observation: {index, u, hp, value (observed), estimate}, nil
@@ -145,14 +174,18 @@ end
 -- which averages repeats and noise; estimate is that mean. Other algorithms take
 -- the best observed value, and estimate = value.
 function Suggester:best()
-  local sign = self.mode == "max" and -1 or 1
+  if self.objectives > 1 then
+    error("dl.search.suggester: best: several objectives have a front, not a best: s:front()", 2)
+  end
+  local mode = type(self.mode) == "table" and self.mode[1] or self.mode
+  local sign = mode == "max" and -1 or 1
   local feas = {}
   for _, h in ipairs(self.history) do if h.value ~= nil then feas[#feas + 1] = h end end
   if #feas == 0 then return nil end
   local bi, be
   if self.row.estimate and #feas >= 2 then
     if not (self.fit and self.fit.count == #self.history) then
-      local model = self.row.estimate(self.space, self.history, {mode = self.mode, context = self.context,
+      local model = self.row.estimate(self.space, self.history, {mode = mode, context = self.context,
         theta = self.theta, max_points = self.own.max_points, model = self.fit and self.fit.model})
       self.theta = model.theta
       self.fit = {count = #self.history, model = model}
@@ -168,14 +201,36 @@ function Suggester:best()
   return {index = h.index, u = h.u, hp = self.space:point(h.u, self.context), value = h.value, estimate = be}
 end
 
+--- Several objectives: the observations no other dominates by their observed
+-- values (dl.search.pareto_front), in observation order: {index =, u =, hp =,
+-- values =} each; {} before any feasible one.
+function Suggester:front()
+  local modes = type(self.mode) == "table" and self.mode or {self.mode}
+  local feas, vals = {}, {}
+  for _, h in ipairs(self.history) do
+    if h.value ~= nil then
+      feas[#feas + 1] = h
+      vals[#vals + 1] = h.values or {h.value}
+    end
+  end
+  local out = {}
+  for _, i in ipairs(#feas > 0 and pareto.pareto_front(vals, modes) or {}) do
+    local h = feas[i]
+    out[#out + 1] = {index = h.index, u = h.u, hp = self.space:point(h.u, self.context), values = vals[i]}
+  end
+  return out
+end
+
 --- Plain data for a warm start: {theta = list of numbers} (theta is nil
--- before the first bayes fit). Pass state.theta back as opts.theta.
+-- before the first bayes fit). Pass state.theta back as opts.theta. Several
+-- objectives: also method, how the last suggestion chose ("ehvi" | "parego"),
+-- and fallback, why ParEGO served when EHVI was asked for (nil otherwise).
 function Suggester:state()
-  return {theta = self.theta and {table.unpack(self.theta)} or nil}
+  return {theta = self.theta and {table.unpack(self.theta)} or nil, method = self.method, fallback = self.fallback}
 end
 
 
 -- every exported function refuses extra arguments (util.strict)
-util.strict_table("Suggester:", Suggester, true, {suggest = {"integer?"}, observe = {"table", "any?"}})
+util.strict_table("Suggester:", Suggester, true, {suggest = {"integer?"}, observe = {"table", "any?"}, front = {}})
 
 return M

@@ -17,7 +17,6 @@ local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local track = require "dlua.train.track"
 local progress = require "dlua.train.progress"
-local search = require "dlua.search"
 local algorithms = require "dlua.search.algorithms"
 local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
@@ -212,22 +211,23 @@ function Agent:theta_path(group) return string.format("%s/gp/%s.json", self.dir,
 function Agent:choose_point(t, inputs)
   local study = self.study
   local row = algorithms._row(study.algorithm, 2)          -- an adaptive row (dlua.search.algorithms)
-  local u
+  local u, method
   if inputs.feasible < row.needs_feasible then
     u = row.point(study.space, math.max(1, t.i or t.j), {seed = study.seed or 0})
   else
     local path = self:theta_path(t.group)
     local saved = json.decode(fs.read(path) or "")
     local theta = type(saved) == "table" and saved.features == study.space.features and saved.theta or nil
-    -- several objectives: ParEGO, this suggestion's weights over the objectives (docs/studies.md)
-    local hist, mode, modes = inputs.hist, study.objective.mode, objectives.modes(study.objectives)
-    if #modes > 1 then
-      hist, mode = search.parego(hist, modes, search.parego_weights(#modes, study.seed, t.i or t.j)), "min"
+    -- several objectives: the row's choice (bayes: EHVI for 2 or 3, else ParEGO; docs/studies.md)
+    local modes = objectives.modes(study.objectives)
+    local us, info = row.suggest(study.space, inputs.hist, inputs.pend, 1, {seed = study.seed,
+      step = t.i or t.j, mode = #modes > 1 and modes or study.objective.mode, context = t.group.values, theta = theta,
+      init = algorithms.initial_points(row, study.space.d, study.init), pareto = study.pareto})
+    u, method = us[1], info and info.method
+    if info and info.fallback and not self.said_fallback then
+      self.said_fallback = true
+      self:say("several objectives: %s", info.fallback)
     end
-    local us, info = row.suggest(study.space, hist, inputs.pend, 1, {seed = study.seed,
-      step = t.i or t.j, mode = mode, context = t.group.values, theta = theta,
-      init = algorithms.initial_points(row, study.space.d, study.init)})
-    u = us[1]
     if info and info.theta then
       fs.mkdir_p(self.dir .. "/gp")
       fs.write_atomic(path, json.encode({features = study.space.features, theta = json.array(info.theta)}) .. "\n")
@@ -241,7 +241,7 @@ function Agent:choose_point(t, inputs)
     if sg then t.u, t.nuisance = sg.u, sg.nuisance; return true end
     t.u = u
     t.nuisance = study.space:point(u, t.group.values)
-    append({event = "suggest", trial = t.id, u = json.array(u), nuisance = t.nuisance})
+    append({event = "suggest", trial = t.id, u = json.array(u), nuisance = t.nuisance, method = method})
     return true
   end)
 end

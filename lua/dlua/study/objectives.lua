@@ -10,7 +10,7 @@
 -- no other completed trial dominates (dl.search.pareto_front; trials with equal
 -- values are on it together and say so). This file checks the option and
 -- computes and prints fronts; reading values from run directories is
--- dlua.study.results', choosing points is the agent's (ParEGO, dl.search.parego).
+-- dlua.study.results', choosing points the algorithm row's (bayes: EHVI or ParEGO).
 local search = require "dlua.search"
 local common = require "dlua.study.common"
 

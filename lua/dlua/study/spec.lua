@@ -18,6 +18,7 @@ local site = require "dlua.study.site"
 local warm = require "dlua.study.warm"
 local prune = require "dlua.study.prune"
 local objectives = require "dlua.study.objectives"
+local ehvi = require "dlua.search.ehvi"
 
 local M = {}
 
@@ -35,7 +36,7 @@ Study.plan, Study.trial_hparams, Study.trial_args, Study.command = plan.plan, pl
 -- list of objectives (its spec is made per call: dlua.study.objectives.spec_of)
 local SPEC = {algorithm = true, allow_step_search = true, description = true, enqueue = true, experiment = true,
               fixed = true, goal = true, grid_points = true, init = true, jobs = true, name = true, nuisance = true,
-              objective = objectives.ENTRY, parallel = true, prune = prune.SPEC, scientific = true,
+              objective = objectives.ENTRY, parallel = true, pareto = ehvi.PARETO, prune = prune.SPEC, scientific = true,
               seed = true, seeds = true, steps = true, trials = true, warm_start = true}
 
 -- the first key of t that spec (a SPEC table) does not know, as a site needle
@@ -405,6 +406,9 @@ function M.study(spec)
     cx.fail({key = "algorithm"}, string.format("dl.study: algorithm '%s' serves one objective, and this study has %d",
       self.algorithm, #self.objectives))
   end
+  local bad = ehvi._pareto_problem(spec.pareto, #self.objectives)
+  if bad then cx.fail({key = "pareto"}, "dl.study: " .. bad) end
+  self.pareto = spec.pareto
   check_settings(cx, self, spec, roles)
   self.max_steps = self.steps or (math.type(fixed.steps) == "integer" and fixed.steps) or
     (math.type(cx.exp.hparams.steps) == "integer" and cx.exp.hparams.steps) or nil
@@ -430,7 +434,7 @@ function Study:record()
     manual = self.manual, trials = self.trials, algorithm = self.algorithm, seed = self.seed, init = self.init,
     grid_points = self.grid_points, objective = self.objective, steps = self.steps, seeds = self.seeds,
     allow_step_search = self.allow_step_search, enqueue = self.enqueue, warm_start = self.warm_start,
-    prune = self.prune, max_steps = self.max_steps,
+    prune = self.prune, max_steps = self.max_steps, pareto = self.pareto,
     objectives = #self.objectives > 1 and self.objectives or nil,     -- one objective: study.json as before
   }
 end
@@ -450,7 +454,7 @@ function M.from_record(rec)
   local self = setmetatable({_dlua_kind = "study", warnings = {}}, Study)
   for _, k in ipairs({"name", "goal", "description", "script", "experiment", "experiment_abs", "fixed",
                       "manual", "trials", "algorithm", "seed", "init", "grid_points", "objective", "steps",
-                      "seeds", "allow_step_search", "enqueue", "warm_start", "prune", "max_steps"}) do
+                      "seeds", "allow_step_search", "enqueue", "warm_start", "prune", "max_steps", "pareto"}) do
     self[k] = rec[k]
   end
   self.sci = rec.scientific or {}

@@ -2,15 +2,20 @@
 -- exploitation after exploration: its first `init` points are quasirandom ones,
 -- then each is chosen by noise-aware expected improvement under a Gaussian
 -- process (dlua.search.bayes, which this row wraps; docs/studies.md "bayes").
--- Several objectives are served by ParEGO scalarisations of the history, which
--- the study makes (dlua.search.pareto); batches by kriging beliefs.
+-- Several objectives (opts.mode a list of modes, history values lists): 2 or 3
+-- by expected hypervolume improvement (dlua.search.ehvi), more, or pareto =
+-- {method = "parego"}, by ParEGO scalarisations of the history
+-- (dlua.search.pareto); batches by kriging beliefs.
 local bayes = require "dlua.search.bayes"
+local ehvi = require "dlua.search.ehvi"
+local pareto = require "dlua.search.pareto"
 local spaces = require "dlua.search.space"
 local quasirandom = require "dlua.search.algorithms.quasirandom"
 
 local A = {name = "bayes", adaptive = true, finite = false, batches = true, objectives = true, conditional = true,
            needs_feasible = 2,
-           options = {candidates = "integer", feasibility = "boolean", max_points = "integer", theta = "table"}}
+           options = {candidates = "integer", feasibility = "boolean", max_points = "integer", theta = "table",
+                      pareto = "table"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
 -- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
@@ -19,8 +24,33 @@ function A.init(d) return math.max(5, 2 * (d + 1)) end
 -- the initial points are the quasirandom ones (same seed, same cache)
 A.point = quasirandom.point
 
+-- several objectives: EHVI for 2 or 3 unless pareto.method = "parego"; ParEGO
+-- with this suggestion's weights (seed, step) otherwise. info.method says which,
+-- info.fallback why ParEGO serves a study that asked for EHVI.
+local function several(space, history, pending, n, opts)
+  local modes = opts.mode
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  if #modes == 1 then
+    o.mode, o.pareto = modes[1], nil
+    return bayes._suggest(space, history, pending, n, o)
+  end
+  local method = opts.pareto and opts.pareto.method or "ehvi"
+  if method == "ehvi" and #modes <= ehvi.MAX_OBJECTIVES then return ehvi._suggest(space, history, pending, n, opts) end
+  o.mode, o.pareto = "min", nil
+  local hist = pareto.parego(history, modes, pareto.parego_weights(#modes, opts.seed or 0, opts.step or #history))
+  local us, info = bayes._suggest(space, hist, pending, n, o)
+  info.method = "parego"
+  if method == "ehvi" then
+    info.fallback = string.format("ParEGO: EHVI serves %d objectives at most, and there are %d",
+      ehvi.MAX_OBJECTIVES, #modes)
+  end
+  return us, info
+end
+
 --- suggest(space, history, pending, n, opts) = dl.search.bayes_suggest, with
--- opts.init defaulting to A.init(space.d).
+-- opts.init defaulting to A.init(space.d). opts.mode a list of modes: several
+-- objectives, history's entries {u =, values = one number per mode, or nil}.
 function A.suggest(space, history, pending, n, opts)
   if (opts == nil or type(opts) == "table") and (opts or {}).init == nil and spaces.is_space(space) then
     local o = {}
@@ -28,6 +58,7 @@ function A.suggest(space, history, pending, n, opts)
     o.init = A.init(space.d)
     opts = o
   end
+  if type(opts) == "table" and type(opts.mode) == "table" then return several(space, history, pending, n, opts) end
   return bayes._suggest(space, history, pending, n, opts)
 end
 
@@ -43,9 +74,13 @@ function A.check(space, opts, fail)
     local v = opts[c[1]]
     if v ~= nil and v < c[2] then fail("option '%s' must be an integer >= %d, got %d", c[1], c[2], v) end
   end
+  local k = type(opts.mode) == "table" and #opts.mode or 1
+  local bad = ehvi._pareto_problem(opts.pareto, k)
+  if bad then fail("%s", bad) end
   local theta = opts.theta
   if theta ~= nil then
-    local ok = #theta == space.features + 2
+    -- one GP's, or (several objectives, EHVI) one per objective one after another
+    local ok = #theta == space.features + 2 or (k > 1 and #theta == k * (space.features + 2))
     for _, v in ipairs(ok and theta or {}) do ok = ok and spaces._finite(v) end
     if not ok then
       fail("option 'theta' must be a list of %d finite numbers (s:state().theta for this space)", space.features + 2)

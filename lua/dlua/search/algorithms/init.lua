@@ -15,8 +15,9 @@
 --                points after the initial ones come from observations (suggest)
 --   finite       the sequence ends (count): the trial count is the algorithm's
 --   batches      suggests points while others are pending (suggest(n > 1), parallel trials)
---   objectives   serves studies of several objectives (an adaptive row then gets
---                ParEGO scalarisations of them as its values)
+--   objectives   serves studies of several objectives (an adaptive row's suggest then
+--                gets opts.mode as a list of modes, opts.pareto, and history entries'
+--                values as lists: bayes chooses by EHVI or ParEGO)
 --   conditional  serves spaces with conditional parameters
 --   point(space, i, opts) -> u (a list of space.d numbers in [0, 1)) or nil past the
 --                end: point i; for an adaptive row its initial points. opts: seed,
@@ -119,7 +120,7 @@ end
 
 --- The keys dl.search.suggester accepts: the generic ones and every row's options.
 function M._suggester_options()
-  local spec = {algorithm = "string", seed = "integer", mode = "string", init = "integer", context = "table"}
+  local spec = {algorithm = "string", seed = "integer", mode = "string|table", init = "integer", context = "table"}
   for _, row in pairs(M.ALGORITHMS) do
     for k, ty in pairs(row.options or {}) do spec[k] = ty end
   end

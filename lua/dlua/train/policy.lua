@@ -107,6 +107,8 @@ function M.config_problem(c)
   end
 end
 
+-- a class: its metatable, the option types its constructor checks (util.check_options),
+-- the constructor; the library's classes open alike by design
 local P = {}
 P.__index = P
 

@@ -269,6 +269,8 @@ end
 
 ------------------------------------------------------------------- a study
 
+-- a class: its metatable, the option types its constructor checks (util.check_options),
+-- the constructor; the library's classes open alike by design
 local S = {}
 S.__index = S
 

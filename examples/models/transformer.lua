@@ -227,13 +227,7 @@ dl.onnx.register(MultiHeadAttention, function(g, m, x, _, bias)
   local D, H = m.d_model, m.heads
   local d = D // H
   local qkv = g:call(m._modules.qkv, "qkv", x)
-  local function part(i)                                          -- [N, T, H, d]
-    local p = g:node("Slice", {qkv, g:int64s({(i - 1) * D}, "start"), g:int64s({i * D}, "end"), g:int64s({2}, "axis")})
-    return g:node("Reshape", {p, g:int64s({0, 0, H, d}, "heads")})
-  end
-  local q = g:node("Transpose", {part(1)}, {perm = {0, 2, 1, 3}})   -- [N, H, T, d]
-  local kt = g:node("Transpose", {part(2)}, {perm = {0, 2, 3, 1}})  -- [N, H, d, T]
-  local v = g:node("Transpose", {part(3)}, {perm = {0, 2, 1, 3}})
+  local q, kt, v = g:heads(qkv, D, H)
   local scores = g:node("Mul", {g:node("MatMul", {q, kt}), g:scalar(1 / math.sqrt(d), "scale")})
   if bias then scores = g:node("Add", {scores, bias}) end
   local out = g:node("MatMul", {g:node("Softmax", {scores}, {axis = -1}), v})

@@ -20,6 +20,8 @@
 --                                                extra arguments go to its exporter
 --   g:layer_norm(x, axes, eps) -> name           (x - mean) / sqrt(var + eps) over axes
 --   g:gelu(x) -> name                            GELU, erf form
+--   g:heads(qkv, E, H) -> q, kt, v               [N, T, 3E] split into heads: q and v
+--                                                [N, H, T, E/H], kt [N, H, E/H, T]
 --   g.opset
 local core = require "dlua.core"
 local util = require "dlua.util"
@@ -104,6 +106,18 @@ function Graph:layer_norm(x, axes, eps)
   local var = mean(self:node("Mul", {xc, xc}))
   local sd = self:node("Sqrt", {self:node("Add", {var, self:scalar(eps, "eps")})})
   return self:node("Div", {xc, sd})
+end
+
+function Graph:heads(qkv, E, H)
+  local d = E // H
+  local function part(i)                                          -- [N, T, H, d]
+    local p = self:node("Slice", {qkv, self:int64s({(i - 1) * E}, "start"), self:int64s({i * E}, "end"),
+      self:int64s({2}, "axis")})
+    return self:node("Reshape", {p, self:int64s({0, 0, H, d}, "heads")})
+  end
+  return self:node("Transpose", {part(1)}, {perm = {0, 2, 1, 3}}),   -- [N, H, T, d]
+    self:node("Transpose", {part(2)}, {perm = {0, 2, 3, 1}}),         -- [N, H, d, T]
+    self:node("Transpose", {part(3)}, {perm = {0, 2, 1, 3}})
 end
 
 local function class_name(m)
@@ -264,13 +278,7 @@ M.register(nn.MultiheadAttention, function(g, m, x, sample)
   if not m.batch_first then refuse(g.where, m, "batch_first = false: the graph's first dimension is the batch") end
   local qkv = g:node("MatMul", {x, g:const(m.in_proj_weight:transpose(1, 2), "in_proj_weight_t")})   -- [N, T, 3E]
   if m._params.in_proj_bias then qkv = g:node("Add", {qkv, g:const(m._params.in_proj_bias, "in_proj_bias")}) end
-  local function part(i)                                          -- [N, T, H, d]
-    local p = g:node("Slice", {qkv, g:int64s({(i - 1) * E}, "start"), g:int64s({i * E}, "end"), g:int64s({2}, "axis")})
-    return g:node("Reshape", {p, g:int64s({0, 0, H, d}, "heads")})
-  end
-  local q = g:node("Transpose", {part(1)}, {perm = {0, 2, 1, 3}})   -- [N, H, T, d]
-  local kt = g:node("Transpose", {part(2)}, {perm = {0, 2, 3, 1}})  -- [N, H, d, T]
-  local v = g:node("Transpose", {part(3)}, {perm = {0, 2, 1, 3}})
+  local q, kt, v = g:heads(qkv, E, H)
   local scores = g:node("Mul", {g:node("MatMul", {q, kt}), g:scalar(1 / math.sqrt(d), "scale")})
   if m.causal then
     local T = m.batch_first and sample:size(2) or sample:size(1)

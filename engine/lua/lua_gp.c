@@ -9,6 +9,9 @@
  *   gp:clone() -> gp    gp:theta() -> {theta}    gp:lml()  gp:noise()  gp:points()  gp:dim()
  *   gp:mean()  gp:sd()   (the standardisation y = mean + sd * z)
  *   gp:release()  (also __gc and __close)
+ *   gp:nei(Xb, z) -> nei (noisy EI over the baseline Xb with base samples z, a list
+ *   of S lists of #Xb numbers; it keeps gp alive)    nei:eval(Xs) -> {nei}
+ *   nei:release()  (also __gc and __close)
  * Arrays read from Lua live in userdata scratch buffers, so a raise while
  * reading them leaks nothing; a fitted GP lives in a "dlua.GP" box pushed
  * before the fit.
@@ -263,6 +266,58 @@ static int gp_sd(lua_State *L) { return push_number(L, dl_gp_sd); }
 static int gp_points(lua_State *L) { return push_count(L, dl_gp_points); }
 static int gp_dim(lua_State *L) { return push_count(L, dl_gp_dim); }
 
+typedef struct { dl_gp_nei *e; } nei_box;   /* e == NULL once released */
+
+/* a release as every class has one (lua_aux.h, lt_newclass): alike by design */
+static int nei_release(lua_State *L) {
+  nei_box *b = luaL_checkudata(L, 1, "dlua.GPNEI");
+  dl_gp_nei_release(b->e);
+  b->e = NULL;
+  return 0;
+}
+
+/* gp:nei(Xb, z): the box's user value is the gp's box, so the borrowed GP lives as long */
+static int gp_nei(lua_State *L) {
+  dl_gp *g = check_gp(L, 1);
+  lt_checkargs(L, 3);
+  lua_settop(L, 3);
+  int dim = dl_gp_dim(g), nb = 0, S = 0, zdim = -1;
+  double *Xb = read_matrix(L, 2, "nei", "Xb", &nb, &dim);
+  if (nb < 1) lt_argerror(L, 2, "the baseline Xb needs at least 1 point");
+  double *z = read_matrix(L, 3, "nei", "z", &S, &zdim);
+  if (S < 1) lt_argerror(L, 3, "z needs at least 1 base sample");
+  if (zdim != nb) lt_argerror(L, 3, "each base sample needs %d values (one per baseline point), got %d", nb, zdim);
+  nei_box *b = lua_newuserdatauv(L, sizeof *b, 1);
+  b->e = NULL;
+  luaL_setmetatable(L, "dlua.GPNEI");
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  b->e = dl_gp_nei_new(lt_ctx(L), g, Xb, nb, z, S);
+  if (!b->e) return lt_raise(L);
+  return 1;
+}
+
+/* binding shape (check, call, push), alike by design: see lua_aux.h */
+static int nei_eval(lua_State *L) {
+  nei_box *b = luaL_checkudata(L, 1, "dlua.GPNEI");
+  if (!b->e) luaL_argerror(L, 1, "the nei has been released");
+  lt_checkargs(L, 2);
+  lua_getiuservalue(L, 1, 1);
+  dl_gp *g = check_gp(L, lua_gettop(L));
+  int dim = dl_gp_dim(g), m = 0;
+  double *Xs = read_matrix(L, 2, "eval", "Xs", &m, &dim);
+  double *out = scratch(L, (size_t)m);
+  if (dl_gp_nei_eval(lt_ctx(L), b->e, Xs, m, out) != 0) return lt_raise(L);
+  push_list(L, out, m);
+  return 1;
+}
+
+static const luaL_Reg nei_methods[] = {
+  {"eval", nei_eval},
+  {"release", nei_release},
+  {NULL, NULL}
+};
+
 /* one luaL_Reg row per binding: rows and registration alike by design (lua_aux.h) */
 static const luaL_Reg gp_methods[] = {
   {"add", gp_add},
@@ -271,6 +326,7 @@ static const luaL_Reg gp_methods[] = {
   {"ei", gp_ei},
   {"lml", gp_lml},
   {"mean", gp_mean},
+  {"nei", gp_nei},
   {"noise", gp_noise},
   {"points", gp_points},
   {"predict", gp_predict},
@@ -289,5 +345,6 @@ static const luaL_Reg gp_funcs[] = {
 
 void lt_register_gp(lua_State *L, int mod, int cidx) {
   lt_newclass(L, "dlua.GP", gp_release, gp_methods, cidx);
+  lt_newclass(L, "dlua.GPNEI", nei_release, nei_methods, cidx);
   lt_setfuncs(L, mod, cidx, gp_funcs);
 }

@@ -107,4 +107,29 @@ double dl_gp_objective(dl_ctx *ctx, const double *X, const double *y, int n, int
  * ones. -1 on out of memory. */
 int dl_gp_subset(dl_ctx *ctx, const double *X, const double *y, int n, int dim, int m, int *idx);
 
+/* Noisy expected improvement (gp_nei.c): the EI of the latent f below the best of
+ * f at nb baseline points, averaged over S joint posterior samples of f at the
+ * baseline and the candidate (Letham et al. 2019, BoTorch's qNEI with q = 1).
+ *
+ *   dl_gp_nei *e = dl_gp_nei_new(ctx, g, Xb, nb, z, S);   // z [S, nb]: fixed N(0, 1) base samples
+ *   dl_gp_nei_eval(ctx, e, Xs, m, nei);                   // nei [m], y's units
+ *   dl_gp_nei_release(e);
+ *
+ * The object borrows g, which must outlive it (and not change: no dl_gp_add).
+ * The same z gives the same values. Without noise the samples of f at the
+ * baseline collapse to their means and NEI is EI below the lowest of them. */
+typedef struct dl_gp_nei dl_gp_nei;
+
+/* Prepares NEI over the baseline Xb [nb, dim] with base samples z [S, nb]
+ * (row s is sample s): O(n^2 nb + nb^3 + S nb^2). Returns NULL with ctx->err set
+ * on nb < 1, S < 1, a non-finite Xb or z, a baseline covariance that no jitter
+ * makes positive definite, out of memory. */
+dl_gp_nei *dl_gp_nei_new(dl_ctx *ctx, const dl_gp *g, const double *Xb, int nb, const double *z, int S);
+
+/* NEI at m points Xs [m, dim] into nei [m] (minimisation, y's units, >= 0):
+ * O(n^2 + n nb + S nb) each. -1 on out of memory (ctx->err set), else 0. */
+int dl_gp_nei_eval(dl_ctx *ctx, const dl_gp_nei *e, const double *Xs, int m, double *nei);
+
+void dl_gp_nei_release(dl_gp_nei *e);   /* NULL is a no-op */
+
 #endif

@@ -7,9 +7,14 @@ range), `seeds` seeds, budgets 20 and 50. The incumbent is the trial with the
 best OBSERVED (noisy) value, Optuna's own notion of best_trial; its regret is
 that of the TRUE function at the trial's parameters. Prints one JSON object:
 {"regret": {sampler: {problem: {budget: [regrets by seed]}}}, "cost": {...}}.
-With `cost`, also the seconds of CPU per TPE suggestion after n trials.
+With `cost`, also the seconds of CPU per TPE suggestion after n trials. With
+`noisy STREAMS`: TPE only, the noisy variants only, budgets 50 and 100, noise
+streams 1..STREAMS (stream s draws from RandomState(10007 seed + s); stream 1 is
+the default run's noise), each seed's regrets in stream-major order (the side of
+tests/bench/search_noisy.lua).
 
   /usr/bin/python3 tests/bench/search_optuna.py [seeds=20] [cost]
+  /usr/bin/python3 tests/bench/search_optuna.py [seeds=20] noisy [streams=3]
 
 Runs over Debian's python3-optuna (scripts/setup.sh --bench).
 """
@@ -63,8 +68,9 @@ def make_sampler(kind, seed):
     return optuna.samplers.QMCSampler(qmc_type="halton", scramble=True, seed=seed)
 
 
-def run(kind, pr, noisy, seed):
-    rng = np.random.RandomState(10007 * seed + (1 if noisy else 0))
+def run(kind, pr, noisy, seed, stream=1, budgets=None):
+    budgets = budgets or BUDGETS
+    rng = np.random.RandomState(10007 * seed + (stream if noisy else 0))
     sd = 0.1 * pr["range"] if noisy else 0.0
     truth = []
 
@@ -75,9 +81,9 @@ def run(kind, pr, noisy, seed):
         return f + sd * rng.randn()
 
     study = optuna.create_study(sampler=make_sampler(kind, seed), direction="minimize")
-    study.optimize(objective, n_trials=max(BUDGETS))
+    study.optimize(objective, n_trials=max(budgets))
     out = {}
-    for b in BUDGETS:
+    for b in budgets:
         trials = study.trials[:b]
         best = min(range(b), key=lambda i: trials[i].value)    # best observed value: Optuna's best_trial
         out[str(b)] = truth[best] - pr["min"]
@@ -108,6 +114,20 @@ def cost(n_list):
 def main():
     seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     res = {"regret": {}, "optuna": optuna.__version__}
+    if "noisy" in sys.argv[2:]:
+        i = sys.argv.index("noisy")
+        streams = int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 3
+        res["regret"]["tpe"] = {}
+        for pr in PROBLEMS:
+            per = {"50": [], "100": []}
+            for stream in range(1, streams + 1):
+                for seed in range(1, seeds + 1):
+                    r = run("tpe", pr, True, seed, stream, [50, 100])
+                    for b in ["50", "100"]:
+                        per[b].append(r[b])
+            res["regret"]["tpe"]["noisy " + pr["name"]] = per
+        print(json.dumps(res))
+        return
     for kind in ["tpe", "qmc"]:
         res["regret"][kind] = {}
         for pr in PROBLEMS:

@@ -8,6 +8,7 @@ local util = require "dlua.util"
 local gp = require "dlua.search.gp"
 local rngs = require "dlua.search.rng"
 local halton = require "dlua.search.halton"
+local nei = require "dlua.search.nei"
 
 local M = {}
 
@@ -49,7 +50,7 @@ end
 
 local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
                        theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
-                       model = "table"}
+                       model = "table", acquisition = "string"}
 
 -- the incremental path: from INCREMENTAL_FROM observations on, a previous
 -- model (opts.model) whose observations are the first of these takes the new
@@ -148,6 +149,8 @@ end
 -- region = {lo =, hi =, length =} or nil}.
 function M._suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
+  local bad = nei.problem(opts.acquisition)
+  if bad then error("dl.search.bayes_suggest: " .. bad, 2) end
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)
   local fitted = M._surrogate(X, y, opts, space.features)
@@ -176,10 +179,14 @@ function M._suggest(space, history, pending, n, opts)
   local centres = {}
   for r = 1, math.min(5, #order) do centres[r] = used[order[r]].u end
   local base = M._candidates(space, opts.candidates or 1000, rng, seq, region, centres)
-  local acq = M._acquisition(space, opts.context, function(xs) return model:ei_many(xs, best) end, fmodel, seen)
+  local score = nei.scorer(opts.acquisition, fitted, X, obs_mean)    -- nil: analytic EI (dlua.search.nei)
+  local acq = M._acquisition(space, opts.context, function(xs)
+    if score then return score(model, xs) end
+    return model:ei_many(xs, best)
+  end, fmodel, seen)
   local out, eis = M._maximise(space, n, base, acq, rng, region, function(u) believe(space:encode(u, opts.context)) end)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
-    region = lo and {lo = lo, hi = hi, length = L} or nil}
+    region = lo and {lo = lo, hi = hi, length = L} or nil, acquisition = score and "nei" or "ei"}
 end
 
 ----------------------------------------- the parts every acquisition shares

@@ -6,6 +6,7 @@
 --   local means, vars = model:predict_many(Xs)
 --   model:incumbent()              -- index and posterior mean of the best training point
 --   model:ei_many(Xs, best)        -- expected improvement below best (minimisation)
+--   model:nei(Xb, z):eval(Xs)      -- noisy EI over the baseline points Xb (dlua.search.nei)
 --   model:believe(x)               -- a new model with (x, mean(x)) added, noise-free
 --   model.theta                    -- plain data: the warm start of the next fit
 --   model:extend(X, y)             -- with the observations beyond its own, same theta: O(n^2) each
@@ -45,6 +46,29 @@ end
 
 function M.normal_cdf(z) return 0.5 * erfc(-z / math.sqrt(2)) end
 function M.normal_pdf(z) return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) end
+
+-- the standard normal quantile, p in (0, 1): Acklam's rational approximation
+-- (relative error below 1.2e-9)
+local QA = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+            -3.066479806614716e+01, 2.506628277459239e+00}
+local QB = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+            -1.328068155288572e+01}
+local QC = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+            4.374664141464968e+00, 2.938163982698783e+00}
+local QD = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00}
+
+function M.normal_quantile(p)
+  if p < 0.02425 or p > 1 - 0.02425 then
+    local q = math.sqrt(-2 * math.log(p < 0.5 and p or 1 - p))
+    local x = (((((QC[1] * q + QC[2]) * q + QC[3]) * q + QC[4]) * q + QC[5]) * q + QC[6]) /
+              ((((QD[1] * q + QD[2]) * q + QD[3]) * q + QD[4]) * q + 1)
+    return p < 0.5 and x or -x
+  end
+  local q = p - 0.5
+  local r = q * q
+  return (((((QA[1] * r + QA[2]) * r + QA[3]) * r + QA[4]) * r + QA[5]) * r + QA[6]) * q /
+         (((((QB[1] * r + QB[2]) * r + QB[3]) * r + QB[4]) * r + QB[5]) * r + 1)
+end
 
 --------------------------------------------------------------------- model
 
@@ -150,6 +174,13 @@ function Model:incumbent()
   for i = 1, #mu do if mu[i] < bm then bi, bm = i, mu[i] end end
   return bi, bm
 end
+
+--- Noisy expected improvement (engine/search/gp_nei.c): an object whose
+-- eval(Xs) gives, at each point, the EI of the latent function below the
+-- lowest of its values at the baseline points Xb, averaged over the joint
+-- posterior samples drawn from the base samples z (a list of S lists of #Xb
+-- standard normal numbers). It keeps the model alive; the same z, the same values.
+function Model:nei(Xb, z) return self.c:nei(Xb, z) end
 
 --- Expected improvement below best at each of Xs (minimisation, y's units);
 -- with noise (a variance), the augmented EI: times 1 - sqrt(noise / (var + noise)).

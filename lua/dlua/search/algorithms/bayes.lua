@@ -10,12 +10,13 @@ local bayes = require "dlua.search.bayes"
 local ehvi = require "dlua.search.ehvi"
 local pareto = require "dlua.search.pareto"
 local spaces = require "dlua.search.space"
+local nei = require "dlua.search.nei"
 local quasirandom = require "dlua.search.algorithms.quasirandom"
 
 local A = {name = "bayes", adaptive = true, finite = false, batches = true, objectives = true, conditional = true,
            needs_feasible = 2,
            options = {candidates = "integer", feasibility = "boolean", max_points = "integer", theta = "table",
-                      pareto = "table"}}
+                      pareto = "table", acquisition = "string"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
 -- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
@@ -75,7 +76,7 @@ function A.check(space, opts, fail)
     if v ~= nil and v < c[2] then fail("option '%s' must be an integer >= %d, got %d", c[1], c[2], v) end
   end
   local k = type(opts.mode) == "table" and #opts.mode or 1
-  local bad = ehvi._pareto_problem(opts.pareto, k)
+  local bad = ehvi._pareto_problem(opts.pareto, k) or nei.problem(opts.acquisition)
   if bad then fail("%s", bad) end
   local theta = opts.theta
   if theta ~= nil then

@@ -40,7 +40,8 @@ typedef struct {
   const double *theta;  /* warm start (dim + 2 values) or NULL */
   int fit;              /* 1: optimise theta; 0: use theta (or the default) as is */
   int iters;            /* L-BFGS iterations per start */
-  int starts;           /* starts optimised (best initial values first); 0 = 1 warm, 3 cold */
+  int starts;           /* starts optimised (best initial values first); 0 = 3 cold, or the warm one
+                           and (up to coarse_points points) the noisy one */
   int max_points;       /* fit on a subset above this many points (0 = never) */
   int classify;         /* 1: +-1 labels: centred, not scaled; bounds for a smooth surface */
   int coarse_points;    /* above this many fitted points (0 = never): a cold fit runs its starts on

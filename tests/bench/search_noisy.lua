@@ -1,15 +1,16 @@
 -- tests/bench/search_noisy.lua -- dl.search's bayes on noisy Branin and noisy Hartmann-6
 -- (Gaussian noise, sd 10% of the function's range) over several noise streams, next to
--- Optuna's TPE (multivariate) on the same streams' seeds (issue 35 item 1). For each
+-- Optuna's TPE (multivariate) on the same streams and seeds (issue 35 item 1). For each
 -- problem, noise stream s (1..`streams`) and seed (1..`seeds`): the suggester observes
 -- f(x) + noise, and the regret is that of the TRUE function at what it reports as best
--- (s:best(); also the regret at its best observed value, for comparison); Optuna's incumbent is its best_trial (best observed value). Prints, per
--- problem and budget (50, 100): median, 90th percentile and the count of regrets above
--- `tail` (1.5 for Hartmann-6, 15 for Branin: the same 0.45 / 5% of the range).
--- Stream 1 is search_bench.lua's noise.
---   dlua tests/bench/search_noisy.lua [seeds=20] [streams=3] [problem | all] [--optuna | --optuna-json FILE] [--json FILE]
---   [--acquisition auto | ei | nei] (bayes' option, default auto)
--- (--optuna runs search_optuna.py; --optuna-json reads its output saved from an earlier run)
+-- (s:best(); also at its best observed value, for comparison); Optuna's incumbent is its
+-- best_trial (the best observed value). Prints, per problem and budget (50, 100): median,
+-- 90th percentile and the count of regrets above `tail` (1.5 for Hartmann-6, issue 35's
+-- threshold; 15 for Branin, 5% of its range). Stream 1 is search_bench.lua's noise.
+--   dlua tests/bench/search_noisy.lua [seeds=20] [streams=3] [problem | all]
+--     [--optuna | --optuna-json FILE] [--json FILE] [--acquisition auto | ei | nei]
+-- --optuna runs search_optuna.py (noisy mode); --optuna-json reads its output saved from an
+-- earlier run; --json writes every regret; --acquisition is bayes' option (default auto).
 local S = require("dlua").search
 local json = require "dlua.util.json"
 local P = dofile("tests/bench/search_problems.lua")
@@ -17,7 +18,9 @@ local P = dofile("tests/bench/search_problems.lua")
 local args, flags = {}, {}
 local i = 1
 while arg and arg[i] do
-  if arg[i] == "--json" or arg[i] == "--optuna-json" or arg[i] == "--acquisition" then flags[arg[i]:sub(3)] = arg[i + 1]; i = i + 1
+  if arg[i] == "--json" or arg[i] == "--optuna-json" or arg[i] == "--acquisition" then
+    flags[arg[i]:sub(3)] = arg[i + 1]
+    i = i + 1
   elseif arg[i]:match("^%-%-") then flags[arg[i]:sub(3)] = true
   else args[#args + 1] = arg[i] end
   i = i + 1

@@ -90,7 +90,7 @@ end
 
 describe("dlua.search.nei", function()
   it("equals a Monte-Carlo estimate of the joint posterior's expected improvement (noisy GP)", function()
-    local X, y = data(12, 1, 0.3)
+    local X, y = data(30, 1, 0.3)
     local m = gp.fit(X, y)
     assert(m.noise > 0.01, "the fit sees noise: " .. m.noise)
     local B = {X[1], X[2], X[3], X[4], X[5]}
@@ -151,7 +151,7 @@ describe("dl.search bayes acquisition option", function()
   local space = S.space{x1 = S.uniform(0, 1), x2 = S.uniform(0, 1)}
   local function history(noise)
     local r, h = S.rng("nei-spec-history"), {}
-    for i = 1, 14 do
+    for i = 1, 20 do
       local u = S.halton(i, 2, {seed = 5})
       h[i] = {u = u, value = (u[1] - 0.3) ^ 2 + (u[2] - 0.6) ^ 2 + noise * r:normal()}
     end

@@ -170,7 +170,9 @@ function M._suggest(space, history, pending, n, opts)
   local us = {}
   for i, h in ipairs(used) do us[i] = h.u end
   assert(opts.init, "dlua.search.bayes: opts.init is the row's to fill in")
-  local lo, hi, L = M.trust_region(space, y, us, obs_mean, fitted.theta, opts.init)
+  -- under noise the region's successes are new lowest posterior means, not lucky draws (dlua.search.nei)
+  local tr_y = nei.wanted(opts.acquisition, fitted) and obs_mean or y
+  local lo, hi, L = M.trust_region(space, tr_y, us, obs_mean, fitted.theta, opts.init)
   local region = lo and {lo = lo, hi = hi} or nil
   -- local candidates around the five observations with the best posterior means
   local order = {}

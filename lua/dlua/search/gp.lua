@@ -16,7 +16,9 @@
 -- hyperparameters maximise the log marginal likelihood plus weak log-normal
 -- priors by a bound-constrained L-BFGS on the analytic gradient: a cold fit
 -- runs three starts (a default, a smooth one, a noisy one), a warm fit (theta
--- given) runs from theta alone. Above `max_points` (800) points the fit uses
+-- given) runs from theta and, on up to `coarse_points` points, from the noisy
+-- start too (a warm start alone stays in an interpolating basin: with few noisy
+-- points, short length scales and noise explain them about equally well). Above `max_points` (800) points the fit uses
 -- a subset: the best quarter by y plus a greedy maximin space-filling choice
 -- of the rest. The cost above a size (engine/search/gp.h): a cold fit on more
 -- than `coarse_points` (128) points runs its starts on that many evenly spaced
@@ -89,7 +91,8 @@ function M.is_model(m) return getmetatable(m) == Model end
 
 --- fit(X, y [, opts]) --> model. opts: theta (warm start, D + 2 numbers),
 -- classify, dim (when X is empty), iters (L-BFGS iterations per start, 60),
--- starts (starts optimised; default 1 warm, 3 cold), max_points (800),
+-- starts (starts optimised; default 3 cold, or 1 warm plus the noisy one up to
+-- coarse_points points), max_points (800),
 -- coarse_points (128), fine_iters (30), fit_points (512): the cost rules above
 -- (0 turns coarse_points or fit_points off).
 function M.fit(X, y, opts)

@@ -2,7 +2,8 @@
  * the posterior against a naive Gauss-Jordan solve of the same kernel system,
  * the marginal-likelihood gradient against central finite differences, the
  * rank-one belief against a refactorisation, the fitted noise against the
- * noise the data was drawn with, and the error paths. */
+ * noise the data was drawn with, noisy EI against EI without noise, and the error
+ * paths. */
 /* See LICENSE */
 #include "dl_test.h"
 #include "search/gp.h"
@@ -318,6 +319,39 @@ static void test_subset_and_errors(dl_ctx *ctx) {
   dl_gp_release(g);
 }
 
+/* noisy EI (gp_nei.c) without noise is EI below the lowest posterior mean at
+ * the baseline (to Monte-Carlo error), and its argument errors */
+static void test_nei_noiseless_is_ei(dl_ctx *ctx) {
+  enum { M = 40, S = 256, Q = 6 };
+  double X[M * D], y[M], mean[M + 16];
+  make_data(X, y, M, 0.0, 9);
+  dl_gp *g = dl_gp_fit_new(ctx, X, y, M, D, NULL);
+  DL_CHECK(g != NULL);
+  if (!g) return;
+  dl_gp_train_mean(g, mean);
+  double best = INFINITY;
+  for (int i = 0; i < M; i++) best = fmin(best, mean[i]);
+  static double z[S * M];
+  uint64_t seed = 11;
+  for (int i = 0; i < S * M; i++) z[i] = nrand(&seed);
+  dl_gp_nei *e = dl_gp_nei_new(ctx, g, X, M, z, S);
+  DL_CHECK(e != NULL);
+  double Xs[Q * D], a[Q], b[Q];
+  for (int i = 0; i < Q * D; i++) Xs[i] = urand(&seed);
+  if (e) {
+    DL_CHECK(dl_gp_nei_eval(ctx, e, Xs, Q, a) == 0);
+    DL_CHECK(dl_gp_ei(ctx, g, Xs, Q, best, 0, b) == 0);
+    for (int q = 0; q < Q; q++) DL_CHECK(fabs(a[q] - b[q]) <= 0.02 * b[q] + 1e-6 * dl_gp_sd(g));
+  }
+  dl_gp_nei_release(e);
+  DL_CHECK(dl_gp_nei_new(ctx, g, X, 0, z, S) == NULL);
+  DL_CHECK(strcmp(ctx->err, "dl_gp_nei: the baseline needs at least 1 point, got 0") == 0);
+  z[0] = NAN;
+  DL_CHECK(dl_gp_nei_new(ctx, g, X, M, z, S) == NULL);
+  DL_CHECK(strcmp(ctx->err, "dl_gp_nei: base sample value 1 is not finite") == 0);
+  dl_gp_release(g);
+}
+
 int main(void) {
   dl_ctx *ctx = dl_ctx_new();
   test_posterior_matches_naive(ctx);
@@ -326,6 +360,7 @@ int main(void) {
   test_add_matches_refactorisation(ctx);
   test_fit_points_is_the_subsets_fit(ctx);
   test_subset_and_errors(ctx);
+  test_nei_noiseless_is_ei(ctx);
   dl_ctx_free(ctx);
   DL_TEST_END();
 }

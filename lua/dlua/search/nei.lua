@@ -26,8 +26,11 @@ local M = {}
 -- preparing is O(n^2 nb))
 M.SAMPLES, M.BASELINE = 128, 32
 -- "auto" uses NEI when the fitted noise variance is at least this fraction of
--- the GP's amplitude (both standardised): below it NEI and EI choose alike
-M.AUTO_NOISE = 1e-3
+-- the GP's amplitude (both standardised): noise sd >= 10% of the signal's. Below
+-- it NEI and EI choose alike; noiseless fits sit near 1e-6, and near 1e-3 (the
+-- noise prior's median) before the data pin the noise down; noisy Hartmann-6
+-- (sd 10% of the range) fits 0.05-0.1, Ackley-5's ruggedness 0.01-0.03
+M.AUTO_NOISE = 1e-2
 M.ACQUISITIONS = {auto = true, ei = true, nei = true}
 
 local base_cache = {}                   -- base samples by "nb,S": the same for every suggestion

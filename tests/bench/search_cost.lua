@@ -89,8 +89,8 @@ if quality then
   os.exit(0)
 end
 print(string.format("CPU seconds per bayes suggestion, median of %d (os.clock)", reps))
-print("| d | observations | GP points | cold | warm | incremental |")
-print("|---|---|---|---|---|---|")
+print("| d | observations | GP points | acquisition | cold | warm | incremental |")
+print("|---|---|---|---|---|---|---|")
 for _, pr in ipairs(PROBLEMS) do
   local t = {}
   for j = 1, pr.d do t["x" .. j] = S.uniform(0, 1) end
@@ -121,7 +121,8 @@ for _, pr in ipairs(PROBLEMS) do
       end
     end
     table.remove(hist)
-    print(string.format("| %d | %d | %d | %.3f | %.3f | %s |", pr.d, n, info.model.c:points(), median(cold),
+    print(string.format("| %d | %d | %d | %s | %.3f | %.3f | %s |", pr.d, n, info.model.c:points(),
+      info.acquisition or "ei", median(cold),
       median(warm), incremental and string.format("%.3f", median(inc)) or "-"))
     io.stdout:flush()
   end

@@ -8,9 +8,10 @@
 -- 90th percentile and the count of regrets above `tail` (1.5 for Hartmann-6, issue 35's
 -- threshold; 15 for Branin, 5% of its range). Stream 1 is search_bench.lua's noise.
 --   dlua tests/bench/search_noisy.lua [seeds=20] [streams=3] [problem | all]
---     [--optuna | --optuna-json FILE] [--json FILE] [--acquisition auto | ei | nei]
+--     [--optuna | --optuna-json FILE] [--json FILE] [--acquisition auto | ei | nei] [--racing K]
 -- --optuna runs search_optuna.py (noisy mode); --optuna-json reads its output saved from an
--- earlier run; --json writes every regret; --acquisition is bayes' option (default auto).
+-- earlier run; --json writes every regret; --acquisition and --racing K are bayes' options
+-- (default auto, no racing).
 local S = require("dlua").search
 local json = require "dlua.util.json"
 local P = dofile("tests/bench/search_problems.lua")
@@ -18,7 +19,7 @@ local P = dofile("tests/bench/search_problems.lua")
 local args, flags = {}, {}
 local i = 1
 while arg and arg[i] do
-  if arg[i] == "--json" or arg[i] == "--optuna-json" or arg[i] == "--acquisition" then
+  if arg[i] == "--json" or arg[i] == "--optuna-json" or arg[i] == "--acquisition" or arg[i] == "--racing" then
     flags[arg[i]:sub(3)] = arg[i + 1]
     i = i + 1
   elseif arg[i]:match("^%-%-") then flags[arg[i]:sub(3)] = true
@@ -49,7 +50,8 @@ local function pct(v, p)
 end
 
 local function run(pr, stream, seed)
-  local s = S.suggester(pr.space, {algorithm = "bayes", seed = seed, mode = "min", acquisition = flags.acquisition})
+  local s = S.suggester(pr.space, {algorithm = "bayes", seed = seed, mode = "min", acquisition = flags.acquisition,
+    racing = tonumber(flags.racing)})
   local noise = S.rng("search-bench-noise", pr.name, seed, stream)
   local sd = 0.1 * pr.range
   local out, obs, n, bo, bhp = {}, {}, 0, math.huge, nil

@@ -196,3 +196,44 @@ describe("dlua.search.gp noise level", function()
     end
   end)
 end)
+
+describe("dl.search.suggester racing", function()
+  local space = S.space{x = S.uniform(0, 1)}
+
+  it("evaluates the incumbent again every racing-th adaptive suggestion, at most 4 times", function()
+    local s = S.suggester(space, {algorithm = "bayes", seed = 1, init = 4, racing = 3})
+    local r = S.rng("nei-spec-racing")
+    local raced, counts = 0, {}
+    for n = 1, 30 do
+      local sg = s:suggest(1)[1]
+      if sg.race then
+        raced = raced + 1
+        assert.are.equal(0, (sg.index - 4) % 3)   -- the 3rd, 6th, ... suggestion after init
+        assert.are.same(s:best().u, sg.u)         -- the incumbent by posterior mean
+      end
+      counts[sg.u[1]] = (counts[sg.u[1]] or 0) + 1
+      s:observe(sg, (sg.hp.x - 0.7) ^ 2 + 0.05 * r:normal())
+    end
+    assert.is_true(raced >= 5, "raced " .. raced)
+    for u, c in pairs(counts) do assert(c <= 4, string.format("u = %g evaluated %d times", u, c)) end
+    -- without racing no suggestion repeats an observed point
+    local q = S.suggester(space, {algorithm = "bayes", seed = 1, init = 4})
+    local seen = {}
+    for _ = 1, 20 do
+      local sg = q:suggest(1)[1]
+      assert.is_nil(sg.race)
+      assert.is_nil(seen[sg.u[1]])
+      seen[sg.u[1]] = true
+      q:observe(sg, (sg.hp.x - 0.7) ^ 2 + 0.05 * r:normal())
+    end
+  end)
+
+  it("rejects racing below 2 and with several objectives", function()
+    assert.error_matches(function() S.suggester(space, {algorithm = "bayes", racing = 1}) end,
+      "dl.search.suggester: option 'racing' must be an integer >= 2, got 1")
+    assert.error_matches(function() S.suggester(space, {algorithm = "bayes", racing = 3, mode = {"min", "max"}}) end,
+      "dl.search.suggester: option 'racing' serves one objective, and mode lists 2")
+    assert.error_matches(function() S.suggester(space, {algorithm = "bayes", racing = 2.5}) end,
+      "dl.search.suggester: option 'racing'")
+  end)
+end)

@@ -38,7 +38,10 @@ end
 -- seed (0), mode ("min" | "max"), init (adaptive algorithms: initial points,
 -- the row's rule by default, bayes max(5, 2 (d + 1)); observations made
 -- elsewhere count toward them; 0 is allowed), context, and the options of the
--- algorithms' rows: candidates (bayes: 1000), feasibility (bayes: model
+-- algorithms' rows: racing (bayes, one objective: every racing-th adaptive
+-- suggestion, k >= 2, evaluates the incumbent of best() again while it has fewer
+-- than RACE_MAX = 4 observations and none pending; the suggestion has race = true),
+-- acquisition (bayes: "auto" | "ei" | "nei", dlua.search.nei), candidates (bayes: 1000), feasibility (bayes: model
 -- infeasible regions, true), max_points (bayes: GP subset size, 800), theta
 -- (bayes: warm start), grid_points (grid: 5). Non-adaptive algorithms give point
 -- `index` of their sequence; an adaptive one gives its initial points until
@@ -99,10 +102,14 @@ function Suggester:suggest(n)
   for _ = 1, n do
     local i = self.next_index
     local u
+    local race = row.adaptive and i > initial and feasible >= row.needs_feasible and self.own.racing
+    race = race and (i - initial) % race == 0 and self:_race_point()
     if not row.adaptive or i <= initial or feasible < row.needs_feasible then
       u = row.point(self.space, i, {seed = self.seed, cache = self.cache, grid_points = self.own.grid_points})
       if not u then break end
       out[#out + 1] = {index = i, u = u}
+    elseif race then
+      out[#out + 1] = {index = i, u = race, race = true}
     else
       adaptive[#adaptive + 1] = i
       out[#out + 1] = {index = i}
@@ -116,7 +123,7 @@ function Suggester:suggest(n)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
     local sopts = {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
                    init = self.init, model = self.fit and self.fit.model}
-    for k, v in pairs(self.own) do if k ~= "theta" then sopts[k] = v end end
+    for k, v in pairs(self.own) do if k ~= "theta" and k ~= "racing" then sopts[k] = v end end
     local us, info = row.suggest(self.space, self.history, pend, #adaptive, sopts)
     self.theta = info.theta
     self.fit = {count = #self.history, model = info.model}
@@ -199,6 +206,25 @@ function Suggester:best()
   end
   local h = feas[bi]
   return {index = h.index, u = h.u, hp = self.space:point(h.u, self.context), value = h.value, estimate = be}
+end
+
+-- racing (SMAC's intensification, simplified): the incumbent's point to evaluate
+-- again, or nil when it has RACE_MAX observations already (or one is pending)
+local RACE_MAX = 4
+M.RACE_MAX = RACE_MAX
+
+function Suggester:_race_point()
+  local b = self:best()
+  if not b then return nil end
+  local function same(u)
+    for k = 1, #u do if u[k] ~= b.u[k] then return false end end
+    return true
+  end
+  local count = 0
+  for _, h in ipairs(self.history) do if same(h.u) then count = count + 1 end end
+  for _, p in pairs(self.pending) do if same(p.u) then return nil end end
+  if count >= RACE_MAX then return nil end
+  return {table.unpack(b.u)}
 end
 
 --- Several objectives: the observations no other dominates by their observed

@@ -16,7 +16,7 @@ local quasirandom = require "dlua.search.algorithms.quasirandom"
 local A = {name = "bayes", adaptive = true, finite = false, batches = true, objectives = true, conditional = true,
            needs_feasible = 2,
            options = {candidates = "integer", feasibility = "boolean", max_points = "integer", theta = "table",
-                      pareto = "table", acquisition = "string"}}
+                      pareto = "table", acquisition = "string", racing = "integer"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
 -- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
@@ -78,6 +78,10 @@ function A.check(space, opts, fail)
   local k = type(opts.mode) == "table" and #opts.mode or 1
   local bad = ehvi._pareto_problem(opts.pareto, k) or nei.problem(opts.acquisition)
   if bad then fail("%s", bad) end
+  if opts.racing ~= nil and opts.racing < 2 then
+    fail("option 'racing' must be an integer >= 2, got %d", opts.racing)
+  end
+  if opts.racing ~= nil and k > 1 then fail("option 'racing' serves one objective, and mode lists %d", k) end
   local theta = opts.theta
   if theta ~= nil then
     -- one GP's, or (several objectives, EHVI) one per objective one after another

@@ -14,6 +14,7 @@
  */
 /* See LICENSE */
 #include "ops/ops.h"
+#include "ops/sgemm.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -40,6 +41,9 @@ static void gemm_block(const gemm_job *j, int64_t m0, int64_t m, int64_t n0, int
   if (j->bias)                 /* while this block of C is about to be read anyway */
     for (int64_t r = 0; r < m; r++)
       memcpy(c + (size_t)(r * j->ldc) * es, (const char *)j->bias + (size_t)n0 * es, (size_t)n * es);
+  if (j->d == DL_F32 && dl_sgemm_block(j->ta, j->tb, m, n, j->K, (float)j->alpha, (const float *)a, j->lda,
+                                        (const float *)b, j->ldb, (float)j->beta, (float *)c, j->ldc))
+    return;
   CBLAS_TRANSPOSE ta = j->ta ? CblasTrans : CblasNoTrans, tb = j->tb ? CblasTrans : CblasNoTrans;
   if (j->d == DL_F32)
     cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)j->K, (float)j->alpha, (const float *)a, (int)j->lda,

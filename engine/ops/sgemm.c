@@ -275,24 +275,77 @@ static sg_buffers *buffers(void) {
   return s;
 }
 
+#if SG_X86
+/* dst[kk ldd + r] = alpha src[r lds + kk] for kk < 16, r < width (lanes r >= rows are 0):
+ * a 16 x 16 transpose in registers (pairs of rows, then pairs of pairs, then 128-bit lanes
+ * twice), for packing operands that lie the other way round */
+T512 static void transpose16(float *dst, int64_t ldd, const float *src, int64_t lds, int rows, int width,
+                             float alpha) {
+  __m512 r[16], t[16], u[16];
+  __m512 al = _mm512_set1_ps(alpha);
+  for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_mul_ps(al, _mm512_loadu_ps(src + i * lds)) : _mm512_setzero_ps();
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  /* u[4 i + j], 128-bit lane l: rows 4i..4i+3 of column 4l + j */
+  __mmask16 m = (__mmask16)((1u << width) - 1);
+  for (int j = 0; j < 4; j++) {
+    __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+    __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+    _mm512_mask_storeu_ps(dst + j * ldd, m, _mm512_shuffle_f32x4(v, v2, 0x88));
+    _mm512_mask_storeu_ps(dst + (4 + j) * ldd, m, _mm512_shuffle_f32x4(w, w2, 0x88));
+    _mm512_mask_storeu_ps(dst + (8 + j) * ldd, m, _mm512_shuffle_f32x4(v, v2, 0xdd));
+    _mm512_mask_storeu_ps(dst + (12 + j) * ldd, m, _mm512_shuffle_f32x4(w, w2, 0xdd));
+  }
+}
+#endif
+
+/* 1 when the packing may use transpose16 */
+static int can_transpose(void) {
+#if SG_X86
+  static int yes = -1;
+  if (yes < 0) {
+    __builtin_cpu_init();
+    yes = __builtin_cpu_supports("avx512f") != 0;
+  }
+  return yes;
+#else
+  return 0;
+#endif
+}
+
 /* A[i0:i0+mc, k0:k0+kc] times alpha into panels mr rows tall (k-major within a panel),
  * rows past mc zero */
 static void pack_a(float *dst, const float *A, int64_t lda, int ta, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
                    float alpha, int mr) {
+  int fast = !ta && mr <= 16 && can_transpose();
   for (int64_t p = 0; p < mc; p += mr, dst += kc * mr) {
-    int64_t rows = mc - p < mr ? mc - p : mr;
+    int64_t rows = mc - p < mr ? mc - p : mr, k = 0;
+#if SG_X86
+    if (fast)                                      /* A's rows run along k: transpose 16 k at a time */
+      for (; k + 16 <= kc; k += 16) transpose16(dst + k * mr, mr, A + (i0 + p) * lda + k0 + k, lda, (int)rows, mr, alpha);
+#endif
     for (int64_t r = 0; r < rows; r++) {
       int64_t i = i0 + p + r;
       if (ta) {                                    /* A(i, k) = A[k][i] */
         const float *s = A + k0 * lda + i;
-        for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = alpha * s[k * lda];
+        for (int64_t q = k; q < kc; q++) dst[q * mr + r] = alpha * s[q * lda];
       } else {
         const float *s = A + i * lda + k0;
-        for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = alpha * s[k];
+        for (int64_t q = k; q < kc; q++) dst[q * mr + r] = alpha * s[q];
       }
     }
     for (int64_t r = rows; r < mr; r++)
-      for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = 0.0f;
+      for (int64_t q = k; q < kc; q++) dst[q * mr + r] = 0.0f;
   }
 }
 
@@ -300,6 +353,7 @@ static void pack_a(float *dst, const float *A, int64_t lda, int ta, int64_t i0, 
  * past nc zero */
 static void pack_b(float *dst, const float *B, int64_t ldb, int tb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                    int nr) {
+  int fast = tb && nr % 16 == 0 && can_transpose();
   for (int64_t p = 0; p < nc; p += nr, dst += kc * nr) {
     int64_t cols = nc - p < nr ? nc - p : nr;
     if (!tb) {
@@ -309,14 +363,23 @@ static void pack_b(float *dst, const float *B, int64_t ldb, int tb, int64_t k0, 
         memcpy(d, s, sizeof(float) * (size_t)cols);
         for (int64_t q = cols; q < nr; q++) d[q] = 0.0f;
       }
-    } else {                                       /* B(k, j) = B[j][k] */
-      for (int64_t q = 0; q < cols; q++) {
-        const float *s = B + (j0 + p + q) * ldb + k0;
-        for (int64_t k = 0; k < kc; k++) dst[k * nr + q] = s[k];
-      }
-      for (int64_t q = cols; q < nr; q++)
-        for (int64_t k = 0; k < kc; k++) dst[k * nr + q] = 0.0f;
+      continue;
     }
+    int64_t k = 0;                                 /* B(k, j) = B[j][k]: B's rows run along k */
+#if SG_X86
+    if (fast)
+      for (; k + 16 <= kc; k += 16)
+        for (int q = 0; q < nr; q += 16) {
+          int64_t n = cols - q < 16 ? cols - q : 16;
+          transpose16(dst + k * nr + q, nr, B + (j0 + p + q) * ldb + k0 + k, ldb, n > 0 ? (int)n : 0, 16, 1.0f);
+        }
+#endif
+    for (int64_t q = 0; q < cols; q++) {
+      const float *s = B + (j0 + p + q) * ldb + k0;
+      for (int64_t kk = k; kk < kc; kk++) dst[kk * nr + q] = s[kk];
+    }
+    for (int64_t q = cols; q < nr; q++)
+      for (int64_t kk = k; kk < kc; kk++) dst[kk * nr + q] = 0.0f;
   }
 }
 

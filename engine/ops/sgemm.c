@@ -25,8 +25,10 @@
  *   avx2      6 x 16 tile in 12 ymm accumulators    (CPU with AVX2 and FMA)
  *   portable  the same chain with fmaf(), any CPU  (the reference for the same-bits test)
  *   blas      OpenBLAS's cblas_sgemm (its own order: not the same bits as the others)
- * "auto" (unset) takes avx512, else avx2, else blas. A path the CPU cannot run falls back
- * to auto's choice, and dl_sgemm_path() says which ran.
+ * "auto" (unset) times the own kernels the CPU runs on one product when the process first
+ * multiplies and takes the fastest (on a CPU that runs none of them: blas); any other value
+ * forces that path (the module refuses one this build or CPU lacks: dl_sgemm_env_error).
+ * dl_sgemm_path() says which runs and dl_sgemm_rate() what each measured.
  */
 /* See LICENSE */
 #include "ops/sgemm.h"
@@ -36,6 +38,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -120,9 +123,9 @@ T512 INLINE void body512(int R, int full, const sg_tile *t, int64_t ars, int64_t
 }
 
 /* the 6 x 16 tile in 12 ymm accumulators */
-T256 INLINE void body256(int R, const sg_tile *t, int64_t ars, int64_t aks) {
+T256 INLINE void body256(int R, int full, const sg_tile *t, int64_t ars, int64_t aks) {
   __m256 x[6], y[6];
-  int cols = t->cols;
+  int cols = full ? 16 : t->cols;
   __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
   __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
@@ -135,7 +138,8 @@ T256 INLINE void body256(int R, const sg_tile *t, int64_t ars, int64_t aks) {
   }
   const float *a = t->a, *b = t->b;
   for (int64_t k = 0; k < kc; k++, a += aks, b += bks) {
-    __m256 b0 = _mm256_maskload_ps(b, m0), b1 = _mm256_maskload_ps(b + 8, m1);
+    __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
+    __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
       __m256 ar = _mm256_broadcast_ss(a + r * ars);
@@ -160,8 +164,9 @@ T256 INLINE void body256(int R, const sg_tile *t, int64_t ars, int64_t aks) {
 T512 static void packed512(const sg_tile *t) { switch (t->rows) { ROWS512(1, 12) default: break; } }
 T512 static void strided512(const sg_tile *t) { switch (t->rows) { ROWS512(t->ars, t->aks) default: break; } }
 
-#define CASE256(R, ARS, AKS) case R: body256(R, t, ARS, AKS); break;
-#define ROWS256(ARS, AKS) CASE256(6, ARS, AKS) CASE256(5, ARS, AKS) CASE256(4, ARS, AKS) CASE256(3, ARS, AKS) \
+#define CASE256(R, ARS, AKS) case R: body256(R, 0, t, ARS, AKS); break;
+#define ROWS256(ARS, AKS) case 6: if (t->cols == 16) body256(6, 1, t, ARS, AKS); else body256(6, 0, t, ARS, AKS); break; \
+  CASE256(5, ARS, AKS) CASE256(4, ARS, AKS) CASE256(3, ARS, AKS) \
   CASE256(2, ARS, AKS) CASE256(1, ARS, AKS)
 T256 static void packed256(const sg_tile *t) { switch (t->rows) { ROWS256(1, 6) default: break; } }
 T256 static void strided256(const sg_tile *t) { switch (t->rows) { ROWS256(t->ars, t->aks) default: break; } }
@@ -206,6 +211,48 @@ static const sg_path *widest(void) {
 
 static const char *chosen_name_for_cpu(void) { return widest()->name; }
 
+static int run(const sg_path *P, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* GFLOP/s each own path measured at the choice (0: not measured) */
+static double rate[NPATHS];
+
+static double thread_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* auto on a CPU with more than one own kernel: time each on one packed product (192 x 256
+ * x 256, best of 3 runs, CPU time of this thread: about a millisecond in all) and take the
+ * fastest. Every own path gives the same bits, so the choice (made per process, recorded by
+ * dl.machine()) can follow the measurement without changing any result. */
+static const sg_path *calibrate(const sg_path *fallback) {
+  enum { CM = 192, CN = 256, CK = 256 };
+  float *a = malloc(sizeof(float) * CM * CK), *b = malloc(sizeof(float) * CK * CN), *c = malloc(sizeof(float) * CM * CN);
+  const sg_path *best = fallback;
+  double best_t = 0;
+  if (a && b && c) {
+    for (int i = 0; i < CM * CK; i++) a[i] = (float)(i % 7) * 0.25f;
+    for (int i = 0; i < CK * CN; i++) b[i] = (float)(i % 5) * 0.5f;
+    for (int i = 0; i < NPATHS; i++) {
+      if (!PATHS[i].packed || PATHS[i].packed == kernel_portable || !runnable(&PATHS[i])) continue;
+      double t = 1e30;
+      for (int r = 0; r < 3; r++) {
+        double t0 = thread_seconds();
+        if (!run(&PATHS[i], 0, 0, CM, CN, CK, 1.0f, a, CK, b, CN, 0.0f, c, CN)) break;
+        double dt = thread_seconds() - t0;
+        if (dt < t) t = dt;
+      }
+      if (t <= 0 || t >= 1e30) continue;
+      rate[i] = 2.0 * CM * CN * CK / t * 1e-9;
+      if (best_t == 0 || t < best_t) best = &PATHS[i], best_t = t;
+    }
+  }
+  free(a), free(b), free(c);
+  return best;
+}
+
 static void choose(void) {
   const char *s = getenv("DLUA_GEMM");
   const sg_path *p = s && strcmp(s, "auto") != 0 ? by_name(s) : NULL;
@@ -214,6 +261,13 @@ static void choose(void) {
     return;
   }
   chosen = widest();
+  if (chosen->packed) chosen = calibrate(chosen);
+}
+
+double dl_sgemm_rate(const char *path) {
+  pthread_once(&choice_once, choose);
+  const sg_path *p = by_name(path);
+  return p ? rate[p - PATHS] : 0;
 }
 
 const char *dl_sgemm_path(void) {

@@ -24,6 +24,10 @@ int dl_sgemm_block_on(const char *path, int ta, int tb, int64_t M, int64_t N, in
 const char *dl_sgemm_path(void);
 int dl_sgemm_own(void);
 
+/* GFLOP/s the path measured when auto chose among the own kernels (one 192 x 256 x 256
+ * product, CPU time), 0 when it was not measured (a forced path, or one the CPU lacks) */
+double dl_sgemm_rate(const char *path);
+
 /* 1 with a message in msg when DLUA_GEMM names no path of this build, or one this CPU
  * cannot run (the module refuses to load then), else 0 */
 int dl_sgemm_env_error(char *msg, size_t cap);

@@ -388,16 +388,17 @@ static void pack_a(float *dst, const float *A, int64_t lda, int ta, int64_t i0, 
     if (fast)                                      /* A's rows run along k: transpose 16 k at a time */
       for (; k + 16 <= kc; k += 16) transpose16(dst + k * mr, mr, A + (i0 + p) * lda + k0 + k, lda, (int)rows, mr, alpha);
 #endif
-    for (int64_t r = 0; r < rows; r++) {
-      int64_t i = i0 + p + r;
-      if (ta) {                                    /* A(i, k) = A[k][i] */
-        const float *s = A + k0 * lda + i;
-        for (int64_t q = k; q < kc; q++) dst[q * mr + r] = alpha * s[q * lda];
-      } else {
-        const float *s = A + i * lda + k0;
+    if (ta)                                        /* A(i, k) = A[k][i]: a panel's rows lie side by side */
+      for (int64_t q = k; q < kc; q++) {
+        const float *s = A + (k0 + q) * lda + i0 + p;
+        float *d = dst + q * mr;
+        for (int64_t r = 0; r < rows; r++) d[r] = alpha * s[r];
+      }
+    else
+      for (int64_t r = 0; r < rows; r++) {
+        const float *s = A + (i0 + p + r) * lda + k0;
         for (int64_t q = k; q < kc; q++) dst[q * mr + r] = alpha * s[q];
       }
-    }
     for (int64_t r = rows; r < mr; r++)
       for (int64_t q = k; q < kc; q++) dst[q * mr + r] = 0.0f;
   }

@@ -1,7 +1,8 @@
 /* test_sgemm.c -- dlua's own float32 matrix product (ops/sgemm.c).
  *
- * The contract is exact: C[i][j] = beta C[i][j] (0 for beta 0, untouched for beta 1), then
- * fma(alpha A[i][k], B[k][j], C[i][j]) for k in order. So every path (avx512, avx2,
+ * The contract is exact: C[i][j] = beta C[i][j] (untouched for beta 1), then for each block
+ * of DL_SGEMM_KC steps of k in order a chain s = fma(alpha A[i][k], B[k][j], s) from 0, added
+ * to C[i][j] (the first block's s is C[i][j] when beta is 0). So every path (avx512, avx2,
  * portable) must give the bits of that chain written out here with fmaf, on shapes that
  * exercise every edge: rows and columns that are not multiples of the tiles, k longer than a
  * packing block, more rows than an A block, more columns than a B block, transposed
@@ -35,9 +36,13 @@ static void reference(const shape *s, const float *A, int64_t lda, const float *
   for (int64_t i = 0; i < s->M; i++)
     for (int64_t j = 0; j < s->N; j++) {
       float c = s->beta == 0.0f ? 0.0f : s->beta == 1.0f ? C[i * ldc + j] : s->beta * C[i * ldc + j];
-      for (int64_t k = 0; k < s->K; k++) {
-        float a = s->ta ? A[k * lda + i] : A[i * lda + k], b = s->tb ? B[j * ldb + k] : B[k * ldb + j];
-        c = fmaf(s->alpha * a, b, c);
+      for (int64_t k0 = 0; k0 < s->K; k0 += DL_SGEMM_KC) {
+        float sum = 0.0f;
+        for (int64_t k = k0; k < s->K && k < k0 + DL_SGEMM_KC; k++) {
+          float a = s->ta ? A[k * lda + i] : A[i * lda + k], b = s->tb ? B[j * ldb + k] : B[k * ldb + j];
+          sum = fmaf(s->alpha * a, b, sum);
+        }
+        c = k0 == 0 && s->beta == 0.0f ? sum : c + sum;
       }
       C[i * ldc + j] = c;
     }

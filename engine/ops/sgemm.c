@@ -131,7 +131,9 @@ T512 INLINE void body512(int R, int full, const sg_tile *t, int64_t ars, int64_t
   }
 }
 
-/* the 6 x 16 tile in 12 ymm accumulators */
+/* the 6 x 16 tile in 12 ymm accumulators: body512 line for line at half the width (AVX2 has
+ * no mask registers and 16 vector registers); the two stay apart because each is a different
+ * instruction set, compiled for its own target */
 T256 INLINE void body256(int R, int full, const sg_tile *t, int64_t ars, int64_t aks) {
   __m256 x[6], y[6];
   int cols = full ? 16 : t->cols;

@@ -22,8 +22,10 @@
 --     otherwise paused (checkpoints kept); a paused trial that later is in that
 --     top part is promoted before any new trial starts: it resumes from its
 --     checkpoint (--resume) and ends bit-identical to a trial never paused.
---   prune = {algorithm = "hyperband", min_steps = 10, reduction = 3}
---     Hyperband: asha brackets whose first rungs are min_steps * reduction^b; a
+--   prune = {algorithm = "hyperband", min_steps = 10, reduction = 3, budget = 1/3}
+--     Hyperband: asha brackets whose first rungs are min_steps * reduction^b, the
+--     paper's trial counts with the conservative brackets' scaled down until the
+--     expected steps are within `budget` of the unpruned ones (M.brackets); a
 --     trial's bracket is a function of its number (M.bracket_list), and asha's
 --     rule applies within the bracket.
 --   model = "rungs" (asha, hyperband; bayes studies): the GP fits the rungs'
@@ -83,7 +85,7 @@ end
 --- check(p, study, fail, warn) -> the prune settings as plain data:
 -- {algorithm, warmup, min_trials} (median), {algorithm, min_steps, reduction,
 -- pause, model, rungs} (asha) or {algorithm, min_steps, reduction, model,
--- brackets} (hyperband). fail(msg) raises; warn(msg) keeps a warning.
+-- budget, brackets} (hyperband). fail(msg) raises; warn(msg) keeps a warning.
 function M.check(p, study, fail, warn)
   if type(p) ~= "table" then fail("dl.study: prune must be a table, e.g. {algorithm = \"median\"}") end
   local alg = p.algorithm

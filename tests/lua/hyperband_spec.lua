@@ -1,7 +1,8 @@
 -- prune = {algorithm = "hyperband"}: the expected cost of a bracket (dlua.study.prune.cost) against
 -- hand-computed values, and the split of a crafted study's trials between brackets under a step budget
 -- (prune.budget): the largest down-weighting of the conservative brackets whose expected steps stay
--- within the budget, the paper's counts at budget = 1, asha alone below the first bracket's cost.
+-- within the budget, the paper's counts at budget = 1, asha alone below the first bracket's cost; and the
+-- study's fingerprint leaves the split out, so the trial budget may change between runs.
 local prune = require "dlua.study.prune"
 
 local function check(p, max, trials)
@@ -71,5 +72,26 @@ describe("hyperband's brackets under a step budget", function()
     local b = check({algorithm = "hyperband", min_steps = 5, reduction = 2}, 30, 8)
     assert.are.same(a.brackets, b.brackets)
     assert.are.same(prune.bracket_list(a.brackets, 50), prune.bracket_list(b.brackets, 50))
+  end)
+end)
+
+describe("a hyperband study's fingerprint", function()
+  it("does not change with the trial budget, though the split does", function()
+    local dl = require "dlua"
+    local spec = require "dlua.study.spec"
+    local S = dl.search
+    local function study(trials, budget)
+      return dl.study{name = "hb", algorithm = "bayes", experiment = "examples/fashion_mnist.lua",
+        nuisance = {lr = S.log_uniform(1e-3, 1)}, trials = trials, fixed = {steps = 900},
+        objective = {metric = "valid/accuracy", mode = "max"},
+        prune = {algorithm = "hyperband", min_steps = 100, reduction = 3, budget = budget}}
+    end
+    local a, b = study(16), study(40)
+    assert.are.equal(1, #a.prune.brackets)
+    assert.are.equal(3, #b.prune.brackets)
+    local ra, rb = a:record(), b:record()
+    assert.are.equal(spec.fingerprint(ra), spec.fingerprint(rb))
+    assert.are.equal(1, #ra.prune.brackets)                                    -- the record keeps the split
+    assert.are_not.equal(spec.fingerprint(rb), spec.fingerprint(study(40, 1):record()))  -- the budget counts
   end)
 end)

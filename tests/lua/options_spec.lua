@@ -162,7 +162,7 @@ local CASES = {
    "goal, grid_points, init, jobs, name, nuisance, objective, parallel, pareto, prune, scientific, seed, seeds, " ..
    "steps, trials, warm_start); did you mean 'trials'?"},
   {"dl.study prune", function() dl.study{name = "s", prune = {algorithm = "median", warmpu = 3}} end,
-   "dl.study: unknown option 'warmpu' in prune (valid: algorithm, min_steps, min_trials, model, pause, reduction, warmup); " ..
+   "dl.study: unknown option 'warmpu' in prune (valid: algorithm, budget, min_steps, min_trials, model, pause, reduction, warmup); " ..
    "did you mean 'warmup'?"},
   {"dl.study objective", function() dl.study{name = "s", objective = {metrc = "valid/loss"}} end,
    "dl.study: unknown option 'metrc' in objective (valid: metric, mode); did you mean 'metric'?"},

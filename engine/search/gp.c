@@ -11,6 +11,7 @@
  */
 /* See LICENSE */
 #include "search/gp.h"
+#include "search/gp_impl.h"
 
 #include <cblas.h>
 #include <f77blas.h>
@@ -24,21 +25,7 @@
 #define LBFGS_MEM 6
 #define PREDICT_CHUNK 128
 
-struct dl_gp {
-  dl_ctx *ctx;
-  int dim, n, cap;
-  double *X;                    /* [cap, dim] row-major */
-  double *y;                    /* [cap] standardised targets */
-  double *noise;                /* [cap] diagonal added to K, standardised units */
-  double *L;                    /* [cap, cap] column-major lower factor of K + diag(noise) */
-  double *alpha;                /* [cap] (K + diag(noise))^-1 y */
-  double *theta;                /* [dim + 2] */
-  double *inv_l2;               /* [dim] 1 / l_d^2 */
-  double sf2, sn2, jitter;      /* amplitude, fitted noise, extra jitter (standardised) */
-  double mean, sd;              /* y = mean + sd * standardised */
-  double lml;                   /* objective at theta (-INFINITY before any data) */
-  int classify;
-};
+/* struct dl_gp: search/gp_impl.h (shared with gp_acq.c) */
 
 /* weak log-normal priors on l (feature units), sf2 and sn2 (standardised units) */
 static const double PRIOR_L_MU = -0.69314718055994531, PRIOR_L_SD = 1.0;

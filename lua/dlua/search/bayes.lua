@@ -8,6 +8,7 @@ local util = require "dlua.util"
 local gp = require "dlua.search.gp"
 local rngs = require "dlua.search.rng"
 local halton = require "dlua.search.halton"
+local acqopt = require "dlua.search.acqopt"
 
 local M = {}
 
@@ -49,7 +50,7 @@ end
 
 local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
                        theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
-                       model = "table"}
+                       model = "table", acq_starts = "integer"}
 
 -- the incremental path: from INCREMENTAL_FROM observations on, a previous
 -- model (opts.model) whose observations are the first of these takes the new
@@ -177,7 +178,10 @@ function M._suggest(space, history, pending, n, opts)
   for r = 1, math.min(5, #order) do centres[r] = used[order[r]].u end
   local base = M._candidates(space, opts.candidates or 1000, rng, seq, region, centres)
   local acq = M._acquisition(space, opts.context, function(xs) return model:ei_many(xs, best) end, fmodel, seen)
-  local out, eis = M._maximise(space, n, base, acq, rng, region, function(u) believe(space:encode(u, opts.context)) end)
+  local refine = acqopt.refiner(space, {context = opts.context, region = region, acq = acq, theta = fitted.theta,
+    points = #X, starts = opts.acq_starts, log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
+  local out, eis = M._maximise(space, n, base, acq, rng, region, function(u) believe(space:encode(u, opts.context)) end,
+    refine)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
     region = lo and {lo = lo, hi = hi, length = L} or nil}
 end
@@ -256,9 +260,10 @@ end
 
 --- The n points of highest acq among base, each refined by a shrinking random
 -- local search (the best three, 8 rounds of 4 points) inside region (or the
--- cube); believe(u) is called with each chosen point but the last, so that acq
+-- cube), then by refine(scored, top) when given (dlua.search.acqopt's gradient
+-- ascent); believe(u) is called with each chosen point but the last, so that acq
 -- moves on. Returns the points and their scores.
-function M._maximise(space, n, base, acq, rng, region, believe)
+function M._maximise(space, n, base, acq, rng, region, believe, refine)
   local d = space.d
   local lo, hi = region and region.lo, region and region.hi
   local out, eis = {}, {}
@@ -288,6 +293,7 @@ function M._maximise(space, n, base, acq, rng, region, believe)
       end
       if cur.a > top.a then top = cur end
     end
+    if refine then top = refine(scored, top) end
     out[#out + 1] = top.u
     eis[#eis + 1] = top.a
     if #out < n then believe(top.u) end

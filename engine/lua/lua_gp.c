@@ -7,6 +7,7 @@
  *   gp:predict(Xs [, want_var]) -> {mean}, {var}    gp:ei(Xs, best [, noise]) -> {ei}
  *   gp:predict_grad(Xs) -> {mean}, {var}, {{dmean}}, {{dvar}}   (gradients in x, gp_acq.c)
  *   gp:log_ei(Xs, best [, want_grad]) -> {log ei} [, {{gradient}}]
+ *   gp:cross_cov(Xs, Zs) -> {mean}, {var}, {{cov(f(x_s), f(z_j))}}
  *   gp:train_mean() -> {mean}              gp:add(x, y, noise)
  *   gp:clone() -> gp    gp:theta() -> {theta}    gp:lml()  gp:noise()  gp:points()  gp:dim()
  *   gp:mean()  gp:sd()   (the standardisation y = mean + sd * z)
@@ -239,6 +240,21 @@ static int gp_log_ei(lua_State *L) {
   return 2;
 }
 
+static int gp_cross_cov(lua_State *L) {
+  dl_gp *g = check_gp(L, 1);
+  lt_checkargs(L, 3);
+  lua_settop(L, 3);
+  int m, q = 0, dim = dl_gp_dim(g);
+  double *Xs = read_points(L, g, "cross_cov", &m);
+  double *Zs = read_matrix(L, 3, "cross_cov", "Zs", &q, &dim);
+  double *mean = scratch(L, (size_t)m), *var = scratch(L, (size_t)m), *cov = scratch(L, (size_t)m * q);
+  if (dl_gp_cross_cov(lt_ctx(L), g, Xs, m, Zs, q, mean, var, cov) != 0) return lt_raise(L);
+  push_list(L, mean, m);
+  push_list(L, var, m);
+  push_rows(L, cov, m, q);
+  return 3;
+}
+
 /* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_train_mean(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
@@ -309,6 +325,7 @@ static int gp_dim(lua_State *L) { return push_count(L, dl_gp_dim); }
 static const luaL_Reg gp_methods[] = {
   {"add", gp_add},
   {"clone", gp_clone},
+  {"cross_cov", gp_cross_cov},
   {"dim", gp_dim},
   {"ei", gp_ei},
   {"lml", gp_lml},

@@ -19,13 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SQRT5 2.23606797749978969641
 #define LOG2PI 1.83787706640934548356
 #define JITTER 1e-9             /* added to the diagonal, standardised units */
 #define LBFGS_MEM 6
 #define PREDICT_CHUNK 128
-
-/* struct dl_gp: search/gp_impl.h (shared with gp_acq.c) */
 
 /* weak log-normal priors on l (feature units), sf2 and sn2 (standardised units) */
 static const double PRIOR_L_MU = -0.69314718055994531, PRIOR_L_SD = 1.0;
@@ -39,20 +36,6 @@ dl_gp_opts dl_gp_defaults(void) {
 }
 
 /* ------------------------------------------------------------------ kernel */
-
-static double sq_dist(const double *a, const double *b, const double *inv_l2, int dim) {
-  double r2 = 0;
-  for (int d = 0; d < dim; d++) {
-    double t = a[d] - b[d];
-    r2 += t * t * inv_l2[d];
-  }
-  return r2;
-}
-
-static double matern(double r2, double sf2) {
-  double r = sqrt(r2);
-  return sf2 * (1 + SQRT5 * r + (5.0 / 3.0) * r2) * exp(-SQRT5 * r);
-}
 
 static void bounds(int dim, int classify, double *lo, double *hi) {
   for (int d = 0; d < dim; d++) {
@@ -71,8 +54,6 @@ static void default_theta(int dim, double *t) {
   t[dim + 1] = log(1e-3);
 }
 
-static double normal_cdf(double z) { return 0.5 * erfc(-z / sqrt(2.0)); }
-static double normal_pdf(double z) { return exp(-0.5 * z * z) * 0.39894228040143267794; }   /* 1 / sqrt(2 pi) */
 
 /* --------------------------------------------------------------- objective */
 

@@ -103,6 +103,14 @@ int dl_gp_predict_grad(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, dou
  * -1 on out of memory. (engine/search/gp_acq.c) */
 int dl_gp_log_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, double *logei, double *grad);
 
+/* The joint posterior of the latent function at m points Xs [m, dim] and q
+ * points Zs [q, dim]: the means and variances at Xs (as dl_gp_predict) and the
+ * covariances cov [m, q] (row s: cov(f(x_s), f(z_j)), y's units squared), for
+ * a batch's joint acquisition (lua/dlua/search/batch.lua). -1 on out of memory.
+ * (engine/search/gp_acq.c) */
+int dl_gp_cross_cov(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, const double *Zs, int q, double *mean,
+                    double *var, double *cov);
+
 /* Adds the observation (x [dim], y) with noise variance `noise` (y's units
  * squared; the fitted noise for a real observation, 0 for a belief) at the
  * same hyperparameters: a rank-one extension of the factor, O(points^2).

@@ -20,14 +20,13 @@
 #include <math.h>
 #include <string.h>
 
-#define SQRT5 2.23606797749978969641
 #define CHUNK 64
 #define LOG_SQRT_2PI 0.91893853320467274178
 
 /* log h(z) and Phi(z) / h(z), h(z) = z Phi(z) + phi(z) */
 static void log_h(double z, double *logh, double *ratio) {
   if (z > -12) {
-    double cdf = 0.5 * erfc(-z / sqrt(2.0)), pdf = exp(-0.5 * z * z - LOG_SQRT_2PI);
+    double cdf = normal_cdf(z), pdf = normal_pdf(z);
     double h = z * cdf + pdf;
     *logh = log(h);
     *ratio = cdf / h;
@@ -61,10 +60,7 @@ int dl_gp_predict_grad(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, dou
       double *col = Ks + (size_t)s * n;
       for (int i = 0; i < n; i++) {
         const double *xi = g->X + (size_t)i * dim;
-        double r2 = 0;
-        for (int d = 0; d < dim; d++) r2 += (x[d] - xi[d]) * (x[d] - xi[d]) * g->inv_l2[d];
-        double r = sqrt(r2);
-        col[i] = g->sf2 * (1 + SQRT5 * r + (5.0 / 3.0) * r2) * exp(-SQRT5 * r);
+        col[i] = matern(sq_dist(x, xi, g->inv_l2, dim), g->sf2);
       }
     }
     cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, n, b, 1.0, g->L, g->cap, Ks, n);
@@ -77,9 +73,7 @@ int dl_gp_predict_grad(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, dou
       for (int d = 0; d < dim; d++) gm[d] = gv[d] = 0;
       for (int i = 0; i < n; i++) {
         const double *xi = g->X + (size_t)i * dim;
-        double r2 = 0;
-        for (int d = 0; d < dim; d++) r2 += (x[d] - xi[d]) * (x[d] - xi[d]) * g->inv_l2[d];
-        double r = sqrt(r2), e = exp(-SQRT5 * r);
+        double r2 = sq_dist(x, xi, g->inv_l2, dim), r = sqrt(r2), e = exp(-SQRT5 * r);
         double k = g->sf2 * (1 + SQRT5 * r + (5.0 / 3.0) * r2) * e;
         double c = -(5.0 / 3.0) * g->sf2 * (1 + SQRT5 * r) * e;
         mu += k * g->alpha[i];
@@ -133,5 +127,44 @@ int dl_gp_log_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double be
     }
   }
   dl_free(ctx, buf, bytes);
+  return 0;
+}
+
+/* the kernel block K(A, B) [na, nb] column-major into out (leading dimension na) */
+static void kernel_block(const dl_gp *g, const double *A, int na, const double *B, int nb, double *out) {
+  int dim = g->dim;
+  for (int j = 0; j < nb; j++)
+    for (int i = 0; i < na; i++) {
+      out[i + (size_t)j * na] = matern(sq_dist(A + (size_t)i * dim, B + (size_t)j * dim, g->inv_l2, dim), g->sf2);
+    }
+}
+
+int dl_gp_cross_cov(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, const double *Zs, int q, double *mean,
+                    double *var, double *cov) {
+  int n = g->n;
+  if (dl_gp_predict(ctx, g, Xs, m, mean, var) != 0) return -1;
+  if (q == 0) return 0;
+  int b0 = m < CHUNK ? m : CHUNK;
+  size_t bytes = ((size_t)n * q + (size_t)n * (b0 > 0 ? b0 : 1) + (size_t)(b0 > 0 ? b0 : 1) * q) * sizeof(double);
+  double *Vz = dl_alloc(ctx, bytes);
+  if (!Vz) return -1;
+  double *Vx = Vz + (size_t)n * q, *Kxz = Vx + (size_t)n * (b0 > 0 ? b0 : 1);
+  double s2 = g->sd * g->sd;
+  if (n > 0) {
+    kernel_block(g, g->X, n, Zs, q, Vz);
+    cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, n, q, 1.0, g->L, g->cap, Vz, n);
+  }
+  for (int s0 = 0; s0 < m; s0 += CHUNK) {
+    int b = m - s0 < CHUNK ? m - s0 : CHUNK;
+    kernel_block(g, Xs + (size_t)s0 * g->dim, b, Zs, q, Kxz);     /* [b, q] */
+    if (n > 0) {
+      kernel_block(g, g->X, n, Xs + (size_t)s0 * g->dim, b, Vx);
+      cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, n, b, 1.0, g->L, g->cap, Vx, n);
+      cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, q, n, -1.0, Vx, n, Vz, n, 1.0, Kxz, b);
+    }
+    for (int s = 0; s < b; s++)
+      for (int j = 0; j < q; j++) cov[(size_t)(s0 + s) * q + j] = Kxz[s + (size_t)j * b] * s2;
+  }
+  dl_free(ctx, Vz, bytes);
   return 0;
 }

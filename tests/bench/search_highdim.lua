@@ -6,13 +6,17 @@
 -- 1..`seeds`. A batch problem asks s:suggest(4) and observes all four before the
 -- next ask. The digest sums every suggested coordinate times its position: equal
 -- digests mean the same suggestions. Optuna's side: tests/bench/search_highdim_optuna.py.
---   dlua tests/bench/search_highdim.lua [seeds=20] [problem name | all] [budgets=50,100]
+--   dlua tests/bench/search_highdim.lua [seeds=20] [problem name | all] [budgets=50,100] [key=value,...]
+-- The last argument adds suggester options, for before / after comparisons:
+-- acq_starts=0 (no gradient search), batch=believer (kriging believer batches).
 local S = require("dlua").search
 
 local seeds = tonumber(arg and arg[1]) or 20
 local only = arg and arg[2] ~= "all" and arg[2] or nil
 local BUDGETS = {}
 for v in ((arg and arg[3]) or "50,100"):gmatch("%d+") do BUDGETS[#BUDGETS + 1] = tonumber(v) end
+local EXTRA = {}
+for k, v in ((arg and arg[4]) or ""):gmatch("([%w_]+)=([%w_]+)") do EXTRA[k] = math.tointeger(tonumber(v)) or v end
 
 local P = dofile("tests/bench/search_problems.lua")
 
@@ -54,7 +58,8 @@ local function g3(x)
   return (string.format("%.2e", x))
 end
 
-print(string.format("simple regret of dl.search bayes at the reported best, seeds 1..%d: median / p90", seeds))
+print(string.format("simple regret of dl.search bayes at the reported best, seeds 1..%d: median / p90 %s", seeds,
+  (arg and arg[4]) or ""))
 local head, sep = {"problem"}, {"---"}
 for _, b in ipairs(BUDGETS) do
   head[#head + 1] = string.format("@%d median | @%d p90", b, b)
@@ -68,7 +73,9 @@ for _, pr in ipairs(PROBLEMS) do
     local res, digest = {}, 0
     for _, b in ipairs(BUDGETS) do res[b] = {} end
     for seed = 1, seeds do
-      local s = S.suggester(pr.space, {algorithm = "bayes", seed = seed, mode = "min"})
+      local o = {algorithm = "bayes", seed = seed, mode = "min"}
+      for k, v in pairs(EXTRA) do o[k] = v end
+      local s = S.suggester(pr.space, o)
       local n = 0
       for _, b in ipairs(BUDGETS) do
         while n < b do

@@ -88,9 +88,12 @@ def run(kind, pr, seed):
     q = pr.get("batch", 1)
     values = []
     while len(values) < max(BUDGETS):
-        trials = [study.ask() for _ in range(q)]
-        xs = [[t.suggest_float("x%d" % (j + 1), lo, hi) for j, (lo, hi) in enumerate(pr["bounds"])] for t in trials]
-        for t, x in zip(trials, xs):          # every point of the batch chosen before any is told
+        trials, xs = [], []
+        for _ in range(q):                    # each trial's point is fixed before the next ask (the liar
+            t = study.ask()                   # sees it), and the batch is told after all q are chosen
+            trials.append(t)
+            xs.append([t.suggest_float("x%d" % (j + 1), lo, hi) for j, (lo, hi) in enumerate(pr["bounds"])])
+        for t, x in zip(trials, xs):
             v = pr["f"](x)
             values.append(v)
             study.tell(t, v)

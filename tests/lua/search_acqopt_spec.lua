@@ -6,6 +6,7 @@
 local S = require("dlua").search
 local gp = require "dlua.search.gp"
 local acqopt = require "dlua.search.acqopt"
+local batch = require "dlua.search.batch"
 
 local function data(n, d, seed, f)
   local r = S.rng("acqopt-spec", seed)
@@ -78,6 +79,16 @@ describe("the GP's gradients in the input (gp_acq.c)", function()
     local a = m.c:log_ei({pts[1]}, mu[1] - (12 - 1e-9) * sd)[1]
     local b = m.c:log_ei({pts[1]}, mu[1] - (12 + 1e-9) * sd)[1]
     assert.near(a, b, 1e-6 * math.abs(a))
+  end)
+
+  it("cross_cov's covariances give the variance a noise-free belief leaves (var(a | b) = var a - cov^2 / var b)", function()
+    local a, b = {0.3, 0.4, 0.5}, {0.35, 0.42, 0.5}
+    local mu, var, cov = m.c:cross_cov({a, b}, {b})
+    assert.near(var[2], cov[2][1], 1e-12)
+    local mu2 = m:predict_many({a, b})
+    assert.near(mu2[1], mu[1], 1e-12)
+    local _, va = m:believe(b):predict(a)
+    assert.near(var[1] - cov[1][1] ^ 2 / var[2], va, 1e-3 * var[1])
   end)
 
   it("rejects points of the wrong width and a missing best, naming them", function()
@@ -215,7 +226,40 @@ describe("bayes with the gradient search (acq_starts)", function()
     assert.is_true(with.ei[1] >= without.ei[1])
   end)
 
-  it("rejects a bad acq_starts and unknown refiner options by name", function()
+  it("batch = \"qei\": distinct, deterministic batches; q-EI of a point with itself is its EI", function()
+    local o = {algorithm = "bayes", seed = 5, mode = "min", batch = "qei"}
+    local a = run(o, 20, 4)
+    assert.same(a, (run(o, 20, 4)))
+    assert.are_not.same(a, (run({algorithm = "bayes", seed = 5, mode = "min"}, 20, 4)))
+    for i = 13, 20, 4 do
+      for j = i, i + 3 do
+        for l = j + 1, i + 3 do
+          local dist = 0
+          for k = 1, 5 do dist = dist + (a[j][k] - a[l][k]) ^ 2 end
+          assert.is_true(dist > 1e-8)
+        end
+      end
+    end
+    -- a point already in the batch adds nothing: q-EI({x, x}) = EI(x), up to the Monte Carlo error
+    local X, y = data(20, 3, 4, smooth)
+    local m = gp.fit(X, y)
+    local x = {0.5, 0.3, 0.9}
+    local mx, vx = m:predict(x)
+    local best = mx + 0.5 * math.sqrt(vx)                 -- z = 0.5: EI well above 0
+    local ei = m:ei_many({x}, best)[1]
+    local q = batch.qei(m, best, S.rng("acqopt-spec-qei", 1), 2)
+    q.add(x)
+    local v = q.raw({x}, {0})[1]
+    assert.is_true(ei > 0)
+    assert.near(ei, v, 0.25 * ei)
+    -- and a far point adds its own improvement: more than either alone
+    local far = q.raw({{0.05, 0.95, 0.1}}, {0})[1]
+    assert.is_true(far >= v - 1e-15)
+  end)
+
+  it("rejects a bad acq_starts, batch and unknown refiner options by name", function()
+    assert.error_matches(function() S.suggester(space, {algorithm = "bayes", batch = "liar"}) end,
+      "option 'batch' must be \"qei\" or \"believer\", got \"liar\"")
     assert.error_matches(function() S.suggester(space, {algorithm = "bayes", acq_starts = -1}) end,
       "option 'acq_starts' must be an integer >= 0, got %-1")
     assert.error_matches(function() S.suggester(space, {algorithm = "bayes", acq_starts = "8"}) end,

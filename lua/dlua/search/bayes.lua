@@ -9,6 +9,7 @@ local gp = require "dlua.search.gp"
 local rngs = require "dlua.search.rng"
 local halton = require "dlua.search.halton"
 local acqopt = require "dlua.search.acqopt"
+local batch = require "dlua.search.batch"
 
 local M = {}
 
@@ -50,7 +51,7 @@ end
 
 local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
                        theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
-                       model = "table", acq_starts = "integer"}
+                       model = "table", acq_starts = "integer", batch = "string"}
 
 -- the incremental path: from INCREMENTAL_FROM observations on, a previous
 -- model (opts.model) whose observations are the first of these takes the new
@@ -177,11 +178,15 @@ function M._suggest(space, history, pending, n, opts)
   local centres = {}
   for r = 1, math.min(5, #order) do centres[r] = used[order[r]].u end
   local base = M._candidates(space, opts.candidates or 1000, rng, seq, region, centres)
-  local acq = M._acquisition(space, opts.context, function(xs) return model:ei_many(xs, best) end, fmodel, seen)
+  local raw, add = function(xs) return model:ei_many(xs, best) end, function(u) believe(space:encode(u, opts.context)) end
+  if n > 1 and opts.batch == "qei" then            -- a batch by greedy q-EI (dlua.search.batch)
+    raw, add = batch.joint(model, best, rngs.rng("bayes-qei", opts.seed or 0, opts.step or #history), n, raw, add,
+      function(u) return (space:encode(u, opts.context)) end)
+  end
+  local acq = M._acquisition(space, opts.context, raw, fmodel, seen)
   local refine = acqopt.refiner(space, {context = opts.context, region = region, acq = acq, theta = fitted.theta,
     points = #X, starts = opts.acq_starts, log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
-  local out, eis = M._maximise(space, n, base, acq, rng, region, function(u) believe(space:encode(u, opts.context)) end,
-    refine)
+  local out, eis = M._maximise(space, n, base, acq, rng, region, add, refine)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
     region = lo and {lo = lo, hi = hi, length = L} or nil}
 end

@@ -5,7 +5,8 @@
 -- minimum after 50 and 100 evaluations, median and 90th percentile over seeds
 -- 1..`seeds`. A batch problem asks s:suggest(4) and observes all four before the
 -- next ask. The digest sums every suggested coordinate times its position: equal
--- digests mean the same suggestions. Optuna's side: tests/bench/search_highdim_optuna.py.
+-- digests mean the same suggestions. Levy-10 q4 and Hartmann-6 q4 (batches of 4) run only
+-- when named. Optuna's side: tests/bench/search_highdim_optuna.py.
 --   dlua tests/bench/search_highdim.lua [seeds=20] [problem name | all] [budgets=50,100] [key=value,...]
 -- The last argument adds suggester options, for before / after comparisons:
 -- acq_starts=0 (no gradient search), batch=believer (kriging believer batches).
@@ -42,6 +43,10 @@ local PROBLEMS = {
   {name = "Hartmann-6", f = on(P.hartmann6, 6), minimum = P.HARTMANN6_MIN, space = box(6, 0, 1)},
   {name = "Branin", f = function(hp) return P.branin(hp.x1, hp.x2) end, minimum = 0.397887,
    space = S.space{x1 = S.uniform(-5, 10), x2 = S.uniform(0, 15)}},
+  -- batches of 4 on two more problems: only when named
+  {name = "Levy-10 q4", f = on(P.levy, 10), minimum = 0, space = box(10, -10, 10), batch = 4, large = true},
+  {name = "Hartmann-6 q4", f = on(P.hartmann6, 6), minimum = P.HARTMANN6_MIN, space = box(6, 0, 1), batch = 4,
+   large = true},
 }
 
 local function pct(v, p)

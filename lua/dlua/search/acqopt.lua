@@ -25,9 +25,8 @@ local M = {}
 -- doubled on an improvement up to TMAX, quartered on a failure, a start
 -- stops below TMIN or after `iters` steps
 local T0, TMAX, TMIN, ITERS = 0.25, 2, 1e-3, 40
-M._ITERS = ITERS
 
---- starts(points) -> the default number of gradient starts at this many
+--- default_starts(points) -> the number of gradient starts at this many
 -- observations: 8 up to 200, then fewer (each step of a start costs
 -- O(points^2)), never below 2.
 function M.default_starts(points)

@@ -130,7 +130,9 @@ end
 -- quasirandom in the trust region around the incumbent (M.trust_region, once
 -- `init` observations exist), the rest quasirandom and random over the whole
 -- cube, plus perturbations of the five best observations; the best few are
--- refined by a local search whose steps stay inside the trust region.
+-- refined by a local search whose steps stay inside the trust region, then by
+-- a gradient ascent of log EI (dlua.search.acqopt; opts.acq_starts starts, 0 =
+-- none). opts.batch = "qei": a batch by greedy q-EI (dlua.search.batch).
 -- Without the trust region, on noisy Hartmann-6 EI explores the boundary of
 -- the cube where the surrogate is flat (docs/benchmarks.md).
 --   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}

@@ -95,6 +95,9 @@ describe("the GP's gradients in the input (gp_acq.c)", function()
     assert.error_matches(function() m.c:log_ei({{0.1, 0.2}}, 0) end, "log_ei: Xs%[1%] has 2 features, expected 3")
     assert.error_matches(function() m.c:log_ei({{0.1, 0.2, 0.3}}) end, "number expected")
     assert.error_matches(function() m.c:predict_grad({{0.1, 0.2, 0.3}}, true) end, "argument")
+    assert.error_matches(function() m.c:cross_cov({{0.1, 0.2, 0.3}}, {{0.1, 0.2}}) end,
+      "cross_cov: Zs%[1%] has 2 features, expected 3")
+    assert.error_matches(function() m.c:log_ei({{0.1, 0.2, 0.3}}, 0, "yes") end, "boolean expected")
   end)
 end)
 

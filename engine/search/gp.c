@@ -11,6 +11,7 @@
  */
 /* See LICENSE */
 #include "search/gp.h"
+#include "search/gp_impl.h"
 
 #include <cblas.h>
 #include <f77blas.h>
@@ -18,27 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SQRT5 2.23606797749978969641
 #define LOG2PI 1.83787706640934548356
 #define JITTER 1e-9             /* added to the diagonal, standardised units */
 #define LBFGS_MEM 6
 #define PREDICT_CHUNK 128
-
-struct dl_gp {
-  dl_ctx *ctx;
-  int dim, n, cap;
-  double *X;                    /* [cap, dim] row-major */
-  double *y;                    /* [cap] standardised targets */
-  double *noise;                /* [cap] diagonal added to K, standardised units */
-  double *L;                    /* [cap, cap] column-major lower factor of K + diag(noise) */
-  double *alpha;                /* [cap] (K + diag(noise))^-1 y */
-  double *theta;                /* [dim + 2] */
-  double *inv_l2;               /* [dim] 1 / l_d^2 */
-  double sf2, sn2, jitter;      /* amplitude, fitted noise, extra jitter (standardised) */
-  double mean, sd;              /* y = mean + sd * standardised */
-  double lml;                   /* objective at theta (-INFINITY before any data) */
-  int classify;
-};
 
 /* weak log-normal priors on l (feature units), sf2 and sn2 (standardised units) */
 static const double PRIOR_L_MU = -0.69314718055994531, PRIOR_L_SD = 1.0;
@@ -52,20 +36,6 @@ dl_gp_opts dl_gp_defaults(void) {
 }
 
 /* ------------------------------------------------------------------ kernel */
-
-static double sq_dist(const double *a, const double *b, const double *inv_l2, int dim) {
-  double r2 = 0;
-  for (int d = 0; d < dim; d++) {
-    double t = a[d] - b[d];
-    r2 += t * t * inv_l2[d];
-  }
-  return r2;
-}
-
-static double matern(double r2, double sf2) {
-  double r = sqrt(r2);
-  return sf2 * (1 + SQRT5 * r + (5.0 / 3.0) * r2) * exp(-SQRT5 * r);
-}
 
 static void bounds(int dim, int classify, double *lo, double *hi) {
   for (int d = 0; d < dim; d++) {
@@ -84,8 +54,6 @@ static void default_theta(int dim, double *t) {
   t[dim + 1] = log(1e-3);
 }
 
-static double normal_cdf(double z) { return 0.5 * erfc(-z / sqrt(2.0)); }
-static double normal_pdf(double z) { return exp(-0.5 * z * z) * 0.39894228040143267794; }   /* 1 / sqrt(2 pi) */
 
 /* --------------------------------------------------------------- objective */
 

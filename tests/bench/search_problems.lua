@@ -1,7 +1,7 @@
 -- tests/bench/search_problems.lua -- the test functions of the search benchmarks
 -- (search_regret.lua, search_cost.lua), on plain lists of numbers:
 --   local P = dofile("tests/bench/search_problems.lua")
---   P.branin(x1, x2), P.hartmann6(x), P.ackley(x), P.rosenbrock(x)
+--   P.branin(x1, x2), P.hartmann6(x), P.ackley(x), P.rosenbrock(x), P.levy(x)
 local P = {}
 
 function P.branin(x1, x2)               -- minimum 0.397887 on [-5, 10] x [0, 15]
@@ -34,6 +34,14 @@ end
 function P.rosenbrock(x)                -- minimum 0 at (1, ..., 1)
   local f = 0
   for j = 1, #x - 1 do f = f + 100 * (x[j + 1] - x[j] ^ 2) ^ 2 + (1 - x[j]) ^ 2 end
+  return f
+end
+
+function P.levy(x)                      -- minimum 0 at (1, ..., 1), on [-10, 10]^d
+  local d = #x
+  local function w(j) return 1 + (x[j] - 1) / 4 end
+  local f = math.sin(math.pi * w(1)) ^ 2 + (w(d) - 1) ^ 2 * (1 + math.sin(2 * math.pi * w(d)) ^ 2)
+  for j = 1, d - 1 do f = f + (w(j) - 1) ^ 2 * (1 + 10 * math.sin(math.pi * w(j) + 1) ^ 2) end
   return f
 end
 

@@ -7,13 +7,16 @@
 -- suggested coordinate times its position: equal digests mean the same suggestions.
 -- Ackley-20 (on [-5, 10]^20) runs only when named, for the budgets where the GP's
 -- cost rules act (more than 128 and 256 observations).
---   dlua tests/bench/search_regret.lua [seeds=10] [problem name | all] [budgets=50,100]
+--   dlua tests/bench/search_regret.lua [seeds=10] [problem name | all] [budgets=50,100] [key=value,...]
+-- The last argument adds suggester options (acq_starts=0: without the gradient search).
 local S = require("dlua").search
 
 local seeds = tonumber(arg and arg[1]) or 10
 local only = arg and arg[2] ~= "all" and arg[2] or nil
 local BUDGETS = {}
 for v in ((arg and arg[3]) or "50,100"):gmatch("%d+") do BUDGETS[#BUDGETS + 1] = tonumber(v) end
+local EXTRA = {}
+for k, v in ((arg and arg[4]) or ""):gmatch("([%w_]+)=([%w_]+)") do EXTRA[k] = math.tointeger(tonumber(v)) or v end
 
 local P = dofile("tests/bench/search_problems.lua")
 
@@ -83,7 +86,9 @@ for _, pr in ipairs(PROBLEMS) do
     local res, digest = {}, 0
     for _, b in ipairs(BUDGETS) do res[b] = {} end
     for seed = 1, seeds do
-      local s = S.suggester(pr.space, {algorithm = "bayes", seed = seed, mode = "min"})
+      local o = {algorithm = "bayes", seed = seed, mode = "min"}
+      for k, v in pairs(EXTRA) do o[k] = v end
+      local s = S.suggester(pr.space, o)
       local n = 0
       for _, b in ipairs(BUDGETS) do
         while n < b do

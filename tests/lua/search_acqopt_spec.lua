@@ -198,12 +198,13 @@ describe("bayes with the gradient search (acq_starts)", function()
     return out, s
   end
 
-  it("gives the same suggestions for the same seed, batches of distinct points, other ones without it", function()
-    local a = run({algorithm = "bayes", seed = 3, mode = "min"}, 24, 4)
-    local b = run({algorithm = "bayes", seed = 3, mode = "min"}, 24, 4)
+  it("gives the same suggestions for the same seed, batches of distinct points, no ascent in batches unless asked", function()
+    local a = run({algorithm = "bayes", seed = 3, mode = "min", acq_starts = 8}, 24, 4)
+    local b = run({algorithm = "bayes", seed = 3, mode = "min", acq_starts = 8}, 24, 4)
     assert.same(a, b)
-    local c = run({algorithm = "bayes", seed = 3, mode = "min", acq_starts = 0}, 24, 4)
+    local c = run({algorithm = "bayes", seed = 3, mode = "min"}, 24, 4)
     assert.are_not.same(a, c)
+    assert.same(c, run({algorithm = "bayes", seed = 3, mode = "min", acq_starts = 0}, 24, 4))
     for i = 13, 24, 4 do              -- each batch after the 12 initial points
       for j = i, i + 3 do
         for l = j + 1, i + 3 do

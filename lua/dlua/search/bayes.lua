@@ -132,7 +132,10 @@ end
 -- cube, plus perturbations of the five best observations; the best few are
 -- refined by a local search whose steps stay inside the trust region, then by
 -- a gradient ascent of log EI (dlua.search.acqopt; opts.acq_starts starts, 0 =
--- none). opts.batch = "qei": a batch by greedy q-EI (dlua.search.batch).
+-- none; by default none for a batch, n > 1: on Rosenbrock-4 in batches of 4 the
+-- ascent pulled the believer's points together, median regret at 50 evaluations
+-- 807 with it against 490 without, 40 seeds). opts.batch = "qei": a batch by
+-- greedy q-EI (dlua.search.batch).
 -- Without the trust region, on noisy Hartmann-6 EI explores the boundary of
 -- the cube where the surrogate is flat (docs/benchmarks.md).
 --   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}
@@ -187,7 +190,7 @@ function M._suggest(space, history, pending, n, opts)
   end
   local acq = M._acquisition(space, opts.context, raw, fmodel, seen)
   local refine = acqopt.refiner(space, {context = opts.context, region = region, acq = acq, theta = fitted.theta,
-    points = #X, starts = opts.acq_starts, log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
+    points = #X, starts = opts.acq_starts or (n > 1 and 0 or nil), log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
   local out, eis = M._maximise(space, n, base, acq, rng, region, add, refine)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
     region = lo and {lo = lo, hi = hi, length = L} or nil}

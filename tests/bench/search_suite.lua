@@ -25,11 +25,16 @@ while arg and arg[i] do
   if a == "--table" then opts.table = true; i = i + 1
   elseif a == "--problems" or a == "--seeds" or a == "--out" or a == "--optuna" or a == "--budgets" then
     opts[a:sub(3)] = assert(arg[i + 1], a .. " needs a value"); i = i + 2
-  else error("search_suite: unknown argument " .. a .. " (--problems a,b, --seeds N, --budgets 50,100, --table, --out FILE, --optuna FILE)") end
+  else
+    error("search_suite: unknown argument " .. a ..
+      " (--problems a,b, --seeds N, --budgets 50,100, --table, --out FILE, --optuna FILE)")
+  end
 end
 local seeds = assert(math.tointeger(tonumber(opts.seeds)), "--seeds: an integer")
 local BUDGETS = {}
-for v in (opts.budgets or "50,100"):gmatch("[^,]+") do BUDGETS[#BUDGETS + 1] = assert(math.tointeger(tonumber(v)), "--budgets: integers") end
+for v in (opts.budgets or "50,100"):gmatch("[^,]+") do
+  BUDGETS[#BUDGETS + 1] = assert(math.tointeger(tonumber(v)), "--budgets: integers")
+end
 local PRUNE_BUDGETS = {{"1/3 steps", 1 / 3}, {"1/2 steps", 1 / 2}}
 
 local SUITE = P.suite()
@@ -38,7 +43,9 @@ for _, pr in ipairs(SUITE) do by_name[pr.name], order[#order + 1] = pr, pr.name 
 local chosen = {}
 if opts.problems then
   for name in opts.problems:gmatch("[^,]+") do
-    if not by_name[name] then error("search_suite: unknown problem '" .. name .. "' (known: " .. table.concat(order, ", ") .. ")") end
+    if not by_name[name] then
+      error("search_suite: unknown problem '" .. name .. "' (known: " .. table.concat(order, ", ") .. ")")
+    end
     chosen[#chosen + 1] = by_name[name]
   end
 elseif not opts.table then chosen = SUITE end

@@ -63,7 +63,8 @@ function L.g3(x)
   return (string.format("%.2e", x))
 end
 
-L.HEAD = "| problem | budget | runs | dlua median / p90 | best Optuna sampler (by median) | its median / p90 | dlua at or better on both |"
+L.HEAD = "| problem | budget | runs | dlua median / p90 | best Optuna sampler (by median) | its median / p90 " ..
+  "| dlua at or better on both |"
 L.SEP = "|---|---|---|---|---|---|---|"
 
 --- The table's rows (markdown lines) for the problems named in order that have results on

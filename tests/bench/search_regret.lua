@@ -20,11 +20,7 @@ for k, v in ((arg and arg[4]) or ""):gmatch("([%w_]+)=([%w_]+)") do EXTRA[k] = m
 
 local P = dofile("tests/bench/search_problems.lua")
 
-local function vec(hp, d)
-  local x = {}
-  for j = 1, d do x[j] = hp["x" .. j] end
-  return x
-end
+local vec = P.vec
 
 local function branin(hp) return P.branin(hp.x1, hp.x2) end
 local function hartmann6(hp) return P.hartmann6(vec(hp, 6)) end
@@ -32,11 +28,7 @@ local function ackley(hp) return P.ackley(vec(hp, 5)) end
 local function rosenbrock(hp) return P.rosenbrock(vec(hp, 4)) end
 local function ackley20(hp) return P.ackley(vec(hp, 20)) end
 
--- a mixed space: the minimum 0 at x = 0.3, lr = 1e-3, n = 7, kind = "b"
-local KIND = {a = 0.5, b = 0, c = 1.0}
-local function mixed(hp)
-  return (hp.x - 0.3) ^ 2 * 4 + (math.log10(hp.lr) + 3) ^ 2 / 4 + ((hp.n - 7) / 10) ^ 2 + KIND[hp.kind]
-end
+local mixed = P.mixed                   -- the minimum 0 at x = 0.3, lr = 1e-3, n = 7, kind = "b"
 
 local function box(d, a, b)
   local t = {}

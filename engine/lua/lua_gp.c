@@ -5,6 +5,9 @@
  *   _gp_fit(X, y, {theta =, fit =, iters =, starts =, max_points =, classify =, dim =}) -> gp
  *   _gp_objective(X, y, theta [, classify]) -> value, {gradient}
  *   gp:predict(Xs [, want_var]) -> {mean}, {var}    gp:ei(Xs, best [, noise]) -> {ei}
+ *   gp:predict_grad(Xs) -> {mean}, {var}, {{dmean}}, {{dvar}}   (gradients in x, gp_acq.c)
+ *   gp:log_ei(Xs, best [, want_grad]) -> {log ei} [, {{gradient}}]
+ *   gp:cross_cov(Xs, Zs) -> {mean}, {var}, {{cov(f(x_s), f(z_j))}}
  *   gp:train_mean() -> {mean}              gp:add(x, y, noise)
  *   gp:clone() -> gp    gp:theta() -> {theta}    gp:lml()  gp:noise()  gp:points()  gp:dim()
  *   gp:mean()  gp:sd()   (the standardisation y = mean + sd * z)
@@ -200,6 +203,61 @@ static int gp_ei(lua_State *L) {
   return 1;
 }
 
+/* m rows of dim numbers as a list of lists */
+static void push_rows(lua_State *L, const double *v, int m, int dim) {
+  lua_createtable(L, m, 0);
+  for (int s = 0; s < m; s++) {
+    push_list(L, v + (size_t)s * dim, dim);
+    lua_rawseti(L, -2, s + 1);
+  }
+}
+
+static int gp_predict_grad(lua_State *L) {
+  dl_gp *g = check_gp(L, 1);
+  lt_checkargs(L, 2);
+  int m, dim = dl_gp_dim(g);
+  double *Xs = read_points(L, g, "predict_grad", &m);
+  double *mean = scratch(L, (size_t)m), *var = scratch(L, (size_t)m);
+  double *dmean = scratch(L, (size_t)m * dim), *dvar = scratch(L, (size_t)m * dim);
+  if (dl_gp_predict_grad(lt_ctx(L), g, Xs, m, mean, var, dmean, dvar) != 0) return lt_raise(L);
+  push_list(L, mean, m);
+  push_list(L, var, m);
+  push_rows(L, dmean, m, dim);
+  push_rows(L, dvar, m, dim);
+  return 4;
+}
+
+static int gp_log_ei(lua_State *L) {
+  dl_gp *g = check_gp(L, 1);
+  lt_checkargs(L, 4);
+  lua_settop(L, 4);
+  int m, dim = dl_gp_dim(g);
+  double *Xs = read_points(L, g, "log_ei", &m);
+  double best = luaL_checknumber(L, 3);
+  int want_grad = !lua_isnil(L, 4) && lt_checkboolean(L, 4);
+  double *v = scratch(L, (size_t)m), *grad = want_grad ? scratch(L, (size_t)m * dim) : NULL;
+  if (dl_gp_log_ei(lt_ctx(L), g, Xs, m, best, v, grad) != 0) return lt_raise(L);
+  push_list(L, v, m);
+  if (!want_grad) return 1;
+  push_rows(L, grad, m, dim);
+  return 2;
+}
+
+static int gp_cross_cov(lua_State *L) {
+  dl_gp *g = check_gp(L, 1);
+  lt_checkargs(L, 3);
+  lua_settop(L, 3);
+  int m, q = 0, dim = dl_gp_dim(g);
+  double *Xs = read_points(L, g, "cross_cov", &m);
+  double *Zs = read_matrix(L, 3, "cross_cov", "Zs", &q, &dim);
+  double *mean = scratch(L, (size_t)m), *var = scratch(L, (size_t)m), *cov = scratch(L, (size_t)m * q);
+  if (dl_gp_cross_cov(lt_ctx(L), g, Xs, m, Zs, q, mean, var, cov) != 0) return lt_raise(L);
+  push_list(L, mean, m);
+  push_list(L, var, m);
+  push_rows(L, cov, m, q);
+  return 3;
+}
+
 /* binding shape (check, call, push), alike by design: see lua_aux.h */
 static int gp_train_mean(lua_State *L) {
   dl_gp *g = check_gp(L, 1);
@@ -322,14 +380,17 @@ static const luaL_Reg nei_methods[] = {
 static const luaL_Reg gp_methods[] = {
   {"add", gp_add},
   {"clone", gp_clone},
+  {"cross_cov", gp_cross_cov},
   {"dim", gp_dim},
   {"ei", gp_ei},
   {"lml", gp_lml},
+  {"log_ei", gp_log_ei},
   {"mean", gp_mean},
   {"nei", gp_nei},
   {"noise", gp_noise},
   {"points", gp_points},
   {"predict", gp_predict},
+  {"predict_grad", gp_predict_grad},
   {"release", gp_release},
   {"sd", gp_sd},
   {"theta", gp_theta},

@@ -90,6 +90,28 @@ void dl_gp_train_mean(const dl_gp *g, double *mean);
  * -1 on out of memory. */
 int dl_gp_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, double noise, double *ei);
 
+/* The posterior of dl_gp_predict at m points Xs [m, dim] and its gradients in
+ * the input: dmean and dvar [m, dim] (row s: d mean(x_s) / d x_s). The
+ * gradient of a variance at its floor (1e-12 sf2) is 0. -1 on out of memory.
+ * (engine/search/gp_acq.c) */
+int dl_gp_predict_grad(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double *mean, double *var,
+                       double *dmean, double *dvar);
+
+/* log of dl_gp_ei's expected improvement (noise 0) at m points Xs [m, dim],
+ * accurate where EI underflows (z = (best - mean) / sd far below 0), and its
+ * gradient in the input into grad [m, dim] (may be NULL). Where the posterior
+ * variance is at its floor: log(best - mean), -INFINITY when that is <= 0.
+ * -1 on out of memory. (engine/search/gp_acq.c) */
+int dl_gp_log_ei(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, double best, double *logei, double *grad);
+
+/* The joint posterior of the latent function at m points Xs [m, dim] and q
+ * points Zs [q, dim]: the means and variances at Xs (as dl_gp_predict) and the
+ * covariances cov [m, q] (row s: cov(f(x_s), f(z_j)), y's units squared), for
+ * a batch's joint acquisition (lua/dlua/search/batch.lua). -1 on out of memory.
+ * (engine/search/gp_acq.c) */
+int dl_gp_cross_cov(dl_ctx *ctx, const dl_gp *g, const double *Xs, int m, const double *Zs, int q, double *mean,
+                    double *var, double *cov);
+
 /* Adds the observation (x [dim], y) with noise variance `noise` (y's units
  * squared; the fitted noise for a real observation, 0 for a belief) at the
  * same hyperparameters: a rank-one extension of the factor, O(points^2).

@@ -1,6 +1,7 @@
 /* gp_impl.h -- the fields of a fitted GP and its kernel, for the files of
  * engine/search/ that compute with them (gp.c: the fit and the posterior;
- * gp_nei.c: noisy expected improvement). Not part of the API: callers use gp.h.
+ * gp_acq.c: gradients of the acquisition; gp_nei.c: noisy expected improvement). Not part
+ * of the API: callers use gp.h.
  */
 /* See LICENSE */
 #ifndef DL_GP_IMPL_H

@@ -174,13 +174,15 @@ if os.getenv("PRUNE_ORDERS") then
   fs.write_atomic(os.getenv("PRUNE_ORDERS"), json.encode(out) .. "\n")
 end
 
-local function P(t) return prune.check(t, {max_steps = max, algorithm = "bayes"}, error, function() end) end
+local function P(t) return prune.check(t, {max_steps = max, trials = N, algorithm = "bayes"}, error, function() end) end
 local rules = {
   {"unpruned", nil},
   {"median (warmup 300, min_trials 3)", P{algorithm = "median", warmup = 300, min_trials = 3}},
   {"asha (100, 3), pause", P{algorithm = "asha", min_steps = 100, reduction = 3, pause = true}},
   {"asha (100, 3)", P{algorithm = "asha", min_steps = 100, reduction = 3}},
   {"asha (100, 2)", P{algorithm = "asha", min_steps = 100, reduction = 2}},
+  {"hyperband (100, 3), budget 1", P{algorithm = "hyperband", min_steps = 100, reduction = 3, budget = 1}},
+  {"hyperband (100, 2), budget 1", P{algorithm = "hyperband", min_steps = 100, reduction = 2, budget = 1}},
   {"hyperband (100, 3)", P{algorithm = "hyperband", min_steps = 100, reduction = 3}},
   {"hyperband (100, 2)", P{algorithm = "hyperband", min_steps = 100, reduction = 2}},
 }

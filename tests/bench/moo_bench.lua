@@ -20,23 +20,11 @@ local method = arg and arg[3] or "ehvi"
 local only = arg and arg[4]                   -- one problem (runs in parallel processes)
 local D = 6
 
-local function zdt(x, sq)
-  local s = 0
-  for i = 2, #x do s = s + x[i] end
-  local g = 1 + 9 * s / (#x - 1)
-  local r = x[1] / g
-  return {x[1], g * (1 - (sq and r ^ 2 or math.sqrt(r)))}
-end
-
+local P = dofile("tests/bench/search_problems.lua")
 local PROBLEMS = {
-  {name = "ZDT1", k = 2, f = function(x) return zdt(x, false) end},
-  {name = "ZDT2", k = 2, f = function(x) return zdt(x, true) end},
-  {name = "DTLZ2", k = 3, f = function(x)
-    local g = 0
-    for i = 3, #x do g = g + (x[i] - 0.5) ^ 2 end
-    local a, b = x[1] * math.pi / 2, x[2] * math.pi / 2
-    return {(1 + g) * math.cos(a) * math.cos(b), (1 + g) * math.cos(a) * math.sin(b), (1 + g) * math.sin(a)}
-  end},
+  {name = "ZDT1", k = 2, f = function(x) return P.zdt(x, false) end},
+  {name = "ZDT2", k = 2, f = function(x) return P.zdt(x, true) end},
+  {name = "DTLZ2", k = 3, f = P.dtlz2},
 }
 
 local params = {}

@@ -15,7 +15,7 @@ the hypervolumes of both sides.
       seeds, one markdown row per (problem, method).
 """
 import json
-import math
+import os
 import sys
 import warnings
 
@@ -29,21 +29,19 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 D = 6
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import search_suite_problems as SP  # noqa: E402  (the one Python definition of the problems)
+
+
 def zdt1(x):
-    g = 1 + 9 * sum(x[1:]) / (len(x) - 1)
-    return [x[0], g * (1 - math.sqrt(x[0] / g))]
+    return SP.zdt(x, False)
 
 
 def zdt2(x):
-    g = 1 + 9 * sum(x[1:]) / (len(x) - 1)
-    return [x[0], g * (1 - (x[0] / g) ** 2)]
+    return SP.zdt(x, True)
 
 
-def dtlz2(x):
-    g = sum((v - 0.5) ** 2 for v in x[2:])
-    a, b = x[0] * math.pi / 2, x[1] * math.pi / 2
-    return [(1 + g) * math.cos(a) * math.cos(b), (1 + g) * math.cos(a) * math.sin(b), (1 + g) * math.sin(a)]
-
+dtlz2 = SP.dtlz2
 
 PROBLEMS = {"ZDT1": (zdt1, 2), "ZDT2": (zdt2, 2), "DTLZ2": (dtlz2, 3)}
 

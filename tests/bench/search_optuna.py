@@ -19,7 +19,7 @@ tests/bench/search_noisy.lua).
 Runs over Debian's python3-optuna (scripts/setup.sh --bench).
 """
 import json
-import math
+import os
 import sys
 import time
 import warnings
@@ -31,25 +31,16 @@ warnings.filterwarnings("ignore")
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import search_suite_problems as SP  # noqa: E402  (the one Python definition of the problems)
+
+
 def branin(x):
-    x1, x2 = x["x1"], x["x2"]
-    b, c, t = 5.1 / (4 * math.pi ** 2), 5 / math.pi, 1 / (8 * math.pi)
-    return (x2 - b * x1 ** 2 + c * x1 - 6) ** 2 + 10 * (1 - t) * math.cos(x1) + 10
-
-
-ALPHA = [1.0, 1.2, 3.0, 3.2]
-A = [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14], [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]]
-P = [[1312, 1696, 5569, 124, 8283, 5886], [2329, 4135, 8307, 3736, 1004, 9991],
-     [2348, 1451, 3522, 2883, 3047, 6650], [4047, 8828, 8732, 5743, 1091, 381]]
+    return SP.branin(x["x1"], x["x2"])
 
 
 def hartmann6(x):
-    v = [x["x%d" % (j + 1)] for j in range(6)]
-    f = 0.0
-    for i in range(4):
-        s = sum(A[i][j] * (v[j] - P[i][j] * 1e-4) ** 2 for j in range(6))
-        f -= ALPHA[i] * math.exp(-s)
-    return f
+    return SP.hartmann6([x["x%d" % (j + 1)] for j in range(6)])
 
 
 # the same constants as search_bench.lua: minimum and range (max - min over the domain)

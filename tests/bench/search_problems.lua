@@ -1,7 +1,10 @@
 -- tests/bench/search_problems.lua -- the test functions of the search benchmarks
--- (search_regret.lua, search_cost.lua), on plain lists of numbers:
+-- (search_regret.lua, search_cost.lua, search_suite.lua), on plain lists of numbers:
 --   local P = dofile("tests/bench/search_problems.lua")
---   P.branin(x1, x2), P.hartmann6(x), P.ackley(x), P.rosenbrock(x)
+--   P.branin(x1, x2), P.hartmann6(x), P.ackley(x), P.rosenbrock(x), P.levy(x), P.zdt(x, square), P.dtlz2(x)
+-- and the suite's problem table, P.suite() (its Python twin: search_suite_problems.py, whose
+-- PROBLEMS list the same problems in the same order; tests/lua/search_suite_spec.lua checks
+-- that the two agree).
 local P = {}
 
 function P.branin(x1, x2)               -- minimum 0.397887 on [-5, 10] x [0, 15]
@@ -35,6 +38,116 @@ function P.rosenbrock(x)                -- minimum 0 at (1, ..., 1)
   local f = 0
   for j = 1, #x - 1 do f = f + 100 * (x[j + 1] - x[j] ^ 2) ^ 2 + (1 - x[j]) ^ 2 end
   return f
+end
+
+function P.levy(x)                      -- minimum 0 at (1, ..., 1), on [-10, 10]^d
+  local w = {}
+  for j = 1, #x do w[j] = 1 + (x[j] - 1) / 4 end
+  local f = math.sin(math.pi * w[1]) ^ 2
+  for j = 1, #w - 1 do f = f + (w[j] - 1) ^ 2 * (1 + 10 * math.sin(math.pi * w[j] + 1) ^ 2) end
+  return f + (w[#w] - 1) ^ 2 * (1 + math.sin(2 * math.pi * w[#w]) ^ 2)
+end
+
+-- a mixed space: the minimum 0 at x = 0.3, lr = 1e-3, n = 7, kind = "b"
+local KIND = {a = 0.5, b = 0, c = 1.0}
+function P.mixed(hp)
+  return (hp.x - 0.3) ^ 2 * 4 + (math.log10(hp.lr) + 3) ^ 2 / 4 + ((hp.n - 7) / 10) ^ 2 + KIND[hp.kind]
+end
+
+-- a conditional space: model "linear" (lr, l2; its best 0.2 at lr = 1e-2, l2 = 0.7) or "tree"
+-- (depth, frac; the minimum 0 at depth = 8, frac = 0.25)
+function P.conditional(hp)
+  if hp.model == "linear" then return 0.2 + (math.log10(hp.lr) + 2) ^ 2 / 4 + (hp.l2 - 0.7) ^ 2 end
+  return ((hp.depth - 8) / 4) ^ 2 + 4 * (hp.frac - 0.25) ^ 2
+end
+
+function P.zdt(x, square)               -- ZDT1 (square false), ZDT2 (true): 2 objectives
+  local s = 0
+  for i = 2, #x do s = s + x[i] end
+  local g = 1 + 9 * s / (#x - 1)
+  local r = x[1] / g
+  return {x[1], g * (1 - (square and r ^ 2 or math.sqrt(r)))}
+end
+
+function P.dtlz2(x)                     -- 3 objectives; the front: the unit sphere's octant
+  local g = 0
+  for i = 3, #x do g = g + (x[i] - 0.5) ^ 2 end
+  local a, b = x[1] * math.pi / 2, x[2] * math.pi / 2
+  return {(1 + g) * math.cos(a) * math.cos(b), (1 + g) * math.cos(a) * math.sin(b), (1 + g) * math.sin(a)}
+end
+
+local function vec(hp, d)
+  local x = {}
+  for j = 1, d do x[j] = hp["x" .. j] end
+  return x
+end
+P.vec = vec
+
+--- The search benchmark suite's problems, in order (tests/bench/search_suite.lua): add one here
+-- and in search_suite_problems.py. Fields: name, kind ("single": simple regret, lower better;
+-- "multi": hypervolume, higher better; "prune": recorded learning curves), space (dl.search),
+-- f(hp), minimum, sd (Gaussian noise on each observation; regret is the true function's),
+-- streams (noise streams), batch (suggestions at once), k and ref (objectives, hypervolume
+-- reference point), argmin (a point where f = minimum, checked by the spec), curves and rule
+-- (pruning: the recorded curves and dlua's rule).
+function P.suite()
+  local S = require("dlua").search
+  local function box(d, a, b)
+    local t = {}
+    for j = 1, d do t["x" .. j] = S.uniform(a, b) end
+    return S.space(t)
+  end
+  local function const(d, v)
+    local t = {}
+    for j = 1, d do t["x" .. j] = v end
+    return t
+  end
+  local branin_space = S.space{x1 = S.uniform(-5, 10), x2 = S.uniform(0, 15)}
+  local branin_range = 308.129 - 0.397887   -- max - min over the domain: the noise's sd is 10% of it
+  local h6 = {}
+  for j = 1, 6 do h6["x" .. j] = P.HARTMANN6_ARGMIN[j] end
+  local function single(t)
+    t.kind, t.sd, t.streams, t.batch = "single", t.sd or 0, t.streams or 1, t.batch or 1
+    return t
+  end
+  local function multi(name, f, k)
+    local ref = {}
+    for j = 1, k do ref[j] = 1.1 end
+    return {name = name, kind = "multi", space = box(6, 0, 1), f = function(hp) return f(vec(hp, 6)) end, k = k,
+            ref = ref, sd = 0, streams = 1, batch = 1}
+  end
+  local function branin(hp) return P.branin(hp.x1, hp.x2) end
+  local function hartmann6(hp) return P.hartmann6(vec(hp, 6)) end
+  return {
+    single{name = "Branin", space = branin_space, f = branin, minimum = 0.397887, argmin = {x1 = math.pi, x2 = 2.275}},
+    single{name = "Hartmann-6", space = box(6, 0, 1), f = hartmann6, minimum = P.HARTMANN6_MIN, argmin = h6},
+    single{name = "Ackley-5", space = box(5, -32.768, 32.768), f = function(hp) return P.ackley(vec(hp, 5)) end,
+           minimum = 0, argmin = const(5, 0)},
+    single{name = "Rosenbrock-4", space = box(4, -5, 10), f = function(hp) return P.rosenbrock(vec(hp, 4)) end,
+           minimum = 0, argmin = const(4, 1)},
+    single{name = "Levy-10", space = box(10, -10, 10), f = function(hp) return P.levy(vec(hp, 10)) end,
+           minimum = 0, argmin = const(10, 1)},
+    single{name = "Ackley-20", space = box(20, -5, 10), f = function(hp) return P.ackley(vec(hp, 20)) end,
+           minimum = 0, argmin = const(20, 0)},
+    single{name = "noisy Branin", space = branin_space, f = branin, minimum = 0.397887, sd = 0.1 * branin_range,
+           streams = 3, argmin = {x1 = -math.pi, x2 = 12.275}},
+    single{name = "noisy Hartmann-6", space = box(6, 0, 1), f = hartmann6, minimum = P.HARTMANN6_MIN,
+           sd = 0.1 * -P.HARTMANN6_MIN, streams = 3, argmin = h6},
+    single{name = "mixed", f = P.mixed, minimum = 0, argmin = {x = 0.3, lr = 1e-3, n = 7, kind = "b"},
+           space = S.space{x = S.uniform(0, 1), lr = S.log_uniform(1e-5, 1e-1), n = S.int(1, 20),
+                           kind = S.choice{"a", "b", "c"}}},
+    single{name = "conditional", f = P.conditional, minimum = 0, argmin = {model = "tree", depth = 8, frac = 0.25},
+           space = S.space{model = S.choice{"linear", "tree"},
+                           lr = S.log_uniform(1e-4, 1):when{model = "linear"}, l2 = S.uniform(0, 1):when{model = "linear"},
+                           depth = S.int(1, 12):when{model = "tree"}, frac = S.uniform(0, 1):when{model = "tree"}}},
+    single{name = "Rosenbrock-4 in batches of 4", space = box(4, -5, 10), batch = 4, minimum = 0, argmin = const(4, 1),
+           f = function(hp) return P.rosenbrock(vec(hp, 4)) end},
+    multi("ZDT1", function(x) return P.zdt(x, false) end, 2),
+    multi("ZDT2", function(x) return P.zdt(x, true) end, 2),
+    multi("DTLZ2", P.dtlz2, 3),
+    {name = "Fashion-MNIST pruning", kind = "prune", curves = "tests/bench/results/fashion_curves.json",
+     rule = {algorithm = "asha", min_steps = 100, reduction = 2}},
+  }
 end
 
 return P

@@ -7,21 +7,20 @@
 -- suggested coordinate times its position: equal digests mean the same suggestions.
 -- Ackley-20 (on [-5, 10]^20) runs only when named, for the budgets where the GP's
 -- cost rules act (more than 128 and 256 observations).
---   dlua tests/bench/search_regret.lua [seeds=10] [problem name | all] [budgets=50,100]
+--   dlua tests/bench/search_regret.lua [seeds=10] [problem name | all] [budgets=50,100] [key=value,...]
+-- The last argument adds suggester options (acq_starts=0: without the gradient search).
 local S = require("dlua").search
 
 local seeds = tonumber(arg and arg[1]) or 10
 local only = arg and arg[2] ~= "all" and arg[2] or nil
 local BUDGETS = {}
 for v in ((arg and arg[3]) or "50,100"):gmatch("%d+") do BUDGETS[#BUDGETS + 1] = tonumber(v) end
+local EXTRA = {}
+for k, v in ((arg and arg[4]) or ""):gmatch("([%w_]+)=([%w_]+)") do EXTRA[k] = math.tointeger(tonumber(v)) or v end
 
 local P = dofile("tests/bench/search_problems.lua")
 
-local function vec(hp, d)
-  local x = {}
-  for j = 1, d do x[j] = hp["x" .. j] end
-  return x
-end
+local vec = P.vec
 
 local function branin(hp) return P.branin(hp.x1, hp.x2) end
 local function hartmann6(hp) return P.hartmann6(vec(hp, 6)) end
@@ -29,11 +28,7 @@ local function ackley(hp) return P.ackley(vec(hp, 5)) end
 local function rosenbrock(hp) return P.rosenbrock(vec(hp, 4)) end
 local function ackley20(hp) return P.ackley(vec(hp, 20)) end
 
--- a mixed space: the minimum 0 at x = 0.3, lr = 1e-3, n = 7, kind = "b"
-local KIND = {a = 0.5, b = 0, c = 1.0}
-local function mixed(hp)
-  return (hp.x - 0.3) ^ 2 * 4 + (math.log10(hp.lr) + 3) ^ 2 / 4 + ((hp.n - 7) / 10) ^ 2 + KIND[hp.kind]
-end
+local mixed = P.mixed                   -- the minimum 0 at x = 0.3, lr = 1e-3, n = 7, kind = "b"
 
 local function box(d, a, b)
   local t = {}
@@ -83,7 +78,9 @@ for _, pr in ipairs(PROBLEMS) do
     local res, digest = {}, 0
     for _, b in ipairs(BUDGETS) do res[b] = {} end
     for seed = 1, seeds do
-      local s = S.suggester(pr.space, {algorithm = "bayes", seed = seed, mode = "min"})
+      local o = {algorithm = "bayes", seed = seed, mode = "min"}
+      for k, v in pairs(EXTRA) do o[k] = v end
+      local s = S.suggester(pr.space, o)
       local n = 0
       for _, b in ipairs(BUDGETS) do
         while n < b do

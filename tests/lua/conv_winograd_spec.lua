@@ -107,10 +107,14 @@ describe("dlua conv2d by Winograd's minimal filtering", function()
   -- (F(4x4, 3x3); the points 0, +-1, +-2 gave 5.9e-6 / 2.0e-6) and 5.4e-7 / 9.8e-7 / 5.9e-7
   -- (F(2x2, 5x5); 1.7e-6 / 3.4e-6 on 0, +-1, +-2), F(3x3, 5x5) on +-5/16, +-7/8, +-7/4
   -- 1.4e-6 / 1.6e-6 / 1.4e-6 (F(4x4, 5x5), which this layer took before, 4.9e-6 / 3.8e-6).
-  for i, c in ipairs({{"F(2x2, 3x3)", {8, 64, 6, 6}, {64, 64, 3, 3}, 1, {3.1e-7, 2.3e-7, 3.4e-7}},
+  -- Since the tile products run on dlua's own sgemm kernels (engine/ops/sgemm.c, the same
+  -- average error as OpenBLAS's, other rounding) the 4-point tiles measure 3.3e-7 / 1.7e-7 /
+  -- 2.9e-7 (F(2x2, 3x3); 2.3e-7 / 1.7e-7 / 2.6e-7 on OpenBLAS) and 8.1e-7 / 1.1e-6 / 7.7e-7
+  -- (F(2x2, 5x5); 5.4e-7 / 9.8e-7 / 5.9e-7), the others the same as on OpenBLAS.
+  for i, c in ipairs({{"F(2x2, 3x3)", {8, 64, 6, 6}, {64, 64, 3, 3}, 1, {4.3e-7, 2.3e-7, 3.8e-7}},
                       {"F(4x4, 3x3)", {8, 64, 16, 16}, {64, 64, 3, 3}, 1, {1.5e-6, 9.2e-7, 1.6e-6}},
                       {"F(3x3, 5x5)", {8, 32, 16, 16}, {32, 32, 5, 5}, 2, {1.8e-6, 2.1e-6, 1.9e-6}},
-                      {"F(2x2, 5x5)", {8, 32, 6, 6}, {32, 32, 5, 5}, 2, {7.1e-7, 1.3e-6, 7.7e-7}}}) do
+                      {"F(2x2, 5x5)", {8, 32, 6, 6}, {32, 32, 5, 5}, 2, {1.05e-6, 1.43e-6, 1.0e-6}}}) do
     it("stays near the float64 convolution: " .. c[1], function()
       dl.seed(i)
       local fan = c[3][2] * c[3][3] * c[3][4]

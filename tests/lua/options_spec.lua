@@ -151,8 +151,8 @@ local CASES = {
    "dl.search.sample: unknown option 'algoritm' (valid: algorithm, context, grid_points, seed, warn); did you mean " ..
    "'algorithm'?"},
   {"search.suggester", function() S.suggester({lr = S.uniform(0, 1)}, {mdoe = "max"}) end,
-   "dl.search.suggester: unknown option 'mdoe' (valid: algorithm, candidates, context, feasibility, grid_points, " ..
-   "init, max_points, mode, pareto, seed, theta); did you mean 'mode'?"},
+   "dl.search.suggester: unknown option 'mdoe' (valid: acq_starts, acquisition, algorithm, batch, candidates, context, " ..
+   "feasibility, grid_points, init, max_points, mode, pareto, racing, seed, theta); did you mean 'mode'?"},
   {"search.int", function() S.int(1, 8, {lgo = true}) end,
    "dl.search.int: unknown option 'lgo' (valid: log); did you mean 'log'?"},
   {"search.point", function() S.point(S.space{lr = S.uniform(0, 1)}, 1, {sed = 1}) end,
@@ -162,7 +162,7 @@ local CASES = {
    "goal, grid_points, init, jobs, name, nuisance, objective, parallel, pareto, prune, scientific, seed, seeds, " ..
    "steps, trials, warm_start); did you mean 'trials'?"},
   {"dl.study prune", function() dl.study{name = "s", prune = {algorithm = "median", warmpu = 3}} end,
-   "dl.study: unknown option 'warmpu' in prune (valid: algorithm, min_steps, min_trials, model, pause, reduction, warmup); " ..
+   "dl.study: unknown option 'warmpu' in prune (valid: algorithm, budget, min_steps, min_trials, model, pause, reduction, warmup); " ..
    "did you mean 'warmup'?"},
   {"dl.study objective", function() dl.study{name = "s", objective = {metrc = "valid/loss"}} end,
    "dl.study: unknown option 'metrc' in objective (valid: metric, mode); did you mean 'metric'?"},

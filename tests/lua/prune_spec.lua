@@ -108,9 +108,15 @@ describe("the median rule", function()
     local function check(p, max) return prune.check(p, {max_steps = max, algorithm = "bayes"}, error, error) end
     -- min 100, reduction 3, budget 900: budgets 100 300 900, so 3 brackets; weights ceil(3 * 3^s / (s + 1)),
     -- s = 2 1 0: 9 5 3 (Hyperband's n_i; Optuna's HyperbandPruner allocates the same)
-    local p = check({algorithm = "hyperband", min_steps = 100, reduction = 3}, 900)
-    assert.are.same({{rungs = {100, 300}, weight = 9}, {rungs = {300}, weight = 5}, {rungs = {}, weight = 3}},
-      p.brackets)
+    -- (budget = 1: the paper's counts, times 10; the default budget is hyperband_spec's)
+    local function rw(list)
+      local out = {}
+      for i, b in ipairs(list) do out[i] = {rungs = b.rungs, weight = b.weight} end
+      return out
+    end
+    local p = check({algorithm = "hyperband", min_steps = 100, reduction = 3, budget = 1}, 900)
+    assert.are.same({{rungs = {100, 300}, weight = 90}, {rungs = {300}, weight = 50}, {rungs = {}, weight = 30}},
+      rw(p.brackets))
     -- smooth weighted round robin (worked by hand): every 17 trials 9, 5 and 3, interleaved
     local want = {1, 2, 1, 3, 1, 2, 1, 3, 1, 2, 1, 2, 1, 3, 1, 2, 1}
     assert.are.same(want, prune.bracket_list(p.brackets, 17))
@@ -120,9 +126,9 @@ describe("the median rule", function()
     assert.are.same({1, 3, 5}, prune.peers(p, 7))                      -- bracket 1's trials before trial 7
     assert.are.same({2}, prune.peers(p, 6))
     -- min 5, reduction 2, budget 30: budgets 5 10 20 (40 > 30); weights ceil(3 * 2^s / (s + 1)) = 4 3 3
-    local q = check({algorithm = "hyperband", min_steps = 5, reduction = 2}, 30)
-    assert.are.same({{rungs = {5, 10, 20}, weight = 4}, {rungs = {10, 20}, weight = 3}, {rungs = {20}, weight = 3}},
-      q.brackets)
+    local q = check({algorithm = "hyperband", min_steps = 5, reduction = 2, budget = 1}, 30)
+    assert.are.same({{rungs = {5, 10, 20}, weight = 40}, {rungs = {10, 20}, weight = 30}, {rungs = {20}, weight = 30}},
+      rw(q.brackets))
     assert.are.same({1, 2, 3, 1, 2, 3, 1, 2, 3, 1}, prune.bracket_list(q.brackets, 10))
     -- asha: every trial before it is a peer, and its rungs are the study's
     local a = check({algorithm = "asha", min_steps = 100, reduction = 3}, 900)
@@ -342,6 +348,10 @@ describe("dl.study prune settings", function()
       {"{algorithm = \"hyperband\"}", "prune.min_steps is required for hyperband (the first rung's steps)"},
       {"{algorithm = \"hyperband\", min_steps = 5, pause = true}", "prune.pause belongs to asha, not hyperband"},
       {"{algorithm = \"hyperband\", min_steps = 5, warmup = 3}", "prune.warmup belongs to median, not hyperband"},
+      {"{algorithm = \"hyperband\", min_steps = 5, budget = 0}", "prune.budget must be a number in (0, 1] (the " ..
+        "fraction of the unpruned trials' steps hyperband may expect to spend), got 0"},
+      {"{algorithm = \"hyperband\", min_steps = 5, budget = \"third\"}", "prune.budget must be a number in (0, 1]"},
+      {"{algorithm = \"asha\", min_steps = 5, budget = 0.5}", "prune.budget belongs to hyperband, not asha"},
       {"{algorithm = \"asha\", min_steps = 5, pause = 1}", "prune.pause must be a boolean, got 1"},
       {"{algorithm = \"asha\", min_steps = 5, model = \"rung\"}", "prune.model must be \"final\" or \"rungs\", " ..
         "got rung; did you mean 'rungs'?"},
@@ -468,7 +478,7 @@ describe("dl.study prune = {algorithm = \"asha\"} and \"hyperband\", one trial a
   teardown(function() fs.rm_rf(dir) end)
 
   for _, c in ipairs({{"asha", "{algorithm = \"asha\", min_steps = 5, reduction = 3}"},
-                      {"hyperband", "{algorithm = \"hyperband\", min_steps = 5, reduction = 2}"}}) do
+                      {"hyperband", "{algorithm = \"hyperband\", min_steps = 5, reduction = 2, budget = 1}"}}) do
     it(c[1] .. ": trials complete with one job, every decision is the rule's on the rungs' values in trial " ..
       "order, and two jobs decide the same", function()
       local runs = {}

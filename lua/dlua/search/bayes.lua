@@ -8,6 +8,8 @@ local util = require "dlua.util"
 local gp = require "dlua.search.gp"
 local rngs = require "dlua.search.rng"
 local halton = require "dlua.search.halton"
+local acqopt = require "dlua.search.acqopt"
+local batch = require "dlua.search.batch"
 local nei = require "dlua.search.nei"
 
 local M = {}
@@ -50,7 +52,7 @@ end
 
 local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
                        theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
-                       model = "table", acquisition = "string"}
+                       model = "table", acq_starts = "integer", batch = "string", acquisition = "string"}
 
 -- the incremental path: from INCREMENTAL_FROM observations on, a previous
 -- model (opts.model) whose observations are the first of these takes the new
@@ -129,7 +131,12 @@ end
 -- quasirandom in the trust region around the incumbent (M.trust_region, once
 -- `init` observations exist), the rest quasirandom and random over the whole
 -- cube, plus perturbations of the five best observations; the best few are
--- refined by a local search whose steps stay inside the trust region.
+-- refined by a local search whose steps stay inside the trust region, then by
+-- a gradient ascent of log EI (dlua.search.acqopt; opts.acq_starts starts, 0 =
+-- none; by default none for a batch, n > 1: on Rosenbrock-4 in batches of 4 the
+-- ascent pulled the believer's points together, median regret at 50 evaluations
+-- 807 with it against 490 without, 40 seeds). opts.batch = "qei": a batch by
+-- greedy q-EI (dlua.search.batch).
 -- Without the trust region, on noisy Hartmann-6 EI explores the boundary of
 -- the cube where the surrogate is flat (docs/benchmarks.md).
 --   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}
@@ -182,13 +189,22 @@ function M._suggest(space, history, pending, n, opts)
   for r = 1, math.min(5, #order) do centres[r] = used[order[r]].u end
   local base = M._candidates(space, opts.candidates or 1000, rng, seq, region, centres)
   local score = nei.scorer(opts.acquisition, fitted, X, obs_mean)    -- nil: analytic EI (dlua.search.nei)
-  local acq = M._acquisition(space, opts.context, function(xs)
+  local raw = function(xs)
     if score then return score(model, xs) end
     return model:ei_many(xs, best)
-  end, fmodel, seen)
-  local out, eis = M._maximise(space, n, base, acq, rng, region, function(u) believe(space:encode(u, opts.context)) end)
+  end
+  local add = function(u) believe(space:encode(u, opts.context)) end
+  local qei = n > 1 and opts.batch == "qei"
+  if qei then                                       -- a batch by greedy q-EI (dlua.search.batch)
+    raw, add = batch.joint(model, best, rngs.rng("bayes-qei", opts.seed or 0, opts.step or #history), n, raw, add,
+      function(u) return (space:encode(u, opts.context)) end)
+  end
+  local acq = M._acquisition(space, opts.context, raw, fmodel, seen)
+  local refine = acqopt.refiner(space, {context = opts.context, region = region, acq = acq, theta = fitted.theta,
+    points = #X, starts = opts.acq_starts or (n > 1 and 0 or nil), log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
+  local out, eis = M._maximise(space, n, base, acq, rng, region, add, refine)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
-    region = lo and {lo = lo, hi = hi, length = L} or nil, acquisition = score and "nei" or "ei"}
+    region = lo and {lo = lo, hi = hi, length = L} or nil, acquisition = qei and "qei" or (score and "nei" or "ei")}
 end
 
 ----------------------------------------- the parts every acquisition shares
@@ -265,9 +281,10 @@ end
 
 --- The n points of highest acq among base, each refined by a shrinking random
 -- local search (the best three, 8 rounds of 4 points) inside region (or the
--- cube); believe(u) is called with each chosen point but the last, so that acq
+-- cube), then by refine(scored, top) when given (dlua.search.acqopt's gradient
+-- ascent); believe(u) is called with each chosen point but the last, so that acq
 -- moves on. Returns the points and their scores.
-function M._maximise(space, n, base, acq, rng, region, believe)
+function M._maximise(space, n, base, acq, rng, region, believe, refine)
   local d = space.d
   local lo, hi = region and region.lo, region and region.hi
   local out, eis = {}, {}
@@ -297,6 +314,7 @@ function M._maximise(space, n, base, acq, rng, region, believe)
       end
       if cur.a > top.a then top = cur end
     end
+    if refine then top = refine(scored, top) end
     out[#out + 1] = top.u
     eis[#eis + 1] = top.a
     if #out < n then believe(top.u) end

@@ -22,8 +22,10 @@
 --     otherwise paused (checkpoints kept); a paused trial that later is in that
 --     top part is promoted before any new trial starts: it resumes from its
 --     checkpoint (--resume) and ends bit-identical to a trial never paused.
---   prune = {algorithm = "hyperband", min_steps = 10, reduction = 3}
---     Hyperband: asha brackets whose first rungs are min_steps * reduction^b; a
+--   prune = {algorithm = "hyperband", min_steps = 10, reduction = 3, budget = 1/3}
+--     Hyperband: asha brackets whose first rungs are min_steps * reduction^b, the
+--     paper's trial counts with the conservative brackets' scaled down until the
+--     expected steps are within `budget` of the unpruned ones (M.brackets); a
 --     trial's bracket is a function of its number (M.bracket_list), and asha's
 --     rule applies within the bracket.
 --   model = "rungs" (asha, hyperband; bayes studies): the GP fits the rungs'
@@ -54,13 +56,18 @@ local M = {}
 local better = common.better
 
 --- The keys of the prune table (dl.study's option check).
-M.SPEC = {algorithm = true, warmup = true, min_steps = true, min_trials = true, model = true, pause = true,
-          reduction = true}
+M.SPEC = {algorithm = true, budget = true, warmup = true, min_steps = true, min_trials = true, model = true,
+          pause = true, reduction = true}
 
 --- The rules, and the keys that belong to each (M.check refuses the others').
 M.RULES = {median = {warmup = true, min_trials = true},
            asha = {min_steps = true, reduction = true, pause = true, model = true},
-           hyperband = {min_steps = true, reduction = true, model = true}}
+           hyperband = {min_steps = true, reduction = true, model = true, budget = true}}
+
+--- hyperband's default budget: the expected steps of its trials, as a fraction of
+-- the same trials run unpruned (issue 35's target; budget = 1 is the paper's
+-- Hyperband, about half for 3 brackets).
+M.BUDGET = 1 / 3
 
 --- The bayes GP's observations of a pruned study (prune.model; dlua.study.fidelity).
 M.MODELS = {final = true, rungs = true}
@@ -78,7 +85,7 @@ end
 --- check(p, study, fail, warn) -> the prune settings as plain data:
 -- {algorithm, warmup, min_trials} (median), {algorithm, min_steps, reduction,
 -- pause, model, rungs} (asha) or {algorithm, min_steps, reduction, model,
--- brackets} (hyperband). fail(msg) raises; warn(msg) keeps a warning.
+-- budget, brackets} (hyperband). fail(msg) raises; warn(msg) keeps a warning.
 function M.check(p, study, fail, warn)
   if type(p) ~= "table" then fail("dl.study: prune must be a table, e.g. {algorithm = \"median\"}") end
   local alg = p.algorithm
@@ -119,6 +126,14 @@ function M.check(p, study, fail, warn)
       fail("dl.study: prune.pause must be a boolean, got " .. tostring(p.pause))
     end
     if alg == "asha" then out.pause = p.pause == true end
+    if alg == "hyperband" then
+      local b = p.budget == nil and M.BUDGET or p.budget
+      if type(b) ~= "number" or not (b > 0 and b <= 1) then
+        fail("dl.study: prune.budget must be a number in (0, 1] (the fraction of the unpruned trials' steps " ..
+          "hyperband may expect to spend), got " .. tostring(p.budget))
+      end
+      out.budget = b
+    end
     local model = p.model == nil and "final" or p.model
     if not M.MODELS[model] then
       local near = type(model) == "string" and util.nearest(model, util.sorted_keys(M.MODELS))
@@ -136,7 +151,7 @@ function M.check(p, study, fail, warn)
     if #rungs == 0 then
       fail(string.format("dl.study: prune.min_steps = %d is not below the step budget %d: no rung", out.min_steps, max))
     end
-    if alg == "asha" then out.rungs = rungs else out.brackets = M.brackets(out, max) end
+    if alg == "asha" then out.rungs = rungs else out.brackets = M.brackets(out, max, study.trials) end
   end
   local w = M.exploration_warning({prune = out, algorithm = study.algorithm})
   if w then warn(w) end
@@ -154,22 +169,86 @@ function M.rungs(p, max)
   return rungs
 end
 
---- brackets(p, max) -> hyperband's brackets, most aggressive first: n =
--- floor(log_reduction(max / min_steps)) + 1 of them; bracket b (1-based) is an
--- asha whose first rung is min_steps * reduction^(b-1) (its rungs: those below
--- max; the last bracket has none and runs its trials to the end), and gets a
--- share of the trials proportional to its weight ceil(n * reduction^s / (s + 1)),
--- s = n - b (Hyperband's n_i; Optuna's HyperbandPruner allocates the same).
-function M.brackets(p, max)
+-- the expected number of m trials (m may be fractional) that continue at a rung
+-- under M.continues, one at a time in a random order: the j-th continues when its
+-- rank among the j so far is within max(1, floor(j / reduction))
+local function survivors(m, reduction)
+  local out, j = 0, 1
+  while j <= m do
+    out = out + math.max(1, math.floor(j / reduction)) / j
+    j = j + 1
+  end
+  if m > j - 1 then out = out + (m - (j - 1)) * math.max(1, math.floor(j / reduction)) / j end
+  return out
+end
+
+--- cost(rungs, reduction, max[, m]) -> the expected steps of the trials of an
+-- asha ladder, as a fraction of running them unpruned to max. With m (the number
+-- of trials on the ladder) the survivors of each rung are those M.continues lets
+-- through one at a time in a random order (the first trials at a rung continue
+-- while each is the best so far, so a short ladder prunes little); without it a
+-- 1/reduction share of each rung's trials continues (synchronous successive
+-- halving, the limit of many trials).
+function M.cost(rungs, reduction, max, m)
+  local steps, alive, at = 0, m or 1, 0
+  for _, r in ipairs(rungs) do
+    steps, at = steps + alive * (r - at), r
+    alive = m and survivors(alive, reduction) or alive / reduction
+  end
+  return (steps + alive * (max - at)) / (max * (m or 1))
+end
+
+--- brackets(p, max[, trials]) -> hyperband's brackets, most aggressive first.
+-- There are n = floor(log_reduction(max / min_steps)) + 1 candidates; candidate b
+-- (1-based) is an asha whose first rung is min_steps * reduction^(b-1) (its rungs:
+-- those below max; the last one may have none and run its trials to the end),
+-- with Hyperband's trial count n_s = ceil(n * reduction^s / (s + 1)), s = n - b
+-- (the paper's allocation, which gives every bracket about the same steps;
+-- Optuna's HyperbandPruner allocates the same). Those counts spend about half of
+-- the unpruned steps with 3 brackets: the conservative brackets cost as much as
+-- the aggressive one. So the counts of brackets 2..n are scaled by one factor
+-- lambda in [0, 1], the largest (bisection) whose expected cost is within
+-- p.budget (the fraction of the unpruned steps): bracket 1's weight is 10 * n_1,
+-- bracket b's floor(10 * lambda * n_s) (integers, so every process splits trials
+-- alike), and the cost is sum_b m_b * cost(b, m_b) / trials, m_b the trials
+-- M.bracket_list gives bracket b of `trials` (without trials: the shares and
+-- the many-trials cost). A bracket of weight 0 is left out; a budget below
+-- bracket 1's own cost leaves bracket 1 alone (asha); budget = 1 keeps every
+-- bracket at the paper's count. Each bracket: {rungs, weight, cost} (cost at m_b).
+function M.brackets(p, max, trials)
   local n, s = 0, p.min_steps
   while math.floor(s + 0.5) <= max do n, s = n + 1, s * p.reduction end
-  local out = json.array()
+  local cand = {}
   for b = 1, n do
     local sb = n - b
-    out[b] = {rungs = M.rungs({min_steps = p.min_steps * p.reduction ^ (b - 1), reduction = p.reduction}, max),
-              weight = math.ceil(n * p.reduction ^ sb / (sb + 1) - 1e-9)}
+    cand[b] = {rungs = M.rungs({min_steps = p.min_steps * p.reduction ^ (b - 1), reduction = p.reduction}, max),
+               ns = math.ceil(n * p.reduction ^ sb / (sb + 1) - 1e-9)}
   end
-  return out
+  local function build(lambda)
+    local list = json.array()
+    for b = 1, n do
+      local w = b == 1 and 10 * cand[b].ns or math.floor(10 * lambda * cand[b].ns + 1e-9)
+      if w > 0 then list[#list + 1] = {rungs = cand[b].rungs, weight = w} end
+    end
+    local m, total, cost = {}, 0, 0
+    for b, br in ipairs(list) do m[b], total = trials and 0 or br.weight, total + br.weight end
+    if trials then for _, b in ipairs(M.bracket_list(list, trials)) do m[b] = m[b] + 1 end end
+    for b, br in ipairs(list) do
+      br.cost = M.cost(br.rungs, p.reduction, max, trials and m[b] or nil)
+      cost = cost + m[b] * br.cost
+    end
+    return list, cost / (trials or total)
+  end
+  local budget = p.budget or 1
+  local list, cost = build(1)
+  if cost <= budget + 1e-12 then return list end
+  local lo, hi = 0, 1
+  for _ = 1, 40 do
+    local mid = (lo + hi) / 2
+    local _, c = build(mid)
+    if c <= budget + 1e-12 then lo = mid else hi = mid end
+  end
+  return (build(lo))
 end
 
 --- bracket_list(brackets, n) -> the brackets of trials 1..n: trial i's bracket is

@@ -446,6 +446,10 @@ function M.fingerprint(rec)
   t.trials, t.goal, t.description, t.script, t.experiment, t.nuisance_description, t.seeds = nil, nil, nil, nil,
     nil, nil, nil
   t.max_steps = nil                 -- derived (steps, fixed, the experiment): directories of earlier versions resume
+  if type(t.prune) == "table" and t.prune.brackets then   -- hyperband's split: derived, and from trials too
+    t.prune = copy(t.prune)
+    t.prune.brackets = nil
+  end
   return string.format("%016x", search.hash_string(json.encode(t)))
 end
 

@@ -16,7 +16,8 @@ local quasirandom = require "dlua.search.algorithms.quasirandom"
 local A = {name = "bayes", adaptive = true, finite = false, batches = true, objectives = true, conditional = true,
            needs_feasible = 2,
            options = {candidates = "integer", feasibility = "boolean", max_points = "integer", theta = "table",
-                      pareto = "table", acquisition = "string", racing = "integer"}}
+                      pareto = "table", acq_starts = "integer", batch = "string", acquisition = "string",
+                      racing = "integer"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
 -- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
@@ -71,9 +72,12 @@ function A.estimate(space, history, opts)
 end
 
 function A.check(space, opts, fail)
-  for _, c in ipairs({{"candidates", 1}, {"max_points", 2}}) do
+  for _, c in ipairs({{"candidates", 1}, {"max_points", 2}, {"acq_starts", 0}}) do
     local v = opts[c[1]]
     if v ~= nil and v < c[2] then fail("option '%s' must be an integer >= %d, got %d", c[1], c[2], v) end
+  end
+  if opts.batch ~= nil and opts.batch ~= "qei" and opts.batch ~= "believer" then
+    fail("option 'batch' must be \"qei\" or \"believer\", got %q", opts.batch)
   end
   local k = type(opts.mode) == "table" and #opts.mode or 1
   local bad = ehvi._pareto_problem(opts.pareto, k) or nei.problem(opts.acquisition)

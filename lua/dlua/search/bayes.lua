@@ -201,7 +201,8 @@ function M._suggest(space, history, pending, n, opts)
   end
   local acq = M._acquisition(space, opts.context, raw, fmodel, seen)
   local refine = acqopt.refiner(space, {context = opts.context, region = region, acq = acq, theta = fitted.theta,
-    points = #X, starts = opts.acq_starts or (n > 1 and 0 or nil), log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
+    points = #X, starts = opts.acq_starts or ((n > 1 or score) and 0 or nil),   -- none under NEI: docs/benchmarks.md
+    log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
   local out, eis = M._maximise(space, n, base, acq, rng, region, add, refine)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
     region = lo and {lo = lo, hi = hi, length = L} or nil, acquisition = qei and "qei" or (score and "nei" or "ei")}

@@ -3,7 +3,9 @@
  *
  *   {cpu = "AMD EPYC", vendor = "AuthenticAMD", family = 25, model = 17, cores = 2,
  *    simd = {"sse4.2", "avx", "avx2", "fma", "avx512f", ...},
- *    kernels = {conv = "avx512" | "portable", winograd = true, blas = "Cooperlake",
+ *    kernels = {gemm = "avx512" | "avx2" | "portable" | "blas", gemm_gflops = {avx512 = 190, avx2 = 100},
+ *               conv = "avx512" | "portable",
+ *               winograd = true, blas = "Cooperlake",
  *               pool_spin_us = 1000, threads = 2, flush_subnormals = true},
  *    switches = {DLUA_CONV_WINOGRAD = "0", ...}}      -- the switches set in the environment
  *
@@ -15,6 +17,7 @@
 #include "core/cpu.h"
 #include "ops/conv_simd.h"
 #include "ops/conv_winograd.h"
+#include "ops/sgemm.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -22,7 +25,7 @@
 char *openblas_get_corename(void);
 
 /* every environment variable that chooses a kernel path or a numeric mode */
-static const char *const SWITCHES[] = {"DLUA_CONV_SIMD", "DLUA_CONV_WINOGRAD", "DLUA_POOL_SPIN_US",
+static const char *const SWITCHES[] = {"DLUA_GEMM", "DLUA_CONV_SIMD", "DLUA_CONV_WINOGRAD", "DLUA_POOL_SPIN_US",
                                        "DLUA_FLUSH_SUBNORMALS", "OPENBLAS_CORETYPE", NULL};
 
 
@@ -45,6 +48,15 @@ static int sys_machine(lua_State *L) {
   }
   lua_setfield(L, -2, "simd");
   lua_createtable(L, 0, 6);
+  lt_setstring(L, "gemm", dl_sgemm_path());
+  lua_newtable(L);                        /* what auto measured to choose it (empty when forced) */
+  static const char *const own[] = {"avx512", "avx2", NULL};
+  for (int i = 0; own[i]; i++)
+    if (dl_sgemm_rate(own[i]) > 0) {
+      lua_pushnumber(L, dl_sgemm_rate(own[i]));
+      lua_setfield(L, -2, own[i]);
+    }
+  lua_setfield(L, -2, "gemm_gflops");
   lt_setstring(L, "conv", dl_conv_simd() ? "avx512" : "portable");
   lua_pushboolean(L, dl_wino_enabled());
   lua_setfield(L, -2, "winograd");

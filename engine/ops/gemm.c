@@ -1,19 +1,22 @@
-/* gemm.c -- matrix products on OpenBLAS, split over the core's thread pool.
+/* gemm.c -- matrix products split over the core's thread pool: float32 on dlua's own
+ * kernels (sgemm.c, DLUA_GEMM), float64 (and float32 when DLUA_GEMM=blas) on OpenBLAS.
  *
  * OpenBLAS runs single-threaded here (dl.threads sets it to 1): a large
  * product C[M, N] = A[M, K] B[K, N] is cut into one block of rows (or of
  * columns, whichever dimension is longer) per pool thread, and each block is
- * one single-threaded sgemm. Two reasons:
+ * one single-threaded product. Two reasons:
  *   - OpenBLAS' own workers spin on sched_yield after every call; on two
  *     cores they then fight the pool's im2col, pooling and elementwise work
  *     for the same cores (measured: ~30% of a CNN step in the scheduler).
  *   - One set of threads for everything, so `dl.threads(n)` means n.
- * The split depends only on the shape and the thread count, so results are
- * bit-identical run to run at a fixed count; across counts they differ in the
- * last bits (OpenBLAS' edge kernels sum a block in another order).
+ * The split never cuts k, so with the own kernels (one fma chain per element in
+ * k order) results are bit-identical at any thread count; with OpenBLAS they
+ * are bit-identical run to run at a fixed count and differ across counts in the
+ * last bits (its edge kernels sum a block in another order).
  */
 /* See LICENSE */
 #include "ops/ops.h"
+#include "ops/sgemm.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -40,6 +43,9 @@ static void gemm_block(const gemm_job *j, int64_t m0, int64_t m, int64_t n0, int
   if (j->bias)                 /* while this block of C is about to be read anyway */
     for (int64_t r = 0; r < m; r++)
       memcpy(c + (size_t)(r * j->ldc) * es, (const char *)j->bias + (size_t)n0 * es, (size_t)n * es);
+  if (j->d == DL_F32 && dl_sgemm_block(j->ta, j->tb, m, n, j->K, (float)j->alpha, (const float *)a, j->lda,
+                                        (const float *)b, j->ldb, (float)j->beta, (float *)c, j->ldc))
+    return;
   CBLAS_TRANSPOSE ta = j->ta ? CblasTrans : CblasNoTrans, tb = j->tb ? CblasTrans : CblasNoTrans;
   if (j->d == DL_F32)
     cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)j->K, (float)j->alpha, (const float *)a, (int)j->lda,

@@ -78,10 +78,11 @@ describe("dl.machine", function()
     assert.are.equal(250, m.kernels.pool_spin_us)
   end)
 
-  it("gives the same bits whether the pool's threads poll or sleep", function()
-    local code = [[
+  -- three training steps of a small CNN (im2col convolution, Linear layers: every product
+  -- through gemm.c), the parameters' bits printed; THREADS is replaced
+  local STEPS = [[
 local dl = require "dlua"
-dl.threads(2); dl.seed(3)
+dl.threads(THREADS); dl.seed(3)
 local nn = dl.nn
 local m = nn.Sequential{nn.Conv2d(1, 16, 3, {padding = 1}), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
   nn.Linear(16 * 49, 10)}
@@ -97,10 +98,59 @@ for _, p in ipairs(m:parameters()) do
   for i = 1, p:numel() do out[#out + 1] = string.format("%a", p:get_flat(i)) end
 end
 print(table.concat(out, ","))]]
+
+  it("gives the same bits whether the pool's threads poll or sleep", function()
+    local code = STEPS:gsub("THREADS", "2")
     local a = run_with("DLUA_POOL_SPIN_US=0", code)
     local b = run_with("DLUA_POOL_SPIN_US=100000", code)
     assert.is_true(#a > 1000)
     assert.are.equal(a, b)
+  end)
+
+  it("gives the same bits on every matrix-product path the CPU runs, at 1 and 2 threads", function()
+    local have = {}
+    for _, f in ipairs(dl.machine().simd) do have[f] = true end
+    local paths = {"portable"}
+    if have.avx2 and have.fma then paths[#paths + 1] = "avx2" end
+    if have.avx512f then paths[#paths + 1] = "avx512" end
+    local ref = run_with("DLUA_GEMM=portable", (STEPS:gsub("THREADS", "1")))
+    assert.is_true(#ref > 1000)
+    for _, p in ipairs(paths) do
+      for _, t in ipairs({"1", "2"}) do
+        assert.are.equal(ref, run_with("DLUA_GEMM=" .. p, (STEPS:gsub("THREADS", t))), p .. " at " .. t .. " threads")
+      end
+      local m = json.decode(run_with("DLUA_GEMM=" .. p, PRINT))
+      assert.are.equal(p, m.kernels.gemm)
+      assert.are.equal(p, m.switches.DLUA_GEMM)
+    end
+    -- OpenBLAS sums in its own order: the same run, other bits (the spec can tell paths apart)
+    assert.are_not.equal(ref, run_with("DLUA_GEMM=blas", (STEPS:gsub("THREADS", "1"))))
+    -- auto times the own kernels the CPU runs and takes the fastest of them (never OpenBLAS,
+    -- whose bits differ, unless the CPU runs none); a forced path measures nothing
+    local k = json.decode(run_with("", PRINT)).kernels
+    local best, best_rate = "blas", 0
+    for _, p in ipairs({"avx512", "avx2"}) do
+      if p ~= "avx512" or have.avx512f then
+        if p ~= "avx2" or (have.avx2 and have.fma) then
+          assert.is_true(k.gemm_gflops[p] > 1, p)
+          if k.gemm_gflops[p] > best_rate then best, best_rate = p, k.gemm_gflops[p] end
+        end
+      end
+    end
+    assert.are.equal(best, k.gemm)
+    if have.avx2 and have.fma then
+      assert.are.same({}, json.decode(run_with("DLUA_GEMM=avx2", PRINT)).kernels.gemm_gflops)
+    end
+  end)
+
+  it("refuses a DLUA_GEMM that names no path, listing the valid ones", function()
+    local dir = H.tmpdir("machine-gemm")
+    H.spit(dir .. "/s.lua", PRINT)
+    local p = io.popen(string.format("cd %s && env DLUA_GEMM=avx1024 %s s.lua 2>&1; echo \"rc=$?\"", dir, H.EXE))
+    local out = p:read("a")
+    p:close()
+    assert.are_not.equal("0", out:match("rc=(%d+)"))
+    assert.matches("DLUA_GEMM=avx1024: no such matrix%-product path %(valid: auto, [%w, ]*portable, blas%)", out)
   end)
 
   it("is recorded in the run's result.json", function()

@@ -10,7 +10,7 @@ median / 90th percentile per sampler and problem.
 
   /usr/bin/python3 tests/bench/search_highdim_optuna.py [seeds=20] [problem name | all]
 """
-import math
+import os
 import sys
 import warnings
 
@@ -20,44 +20,14 @@ import optuna
 warnings.filterwarnings("ignore")
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
-ALPHA = [1.0, 1.2, 3.0, 3.2]
-A = [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14], [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]]
-P = [[1312, 1696, 5569, 124, 8283, 5886], [2329, 4135, 8307, 3736, 1004, 9991],
-     [2348, 1451, 3522, 2883, 3047, 6650], [4047, 8828, 8732, 5743, 1091, 381]]
-
-
-def hartmann6(v):
-    f = 0.0
-    for i in range(4):
-        s = sum(A[i][j] * (v[j] - P[i][j] * 1e-4) ** 2 for j in range(6))
-        f -= ALPHA[i] * math.exp(-s)
-    return f
+# the one Python definition of the problems (tests/bench/search_suite_problems.py)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from search_suite_problems import ackley, hartmann6, levy, rosenbrock  # noqa: E402
+import search_suite_problems as SP  # noqa: E402
 
 
 def branin(v):
-    x1, x2 = v
-    b, c, t = 5.1 / (4 * math.pi ** 2), 5 / math.pi, 1 / (8 * math.pi)
-    return (x2 - b * x1 ** 2 + c * x1 - 6) ** 2 + 10 * (1 - t) * math.cos(x1) + 10
-
-
-def ackley(v):
-    d = len(v)
-    s1 = sum(x * x for x in v)
-    s2 = sum(math.cos(2 * math.pi * x) for x in v)
-    return -20 * math.exp(-0.2 * math.sqrt(s1 / d)) - math.exp(s2 / d) + 20 + math.e
-
-
-def rosenbrock(v):
-    return sum(100 * (v[j + 1] - v[j] ** 2) ** 2 + (1 - v[j]) ** 2 for j in range(len(v) - 1))
-
-
-def levy(v):
-    w = [1 + (x - 1) / 4 for x in v]
-    d = len(v)
-    f = math.sin(math.pi * w[0]) ** 2 + (w[d - 1] - 1) ** 2 * (1 + math.sin(2 * math.pi * w[d - 1]) ** 2)
-    for j in range(d - 1):
-        f += (w[j] - 1) ** 2 * (1 + 10 * math.sin(math.pi * w[j] + 1) ** 2)
-    return f
+    return SP.branin(v[0], v[1])
 
 
 def box(d, lo, hi):

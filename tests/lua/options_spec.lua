@@ -84,7 +84,7 @@ local CASES = {
    "dl.train: unknown option 'indexes' in eval.predictions (valid: indices, set); did you mean 'indices'?"},
   {"dl.train checkpoint", function() dl.train{checkpoint = {keep_bset = 2}} end,
    "dl.train: unknown option 'keep_bset' in checkpoint (valid: every, keep_best, keep_every, keep_latest, metric, " ..
-   "mode, share); did you mean 'keep_best'?"},
+   "mode, share, tolerance); did you mean 'keep_best'?"},
   {"dl.train fields", function() dl.train{fields = {inptu = "x"}} end,
    "dl.train: unknown option 'inptu' in fields (valid: input, target, weight); did you mean 'input'?"},
   {"dl.train ema", function() dl.train{ema = {decya = 0.9}} end,

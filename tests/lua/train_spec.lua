@@ -129,6 +129,54 @@ describe("dl.train", function()
     fs.rm_rf(dir); fs.rm_rf(dir2)
   end)
 
+  it("with checkpoint.tolerance selects the latest checkpoint within it of the best, and keeps it", function()
+    -- valid/score at the 6 evals: best 0.9 at step 10; within 0.05 of it: 0.86 (step 20) and 0.88
+    -- (step 25); 0.84 at step 30 is outside. Selected: step 25, kept first, with step 10 (keep_best 2)
+    local script = {0.3, 0.9, 0.5, 0.86, 0.88, 0.84}
+    local calls = 0
+    local metric = function(out, y, w)
+      calls = calls + 1
+      return script[(calls - 1) // 4 + 1] * w:sum():item(), w:sum():item()
+    end
+    local dir = tmpdir("tol")
+    local c, _, va = config(dir)
+    c.steps = 30
+    c.eval = {every = 5, sets = {valid = va}, batch_size = 13, metrics = {score = metric}}
+    c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "max", every = 5, tolerance = 0.05}
+    local r = dl.train(c)
+    assert.are.equal(25, r.best.step)
+    assert(math.abs(r.best.metrics["valid/score"] - 0.88) < 1e-12)
+    assert.are.equal(10, r.best_eval.step)              -- the best eval is still reported as such
+    assert.are.equal(0.05, r.checkpoints.tolerance)
+    local files = {}
+    for _, f in ipairs(fs.list(dir .. "/checkpoints")) do if f:match("safetensors$") then files[#files + 1] = f end end
+    assert.are.same({"ckpt-000000010.safetensors", "ckpt-000000025.safetensors", "ckpt-000000030.safetensors"}, files)
+    -- min mode: the latest within the band of the lowest
+    local dir2 = tmpdir("tolmin")
+    calls = 0
+    script = {0.5, 0.2, 0.9, 0.24, 0.3, 0.6}
+    c = config(dir2)
+    c.steps = 30
+    c.eval = {every = 5, sets = {valid = select(3, config(dir2))}, batch_size = 13, metrics = {score = metric}}
+    c.checkpoint = {keep_best = 1, metric = "valid/score", mode = "min", every = 5, tolerance = 0.05}
+    r = dl.train(c)
+    assert.are.equal(20, r.best.step)
+    -- tolerance 0 is the plain best; a negative or infinite one, or one with nothing ranked, is refused
+    for _, bad in ipairs({-0.01, math.huge, 0 / 0}) do
+      local c3 = config(tmpdir("tolbad"))
+      c3.checkpoint = {metric = "valid/accuracy", tolerance = bad}
+      assert.error_matches(function() dl.train(c3) end, "checkpoint.tolerance must be a finite number >= 0")
+    end
+    local c4 = config(tmpdir("tolnone"))
+    c4.eval = nil
+    c4.checkpoint = {tolerance = 0.01}
+    assert.error_matches(function() dl.train(c4) end, "checkpoint.tolerance needs a metric")
+    local c5 = config(tmpdir("toltype"))
+    c5.checkpoint = {tolerance = "se"}
+    assert.error_matches(function() dl.train(c5) end, "tolerance")
+    fs.rm_rf(dir); fs.rm_rf(dir2)
+  end)
+
   -- the default policy (dlua.train.policy) with share = 0: no eval fits the time budget, so what is
   -- written does not depend on timing: every new best under a user's keep_best, and the last step
   it("without checkpoint.every writes new bests under keep_best and the last step, and says where the best eval is", function()

@@ -15,7 +15,7 @@ local CONFIG = {
   eval = {every = true, sets = "table", metrics = true, batch_size = true, sample = true,
           predictions = {indices = "table", set = "string"}},
   checkpoint = {every = true, keep_latest = true, keep_best = true, keep_every = true, metric = "string",
-                mode = "string", share = "number"},
+                mode = "string", share = "number", tolerance = "number"},
   objective = {metric = "string", mode = "string"},
   clip_grad_norm = true, log_every = true, dir = true, resume = true, override = "boolean", ema = {decay = "number"},
   hparams = true, name = true, quiet = true, divergence = {factor = "number"},

@@ -215,8 +215,9 @@ local function open_run(config)
     objective = ranking and ranking.metric, checkpoint_every = every}
   run.prog = prog
   if ranking then
-    prog:message(string.format("checkpoints by %s (%s, %s), %s", ranking.metric, ranking.mode,
-      ranking.why, run.policy:describe()))
+    prog:message(string.format("checkpoints by %s (%s, %s)%s, %s", ranking.metric, ranking.mode, ranking.why,
+      (ck.tolerance or 0) > 0 and string.format(", the latest within %g of the best", ck.tolerance) or "",
+      run.policy:describe()))
   end
   local function warn(msg) prog:message("warning: " .. msg) end
   local _, missed = optimizer_problem(model, opt)
@@ -528,7 +529,7 @@ local function finish(run, status, message)
   -- time policy writes at some evals only)
   local rk, pol = run.ranking, run.policy
   result.checkpoints = {metric = rk and rk.metric, mode = rk and rk.mode, chosen_by = rk and rk.source,
-                        why = rk and rk.why, policy = pol:describe(), written = pol.n}
+                        why = rk and rk.why, tolerance = run.ck.tolerance, policy = pol:describe(), written = pol.n}
   local be = run.ck.metric and run.ledger:best_eval()
   if be then
     local kept = run.ledger:kept(be.step)

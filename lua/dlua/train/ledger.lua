@@ -51,7 +51,7 @@ end
 -- index.json yet): every eval, every kept checkpoint with its retention classes,
 -- best and latest; rewritten atomically after each change. A checkpoint is kept
 -- (resumable, counted as best) only once this file names it on disk. opts: the
--- dl.train checkpoint options (keep_latest, keep_best, keep_every, metric, mode).
+-- dl.train checkpoint options (keep_latest, keep_best, keep_every, metric, mode, tolerance).
 -- A ledger that is not what dl.train writes is an error naming the file and entry.
 function M.open(dir, opts)
   local self = setmetatable({dir = dir, path = dir .. "/index.json", opts = opts,
@@ -134,8 +134,17 @@ function Ledger:retain()
       if va == vb then return a.step < b.step end       -- ties: the earlier step wins
       return better(va, vb, o.mode)
     end)
+    -- tolerance: the selected checkpoint is the latest one within it of the top value (differences
+    -- under the eval set's noise do not order checkpoints); it is kept first
+    local sel = 1
+    for i, c in ipairs(ranked) do
+      if math.abs(c.metrics[o.metric] - ranked[1].metrics[o.metric]) <= (o.tolerance or 0) and c.step > ranked[sel].step then
+        sel = i
+      end
+    end
+    local top = table.remove(ranked, sel)
+    if top then table.insert(ranked, 1, top) end
     for i = 1, math.min(o.keep_best, #ranked) do ranked[i].classes[#ranked[i].classes + 1] = "best" end
-    local top = ranked[1]
     self.data.best = top and {step = top.step, path = top.path, value = top.metrics[o.metric],
                               metric = o.metric, metrics = top.metrics} or nil
   end

@@ -100,6 +100,13 @@ function M.config_problem(c)
     return "dl.train: checkpoint.share must be in [0, 1] (the share of the run's time checkpoints may take), got " ..
       tostring(ck.share)
   end
+  if ck.tolerance ~= nil and not (ck.tolerance >= 0 and ck.tolerance < math.huge) then
+    return "dl.train: checkpoint.tolerance must be a finite number >= 0 (the metric's noise: the latest checkpoint " ..
+      "within it of the best is selected), got " .. tostring(ck.tolerance)
+  end
+  if ck.tolerance ~= nil and not (ck.metric or c.objective or (c.eval and c.eval.sets)) then
+    return "dl.train: checkpoint.tolerance needs a metric that ranks the checkpoints (checkpoint.metric, or eval.sets)"
+  end
   local obj = c.objective
   if obj and not obj.metric then return "dl.train: objective needs a metric (e.g. {metric = \"valid/accuracy\"})" end
   if obj and obj.mode and obj.mode ~= "max" and obj.mode ~= "min" then

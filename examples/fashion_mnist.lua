@@ -22,13 +22,14 @@ return dl.experiment{
     -- found by dlua's own recipes and studies (examples/fashion_mnist_tune*.lua,
     -- docs/tuning-fashion-mnist.md): batch 128 from the batch-size sweep, lr / weight_decay /
     -- label_smoothing / dropout from the Bayesian round's best trial (rounded to two digits),
-    -- flip = 0 from the exploration round, 11000 steps from the 10-minute budget of the
-    -- Winograd engine (round 3, examples/fashion_mnist_tune_budget.lua), the checkpoint ranked by
-    -- an average of the weights (ema, section 7 of the tuning log: the pick is less noisy)
-    lr = 0.26, momentum = 0.9, weight_decay = 1.6e-4, batch_size = 128, steps = 11000, warmup = 100,
+    -- flip = 0 from the exploration round, the checkpoint ranked by an average of the weights
+    -- (ema, section 7 of the tuning log: the pick is less noisy); 7000 steps with one-pixel
+    -- shifts (crop = 1) and the latest checkpoint within one standard error of the best
+    -- (tolerance) from the half-time round (section 9: examples/fashion_mnist_tune_half.lua)
+    lr = 0.26, momentum = 0.9, weight_decay = 1.6e-4, batch_size = 128, steps = 7000, warmup = 100,
     virtual_batch = 64, width = 256, label_smoothing = 0.07, eval_every = 1000, workers = 2,
     optimizer = "nesterov", clip = 0.0, test_eval = true,
-    channels = 32, dropout = 0.13, flip = 0.0, crop = 0,
+    channels = 32, dropout = 0.13, flip = 0.0, crop = 1,
     ema = 0.999,    -- in (0, 1): also evaluate an exponential moving average of the weights (this decay) and rank by it;
                     -- 0: the raw weights only (section 7 of docs/tuning-fashion-mnist.md)
     tolerance = 0.0035,  -- the selected checkpoint: the latest within this of the best ranked one (one standard

@@ -131,12 +131,18 @@ describe("bayes with trust_starts", function()
     return out
   end
 
-  it("is deterministic, defaults to bayes.TRUST_STARTS and changes the suggestions", function()
+  it("is deterministic, defaults to 4 from 8 dimensions on (fewer above 200 observations), none below", function()
     assert.are.equal(4, B.TRUST_STARTS)
-    local a = run({algorithm = "bayes", seed = 2}, 20)
-    assert.same(a, run({algorithm = "bayes", seed = 2}, 20))
+    assert.are.equal(8, B.TRUST_FROM_D)
+    local D = B._default_trust_starts
+    assert.same({4, 4, 2, 1, 0}, {D(0, 8), D(200, 10), D(400, 20), D(800, 8), D(801, 8)})
+    assert.same({0, 0}, {D(0, 7), D(100, 2)})
+    -- in 5 dimensions the default is none; asked for, the starts change the suggestions
+    local a = run({algorithm = "bayes", seed = 2, trust_starts = 4}, 20)
     assert.same(a, run({algorithm = "bayes", seed = 2, trust_starts = 4}, 20))
-    assert.are_not.same(a, run({algorithm = "bayes", seed = 2, trust_starts = 0}, 20))
+    local none = run({algorithm = "bayes", seed = 2}, 20)
+    assert.same(none, run({algorithm = "bayes", seed = 2, trust_starts = 0}, 20))
+    assert.are_not.same(a, none)
   end)
 
   it("rejects a bad trust_starts by name", function()

@@ -85,11 +85,25 @@ M._TR = {L0 = TR_L0, LMAX = TR_LMAX, LMIN = TR_LMIN, SUCCESSES = TR_SUCCESSES}
 
 -- the trust region's own gradient starts (opts.trust_starts): the best this
 -- many candidates inside the region, beside the global starts, climb inside it.
--- 4: over seeds 1..20 Levy-10's median regret at 50 / 100 evaluations went
--- from 16.8 / 7.95 to 15.8 / 5.8 and Rosenbrock-4's at 50 from 415 to 338
--- (docs/benchmarks.md "Search: trust-region starts")
-local TRUST_STARTS = 4
-M.TRUST_STARTS = TRUST_STARTS
+-- By default TRUST_STARTS = 4 from TRUST_FROM_D = 8 coordinates on, none below:
+-- with the suite's seeds 1..40, Levy-10's median / p90 regret at 50 evaluations
+-- went from 11.7 / 26.7 to 10.9 / 19.5 (at 100: 5.77 / 16.8 to 5.62 / 14.1),
+-- while in 4 to 6 dimensions, where 1000 candidates already cover the cube, the
+-- changes went both ways within the seeds' spread (Rosenbrock-4 at 50: 378 to
+-- 442 over 40 seeds, 415 to 338 over the first 20). 8 is a choice between the
+-- 6 and the 10 measured (docs/benchmarks.md "Search: trust-region starts").
+local TRUST_STARTS, TRUST_FROM_D = 4, 8
+M.TRUST_STARTS, M.TRUST_FROM_D = TRUST_STARTS, TRUST_FROM_D
+
+--- _default_trust_starts(points, d) -> 0 below TRUST_FROM_D coordinates, else
+-- TRUST_STARTS up to 200 observations, then fewer as acqopt.default_starts does
+-- (each step of a start costs O(points^2)): TRUST_STARTS * 200 // points, 0
+-- from 801 on.
+function M._default_trust_starts(points, d)
+  if d < TRUST_FROM_D then return 0 end
+  if points <= 200 then return TRUST_STARTS end
+  return (TRUST_STARTS * 200) // points
+end
 
 --- The trust region of a history: a box of the unit cube centred on the
 -- observation with the lowest posterior mean, side L w_k per coordinate with
@@ -147,7 +161,7 @@ end
 -- ascent pulled the believer's points together, median regret at 50 evaluations
 -- 807 with it against 490 without, 40 seeds). opts.batch = "qei": a batch by
 -- greedy q-EI (dlua.search.batch). Beside those starts, the best
--- opts.trust_starts (TRUST_STARTS) candidates inside the trust region start
+-- opts.trust_starts (_default_trust_starts) candidates inside the trust region start
 -- ascents bounded by it (only where the ascent runs: acq_starts > 0).
 -- Without the trust region, on noisy Hartmann-6 EI explores the boundary of
 -- the cube where the surrogate is flat (docs/benchmarks.md).
@@ -214,7 +228,7 @@ function M._suggest(space, history, pending, n, opts)
   local acq = M._acquisition(space, opts.context, raw, fmodel, seen)
   local refine = acqopt.refiner(space, {context = opts.context, region = region, acq = acq, theta = fitted.theta,
     points = #X, starts = opts.acq_starts or ((n > 1 or score) and 0 or nil),   -- none under NEI: docs/benchmarks.md
-    region_starts = opts.trust_starts or TRUST_STARTS,
+    region_starts = opts.trust_starts or M._default_trust_starts(#X, space.d),
     log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
   local out, eis = M._maximise(space, n, base, acq, rng, region, add, refine)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,

@@ -86,11 +86,11 @@ M._TR = {L0 = TR_L0, LMAX = TR_LMAX, LMIN = TR_LMIN, SUCCESSES = TR_SUCCESSES}
 -- the trust region's own gradient starts (opts.trust_starts): the best this
 -- many candidates inside the region, beside the global starts, climb inside it.
 -- By default TRUST_STARTS = 4 from TRUST_FROM_D = 8 coordinates on, none below:
--- with the suite's seeds 1..40, Levy-10's median / p90 regret at 50 evaluations
+-- over seeds 1..40 (search_highdim.lua), Levy-10's median / p90 regret at 50
 -- went from 11.7 / 26.7 to 10.9 / 19.5 (at 100: 5.77 / 16.8 to 5.62 / 14.1),
 -- while in 4 to 6 dimensions, where 1000 candidates already cover the cube, the
 -- changes went both ways within the seeds' spread (Rosenbrock-4 at 50: 378 to
--- 442 over 40 seeds, 415 to 338 over the first 20). 8 is a choice between the
+-- 442 over 40 seeds, 415 to 338 in the suite's 20). 8 is a choice between the
 -- 6 and the 10 measured (docs/benchmarks.md "Search: trust-region starts").
 local TRUST_STARTS, TRUST_FROM_D = 4, 8
 M.TRUST_STARTS, M.TRUST_FROM_D = TRUST_STARTS, TRUST_FROM_D

@@ -269,6 +269,6 @@ describe("bayes with the gradient search (acq_starts)", function()
     assert.error_matches(function() S.suggester(space, {algorithm = "bayes", acq_starts = "8"}) end,
       "option 'acq_starts' must be integer, got string")
     assert.error_matches(function() acqopt.refiner(space, {bogus = 1}) end,
-      "unknown option 'bogus' %(valid: acq, context, log_ei, points, region, starts, theta%)")
+      "unknown option 'bogus' %(valid: acq, context, log_ei, points, region, region_starts, starts, theta%)")
   end)
 end)

@@ -560,7 +560,7 @@ describe("dl.search.suggester", function()
   it("rejects unknown options, bad values and foreign observations", function()
     assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", sed = 1}) end,
       "dl.search.suggester: unknown option 'sed' %(valid: acq_starts, acquisition, algorithm, batch, candidates, " ..
-      "context, feasibility, grid_points, init, max_points, mode, pareto, racing, seed, theta%)")
+      "context, feasibility, grid_points, init, max_points, mode, pareto, racing, seed, theta, trust_starts%)")
     assert.error_matches(function() S.suggester(space1, {init = -1}) end,
       "dl.search.suggester: option 'init' must be an integer >= 0, got %-1")
     assert.error_matches(function() S.suggester(space1, {mode = "maximise"}) end,

@@ -4,7 +4,8 @@
 -- improvement (the GP's analytic gradient in the input, engine/search/gp_acq.c)
 -- then climbs to its top, which random points in 10 dimensions rarely reach.
 --
---   local refine = acqopt.refiner(space, {context =, region =, acq =, log_ei =, theta =, points =, starts =})
+--   local refine = acqopt.refiner(space, {context =, region =, acq =, log_ei =, theta =, points =, starts =,
+--                                         region_starts =})
 --   top = refine(scored, top)    -- inside bayes._maximise: the best of top and the refined starts
 --   us, values = acqopt.ascend(space, starts, log_ei, {free =, scale =, bounds =, iters =})
 --
@@ -113,7 +114,7 @@ function M.ascend(space, starts, log_ei, opts)
 end
 
 local REFINER_OPTIONS = {context = "table", region = "table", acq = "function", log_ei = "function",
-                         theta = "table", points = "integer", starts = "integer"}
+                         theta = "table", points = "integer", starts = "integer", region_starts = "integer"}
 
 --- refiner(space, opts) -> refine(scored, top) or nil (no continuous
 -- coordinate, or starts = 0). opts: acq (the full acquisition of a list of
@@ -123,8 +124,9 @@ local REFINER_OPTIONS = {context = "table", region = "table", acq = "function", 
 -- the cube), points (observations: the default number of starts), starts,
 -- context. refine takes the candidates sorted by acq, best first ({u =, a =}),
 -- and the best point so far, ascends from top and the best `starts` - 1
--- candidates not yet rejected (a > -1), and returns the best of top and the
--- results by acq.
+-- candidates not yet rejected (a > -1), then from the best region_starts (0)
+-- further candidates that lie in region (the local starts of the trust region:
+-- they climb inside it), and returns the best of top and the results by acq.
 function M.refiner(space, opts)
   opts = util.check_options("dlua.search.acqopt.refiner", opts, REFINER_OPTIONS, 2)
   local free = M.free_dims(space)
@@ -135,19 +137,30 @@ function M.refiner(space, opts)
   local region, d = opts.region, space.d
   local cube_lo, cube_hi = {}, {}
   for k = 1, d do cube_lo[k], cube_hi[k] = 0, halton.ONE_BELOW end
-  local function bounds(u)
-    if region then
-      local inside = true
-      for k = 1, d do inside = inside and u[k] >= region.lo[k] and u[k] <= region.hi[k] end
-      if inside then return region.lo, region.hi end
+  local function inside(u)
+    if not region then return false end
+    for k = 1, d do
+      if u[k] < region.lo[k] or u[k] > region.hi[k] then return false end
     end
+    return true
+  end
+  local function bounds(u)
+    if inside(u) then return region.lo, region.hi end
     return cube_lo, cube_hi
   end
+  local nlocal = region and opts.region_starts or 0
   return function(scored, top)
-    local starts = {top.u}
+    local starts, taken = {top.u}, {}
     for i = 1, #scored do
       if #starts >= nstarts then break end
-      if scored[i].a > -1 and scored[i] ~= top then starts[#starts + 1] = scored[i].u end
+      if scored[i].a > -1 and scored[i] ~= top then starts[#starts + 1], taken[i] = scored[i].u, true end
+    end
+    local want = #starts + nlocal
+    for i = 1, #scored do
+      if #starts >= want then break end
+      if not taken[i] and scored[i].a > -1 and scored[i] ~= top and inside(scored[i].u) then
+        starts[#starts + 1] = scored[i].u
+      end
     end
     local us = M.ascend(space, starts, opts.log_ei, {free = free, scale = scale, bounds = bounds,
                                                      context = opts.context})

@@ -52,7 +52,8 @@ end
 
 local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
                        theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
-                       model = "table", acq_starts = "integer", batch = "string", acquisition = "string"}
+                       model = "table", acq_starts = "integer", batch = "string", acquisition = "string",
+                       trust_starts = "integer"}
 
 -- the incremental path: from INCREMENTAL_FROM observations on, a previous
 -- model (opts.model) whose observations are the first of these takes the new
@@ -80,6 +81,29 @@ end
 -- cube at the start, its bounds, successes to double it, and (failures = d)
 -- to halve it; below the minimum it restarts at the initial length
 local TR_L0, TR_LMAX, TR_LMIN, TR_SUCCESSES = 0.8, 1.6, 2 ^ -7, 3
+M._TR = {L0 = TR_L0, LMAX = TR_LMAX, LMIN = TR_LMIN, SUCCESSES = TR_SUCCESSES}
+
+-- the trust region's own gradient starts (opts.trust_starts): the best this
+-- many candidates inside the region, beside the global starts, climb inside it.
+-- By default TRUST_STARTS = 4 from TRUST_FROM_D = 8 coordinates on, none below:
+-- over seeds 1..40 (search_highdim.lua), Levy-10's median / p90 regret at 50
+-- went from 11.7 / 26.7 to 10.9 / 19.5 (at 100: 5.77 / 16.8 to 5.62 / 14.1),
+-- while in 4 to 6 dimensions, where 1000 candidates already cover the cube, the
+-- changes went both ways within the seeds' spread (Rosenbrock-4 at 50: 378 to
+-- 442 over 40 seeds, 415 to 338 in the suite's 20). 8 is a choice between the
+-- 6 and the 10 measured (docs/benchmarks.md "Search: trust-region starts").
+local TRUST_STARTS, TRUST_FROM_D = 4, 8
+M.TRUST_STARTS, M.TRUST_FROM_D = TRUST_STARTS, TRUST_FROM_D
+
+--- _default_trust_starts(points, d) -> 0 below TRUST_FROM_D coordinates, else
+-- TRUST_STARTS up to 200 observations, then fewer as acqopt.default_starts does
+-- (each step of a start costs O(points^2)): TRUST_STARTS * 200 // points, 0
+-- from 801 on.
+function M._default_trust_starts(points, d)
+  if d < TRUST_FROM_D then return 0 end
+  if points <= 200 then return TRUST_STARTS end
+  return (TRUST_STARTS * 200) // points
+end
 
 --- The trust region of a history: a box of the unit cube centred on the
 -- observation with the lowest posterior mean, side L w_k per coordinate with
@@ -136,7 +160,9 @@ end
 -- none; by default none for a batch, n > 1: on Rosenbrock-4 in batches of 4 the
 -- ascent pulled the believer's points together, median regret at 50 evaluations
 -- 807 with it against 490 without, 40 seeds). opts.batch = "qei": a batch by
--- greedy q-EI (dlua.search.batch).
+-- greedy q-EI (dlua.search.batch). Beside those starts, the best
+-- opts.trust_starts (_default_trust_starts) candidates inside the trust region start
+-- ascents bounded by it (only where the ascent runs: acq_starts > 0).
 -- Without the trust region, on noisy Hartmann-6 EI explores the boundary of
 -- the cube where the surrogate is flat (docs/benchmarks.md).
 --   history: {{u =, value = number or nil (infeasible)}}, pending: {{u =}}
@@ -202,6 +228,7 @@ function M._suggest(space, history, pending, n, opts)
   local acq = M._acquisition(space, opts.context, raw, fmodel, seen)
   local refine = acqopt.refiner(space, {context = opts.context, region = region, acq = acq, theta = fitted.theta,
     points = #X, starts = opts.acq_starts or ((n > 1 or score) and 0 or nil),   -- none under NEI: docs/benchmarks.md
+    region_starts = opts.trust_starts or M._default_trust_starts(#X, space.d),
     log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
   local out, eis = M._maximise(space, n, base, acq, rng, region, add, refine)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,

@@ -17,7 +17,7 @@ local A = {name = "bayes", adaptive = true, finite = false, batches = true, obje
            needs_feasible = 2,
            options = {candidates = "integer", feasibility = "boolean", max_points = "integer", theta = "table",
                       pareto = "table", acq_starts = "integer", batch = "string", acquisition = "string",
-                      racing = "integer"}}
+                      racing = "integer", trust_starts = "integer"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
 -- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
@@ -72,7 +72,7 @@ function A.estimate(space, history, opts)
 end
 
 function A.check(space, opts, fail)
-  for _, c in ipairs({{"candidates", 1}, {"max_points", 2}, {"acq_starts", 0}}) do
+  for _, c in ipairs({{"candidates", 1}, {"max_points", 2}, {"acq_starts", 0}, {"trust_starts", 0}}) do
     local v = opts[c[1]]
     if v ~= nil and v < c[2] then fail("option '%s' must be an integer >= %d, got %d", c[1], c[2], v) end
   end

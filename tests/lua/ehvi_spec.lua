@@ -4,7 +4,8 @@
 -- exact improvement HV(front + y) - HV(front) of that brute force, and the EHVI
 -- against a Monte Carlo average of the brute-force improvement over 20,000 seeded
 -- normal samples (tolerance: 4 standard errors of the average), for 2 and 3
--- objectives, an empty front, a point dominated with certainty; then the
+-- objectives, an empty front, a point dominated with certainty; the default
+-- reference point against its rule worked by hand (2 and 3 objectives); then the
 -- suggester with several objectives (EHVI by default, ParEGO on request and above
 -- 3 objectives, determinism, its front against a brute-force dominance check, the
 -- hypervolume against quasirandom's at the same budget) and the options' errors.
@@ -166,6 +167,39 @@ describe("dl.search.expected_hvi", function()
       assert.is_false(ok)
       assert.truthy(tostring(err):find(b[2], 1, true), tostring(err))
     end
+  end)
+end)
+
+describe("the default reference point", function()
+  local ehvi = require "dlua.search.ehvi"
+  -- 11 mutually non-dominated points (the first two objectives trade off) and one
+  -- dominated point that sets every objective's range to 20 (margin 0.1 * 20 = 2)
+  local function costs(k)
+    local c = {}
+    for i = 0, 10 do c[#c + 1] = k == 2 and {i, 10 - i} or {i, 10 - i, 2 * ((7 * i) % 11)} end
+    c[#c + 1] = k == 2 and {20, 20} or {20, 20, 20}
+    return c
+  end
+
+  it("is the front's nadir plus 10% of the range for 2 objectives", function()
+    assert.are.same({0, 0}, {ehvi.NADIR_DROP[2], 0})
+    assert.are.same({10 + 2, 10 + 2}, ehvi._reference(costs(2)))
+  end)
+
+  it("leaves the front's largest value out for 3 objectives", function()
+    assert.are.equal(1, ehvi.NADIR_DROP[3])
+    -- front values 0..10, 0..10, 0, 2, .., 20: the second largest 9, 9, 18, plus 2
+    assert.are.same({11, 11, 20}, ehvi._reference(costs(3)))
+    -- a front of one point: its own values (the nadir), plus 10% of the range
+    assert.are.same({0.1 + 0.1, 0.2 + 0.1, 0.3 + 0.2}, ehvi._reference({{0.1, 0.2, 0.3}, {1.1, 1.2, 2.3}}))
+    -- the suggester's reference is this rule on the observed values (a max objective negated)
+    local sp = S.space({x = S.uniform(0, 1)})
+    local history = {}
+    for i, c in ipairs(costs(3)) do history[i] = {u = {(i - 0.5) / 12}, values = {c[1], c[2], -c[3]}} end
+    local bayes = require "dlua.search.algorithms.bayes"
+    local _, info = bayes.suggest(sp, history, nil, 1, {seed = 1, mode = {"min", "min", "max"}})
+    assert.are.equal("ehvi", info.method)
+    assert.are.same({11, 11, -20}, info.reference)
   end)
 end)
 

@@ -31,7 +31,8 @@ end
 -- Several objectives: mode = {"min", "max", ...} (one per objective), observe's
 -- value a list of one number per mode, and pareto = {method = "ehvi" | "parego",
 -- reference = one number per objective} (bayes: EHVI for 2 or 3 objectives, the
--- reference by default the observed front's nadir + 10% of the observations' range;
+-- reference by default the observed front's nadir + 10% of the observations' range,
+-- for 3 objectives the front's second-worst value in place of its nadir;
 -- dlua.search.ehvi).
 --   s:state() --> plain data; state.theta is the warm start of opts.theta
 -- opts: algorithm (a row of dlua.search.algorithms: dl.search.algorithm_names()),

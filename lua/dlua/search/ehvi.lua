@@ -222,7 +222,7 @@ end
 
 local OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "table", context = "table",
                  theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
-                 pareto = "table"}
+                 pareto = "table", warp = "string"}     -- warp: accepted, unused (dlua.search.warp)
 
 --- The default reference point (costs): the nadir (worst value per objective)
 -- of the observed front plus M.MARGIN of the range of every observation (1

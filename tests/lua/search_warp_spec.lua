@@ -168,3 +168,30 @@ describe("dl.search bayes warp option", function()
       "dl.search.suggester: option 'warp'")
   end)
 end)
+
+describe("dl.search bayes warp under noise", function()
+  local space = S.space{x = S.uniform(0, 1), y = S.uniform(0, 1)}
+  -- skewed values (exp(4 x) + y): "auto" warps them, unless the noise is material
+  local function history(sd)
+    local r = S.rng("warp-spec-noise")
+    local h = {}
+    for i = 1, 30 do
+      local u = {r:uniform(), r:uniform()}
+      h[i] = {u = u, value = math.exp(4 * u[1]) + u[2] + sd * r:normal()}
+    end
+    return h
+  end
+
+  it("keeps the raw values under material noise by default, and warps when asked", function()
+    local _, clean = S.bayes_suggest(space, history(0), {}, 1, {seed = 1})
+    assert.are.equal("log", clean.warp)
+    local signed = {}
+    for i, h in ipairs(history(8)) do signed[i] = h.value end
+    assert.are.equal("log", warp.choose("auto", signed).kind)        -- skewed: the values alone would warp
+    local _, noisy = S.bayes_suggest(space, history(8), {}, 1, {seed = 1})
+    assert.are.equal("none", noisy.warp)
+    assert.is_true(math.exp(noisy.theta[4] - noisy.theta[3]) >= 1e-2)   -- the noise rule of dlua.search.nei
+    local _, forced = S.bayes_suggest(space, history(8), {}, 1, {seed = 1, warp = "log"})
+    assert.are.equal("log", forced.warp)
+  end)
+end)

@@ -74,7 +74,10 @@ end
 -- output warp (opts.warp, dlua.search.warp), which model.warp holds. opts.model
 -- extended when the incremental path applies (its warp kept: it applies while
 -- no new value is below the lowest it was chosen on), otherwise a fit
--- warm-started from opts.theta on a warp chosen afresh.
+-- warm-started from opts.theta on a warp chosen afresh. Under "auto" a log-warped
+-- fit whose noise is material (nei.wanted) is fitted again to the raw values: the
+-- log stretches the noise of the values near the best (noisy Branin at 100
+-- evaluations, 60 runs: median 4.6 warped against 3.4 raw).
 function M._surrogate(X, y, opts, features)
   local prev = opts.model
   if prev ~= nil and not gp.is_model(prev) then
@@ -91,8 +94,13 @@ function M._surrogate(X, y, opts, features)
       end
     end
   end
+  local fit_opts = {theta = opts.theta, dim = features, max_points = opts.max_points}
   local w = warp.choose(opts.warp, y)
-  local m = gp.fit(X, w:apply_all(y), {theta = opts.theta, dim = features, max_points = opts.max_points})
+  local m = gp.fit(X, w:apply_all(y), fit_opts)
+  if w.kind ~= "none" and (opts.warp or warp.DEFAULT) == "auto" and nei.wanted("auto", m) then
+    w = warp.none()           -- material noise (dlua.search.nei's rule): "auto" keeps the raw values
+    m = gp.fit(X, y, fit_opts)
+  end
   m.warp = w
   return m
 end

@@ -22,8 +22,9 @@
 --         -n/2 log var(y) (Box-Cox's rule for its exponent, between two
 --         candidates; invariant to the units and the offset of y as well).
 --         Skewed, heavy-tailed values (Rosenbrock, Levy) choose log;
---         near-symmetric ones (Hartmann-6 under noise) stay linear, where
---         the log would stretch the noise near the best value.
+--         near-symmetric ones stay linear. dlua.search.bayes also keeps the
+--         raw values when the log-warped fit finds material noise, which the
+--         log would stretch near the best value.
 --
 --   local w = warp.choose("auto", y)   -- y: signed values, lowest best
 --   w.kind                             -- "log" | "none"
@@ -33,7 +34,8 @@ local M = {}
 
 M.WARPS = {auto = true, log = true, none = true}
 -- s as a multiple of the median's distance from the best value. On the search
--- suite (20 seeds; 0.001 with "log", the others with "auto"), Rosenbrock-4's
+-- suite (20 seeds; 0.001 with "log", the others with "auto" before bayes's
+-- noise rule), Rosenbrock-4's
 -- median regret at 50 evaluations was 27.9 / 22.3 / 4.73 / 4.91 for 0.001 /
 -- 0.01 / 0.1 / 1 (415 unwarped), its 90th percentile 102 / 160 / 37.9 / 10.2;
 -- Levy-10's 90th percentile at 50 was 46.5 / 29.3 / 39.3 / 30 (30 unwarped)
@@ -120,8 +122,9 @@ function M.choose(kind, y)
   return M.none()
 end
 
--- the default: on the search suite "auto" gained on Rosenbrock-4, Levy-10 and
--- noisy Hartmann-6 and lost no row (docs/benchmarks.md "Output warping")
+-- the default: on the search suite "auto" gained on Rosenbrock-4 (alone and in
+-- batches), noisy Hartmann-6 and Levy-10 at 100, and no row that met Optuna's
+-- best stopped meeting it (docs/benchmarks.md "Output warping")
 M.DEFAULT = "auto"
 
 return M

@@ -506,20 +506,27 @@ describe("dl.search.suggester", function()
     -- f(x) = (x - 0.7)^2 observed with noise sd 0.05 at 20 points, and x = 0.3 (f = 0.16)
     -- once with a lucky draw 4 sd low: the best observed value is there, the best
     -- estimate (the lowest posterior mean at an observed point) near 0.7
-    local s = S.suggester(space1, {algorithm = "bayes", seed = 1})
-    local r = S.rng("suggester-noise")
-    local vmin = math.huge
-    for _, sg in ipairs(s:suggest(20)) do
-      local v = (sg.hp.x - 0.7) ^ 2 + 0.05 * r:normal()
-      s:observe(sg, v)
-      vmin = math.min(vmin, v)
+    -- (warp = "none": the fitted noise below is in the objective's units; the
+    -- default output warp must choose the same way)
+    local function noisy(warp)
+      local s = S.suggester(space1, {algorithm = "bayes", seed = 1, warp = warp})
+      local r = S.rng("suggester-noise")
+      local vmin = math.huge
+      for _, sg in ipairs(s:suggest(20)) do
+        local v = (sg.hp.x - 0.7) ^ 2 + 0.05 * r:normal()
+        s:observe(sg, v)
+        vmin = math.min(vmin, v)
+      end
+      local lucky = {index = 99, u = {0.3}}
+      s:observe(lucky, 0.16 - 0.2)
+      assert(0.16 - 0.2 < vmin, "the lucky value is the best observed")
+      local b = s:best()
+      assert(math.abs(b.hp.x - 0.7) < 0.15, "best x " .. b.hp.x)
+      assert(b.index ~= 99)
+      return s, b
     end
-    local lucky = {index = 99, u = {0.3}}
-    s:observe(lucky, 0.16 - 0.2)
-    assert(0.16 - 0.2 < vmin, "the lucky value is the best observed")
-    local b = s:best()
-    assert(math.abs(b.hp.x - 0.7) < 0.15, "best x " .. b.hp.x)
-    assert(b.index ~= 99)
+    noisy(nil)
+    local s, b = noisy("none")
     local m = s.fit.model
     assert(m.noise > 0.05 ^ 2 / 3 and m.noise < 0.05 ^ 2 * 3, "fitted noise variance " .. m.noise)
     local mu = m:observed_mean()
@@ -560,7 +567,7 @@ describe("dl.search.suggester", function()
   it("rejects unknown options, bad values and foreign observations", function()
     assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", sed = 1}) end,
       "dl.search.suggester: unknown option 'sed' %(valid: acq_starts, acquisition, algorithm, batch, candidates, " ..
-      "context, feasibility, grid_points, init, max_points, mode, pareto, racing, seed, theta, trust_starts%)")
+      "context, feasibility, grid_points, init, max_points, mode, pareto, racing, seed, theta, trust_starts, warp%)")
     assert.error_matches(function() S.suggester(space1, {init = -1}) end,
       "dl.search.suggester: option 'init' must be an integer >= 0, got %-1")
     assert.error_matches(function() S.suggester(space1, {mode = "maximise"}) end,

@@ -11,6 +11,7 @@ local halton = require "dlua.search.halton"
 local acqopt = require "dlua.search.acqopt"
 local batch = require "dlua.search.batch"
 local nei = require "dlua.search.nei"
+local warp = require "dlua.search.warp"
 
 local M = {}
 
@@ -53,7 +54,7 @@ end
 local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
                        theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
                        model = "table", acq_starts = "integer", batch = "string", acquisition = "string",
-                       trust_starts = "integer"}
+                       trust_starts = "integer", warp = "string"}
 
 -- the incremental path: from INCREMENTAL_FROM observations on, a previous
 -- model (opts.model) whose observations are the first of these takes the new
@@ -63,18 +64,45 @@ local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer
 local INCREMENTAL_FROM, REFIT_GROWTH = 256, 1.05
 M._INCREMENTAL_FROM, M._REFIT_GROWTH = INCREMENTAL_FROM, REFIT_GROWTH
 
---- The GP of the observations (X, y): opts.model extended when the
--- incremental path applies, otherwise a fit warm-started from opts.theta.
+-- every value of y that w keeps its meaning for (dlua.search.warp: covers)
+local function covered(w, y)
+  for i = 1, #y do if not w:covers(y[i]) then return false end end
+  return true
+end
+
+--- The GP of the observations (X, y), y the signed values: fitted to their
+-- output warp (opts.warp, dlua.search.warp), which model.warp holds. opts.model
+-- extended when the incremental path applies (its warp kept: it applies while
+-- no new value is below the lowest it was chosen on), otherwise a fit
+-- warm-started from opts.theta on a warp chosen afresh. Under "auto" a log-warped
+-- fit whose noise is material (nei.wanted) is fitted again to the raw values: the
+-- log stretches the noise of the values near the best (noisy Branin at 100
+-- evaluations, 60 runs: median 4.6 warped against 3.4 raw).
 function M._surrogate(X, y, opts, features)
   local prev = opts.model
   if prev ~= nil and not gp.is_model(prev) then
     error("dl.search.bayes_suggest: option 'model' must be info.model of an earlier call", 3)
   end
-  if prev and #X >= INCREMENTAL_FROM and #X <= REFIT_GROWTH * prev.fitted and prev.D == features
-     and prev:extends(X, y) then                  -- (extend checks it again: O(n d), cheap beside the fit)
-    return prev:extend(X, y)
+  if prev and #X >= INCREMENTAL_FROM and #X <= REFIT_GROWTH * prev.fitted and prev.D == features then
+    local w = prev.warp or warp.none()
+    if (opts.warp == nil or opts.warp == "auto" or opts.warp == w.kind) and covered(w, y) then
+      local z = w:apply_all(y)
+      if prev:extends(X, z) then                -- (extend checks it again: O(n d), cheap beside the fit)
+        local m = prev:extend(X, z)
+        m.warp = w
+        return m
+      end
+    end
   end
-  return gp.fit(X, y, {theta = opts.theta, dim = features, max_points = opts.max_points})
+  local fit_opts = {theta = opts.theta, dim = features, max_points = opts.max_points}
+  local w = warp.choose(opts.warp, y)
+  local m = gp.fit(X, w:apply_all(y), fit_opts)
+  if w.kind ~= "none" and (opts.warp or warp.DEFAULT) == "auto" and nei.wanted("auto", m) then
+    w = warp.none()           -- material noise (dlua.search.nei's rule): "auto" keeps the raw values
+    m = gp.fit(X, y, fit_opts)
+  end
+  m.warp = w
+  return m
 end
 
 -- the trust region (TuRBO, Eriksson et al. 2019): side length in units of the
@@ -177,16 +205,18 @@ end
 --         fills in its rule), model (info.model of an earlier call on the
 --         first of these observations: from 256 observations on, while they
 --         are at most 5% more than its fit saw, it takes the new ones by
---         rank-one updates at its hyperparameters instead of a fit)
--- Returns the list of u and info {theta =, ei =, noise =, model =,
--- region = {lo =, hi =, length =} or nil}.
+--         rank-one updates at its hyperparameters instead of a fit), warp
+--         ("auto" | "log" | "none": the output warp the GP is fitted to,
+--         dlua.search.warp; EI, beliefs and the region's centre are in its units)
+-- Returns the list of u and info {theta =, ei =, noise =, model = (model.warp
+-- the warp), warp = "log" | "none", region = {lo =, hi =, length =} or nil}.
 function M._suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
-  local bad = nei.problem(opts.acquisition)
+  local bad = nei.problem(opts.acquisition) or warp.problem(opts.warp)
   if bad then error("dl.search.bayes_suggest: " .. bad, 2) end
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)
-  local fitted = M._surrogate(X, y, opts, space.features)
+  local fitted = M._surrogate(X, y, opts, space.features)   -- on the warped values: fitted.warp
   local model = fitted
   local fmodel = M._feasibility(Xall, labels, opts)
   local obs_mean = fitted:observed_mean()
@@ -204,7 +234,7 @@ function M._suggest(space, history, pending, n, opts)
   for i, h in ipairs(used) do us[i] = h.u end
   assert(opts.init, "dlua.search.bayes: opts.init is the row's to fill in")
   -- under noise the region's successes are new lowest posterior means, not lucky draws (dlua.search.nei)
-  local tr_y = nei.wanted(opts.acquisition, fitted) and obs_mean or y
+  local tr_y = nei.wanted(opts.acquisition, fitted) and fitted.warp:inverse_all(obs_mean) or y
   local lo, hi, L = M.trust_region(space, tr_y, us, obs_mean, fitted.theta, opts.init)
   local region = lo and {lo = lo, hi = hi} or nil
   -- local candidates around the five observations with the best posterior means
@@ -232,7 +262,8 @@ function M._suggest(space, history, pending, n, opts)
     log_ei = function(xs) return model.c:log_ei(xs, best, true) end})
   local out, eis = M._maximise(space, n, base, acq, rng, region, add, refine)
   return out, {theta = fitted.theta, ei = eis, noise = fitted.noise, model = fitted,
-    region = lo and {lo = lo, hi = hi, length = L} or nil, acquisition = qei and "qei" or (score and "nei" or "ei")}
+    region = lo and {lo = lo, hi = hi, length = L} or nil, acquisition = qei and "qei" or (score and "nei" or "ei"),
+    warp = fitted.warp.kind}
 end
 
 ----------------------------------------- the parts every acquisition shares

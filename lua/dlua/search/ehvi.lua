@@ -222,7 +222,7 @@ end
 
 local OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "table", context = "table",
                  theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
-                 pareto = "table"}
+                 pareto = "table", warp = "string"}     -- warp: accepted, unused (dlua.search.warp)
 
 --- The default reference point's base per objective, by the number of
 -- objectives: the front's values with the NADIR_DROP[k] largest left out, then

@@ -194,13 +194,15 @@ function Suggester:best()
   if self.row.estimate and #feas >= 2 then
     if not (self.fit and self.fit.count == #self.history) then
       local model = self.row.estimate(self.space, self.history, {mode = mode, context = self.context,
-        theta = self.theta, max_points = self.own.max_points, model = self.fit and self.fit.model})
+        theta = self.theta, max_points = self.own.max_points, warp = self.own.warp,
+        model = self.fit and self.fit.model})
       self.theta = model.theta
       self.fit = {count = #self.history, model = model}
     end
     local mu = self.fit.model:observed_mean()
     for i = 1, #feas do if not be or mu[i] < be then bi, be = i, mu[i] end end
-    be = sign * be
+    local w = self.fit.model.warp
+    be = sign * (w and w:inverse(be) or be)            -- the output warp's inverse: the values' units
   else
     for i, h in ipairs(feas) do if not bi or sign * h.value < sign * feas[bi].value then bi = i end end
     be = feas[bi].value

@@ -11,13 +11,14 @@ local ehvi = require "dlua.search.ehvi"
 local pareto = require "dlua.search.pareto"
 local spaces = require "dlua.search.space"
 local nei = require "dlua.search.nei"
+local warp = require "dlua.search.warp"
 local quasirandom = require "dlua.search.algorithms.quasirandom"
 
 local A = {name = "bayes", adaptive = true, finite = false, batches = true, objectives = true, conditional = true,
            needs_feasible = 2,
            options = {candidates = "integer", feasibility = "boolean", max_points = "integer", theta = "table",
                       pareto = "table", acq_starts = "integer", batch = "string", acquisition = "string",
-                      racing = "integer", trust_starts = "integer"}}
+                      racing = "integer", trust_starts = "integer", warp = "string"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
 -- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
@@ -65,7 +66,8 @@ function A.suggest(space, history, pending, n, opts)
 end
 
 --- The GP's fit of a history, for the suggester's best(): fit:observed_mean()
--- is the posterior mean at each feasible observation (signed for minimising).
+-- is the posterior mean at each feasible observation (signed for minimising,
+-- output-warped: fit.warp:inverse maps it back to the signed values).
 function A.estimate(space, history, opts)
   local X, y = bayes._observations(space, history, opts.mode == "max" and -1 or 1, opts.context)
   return bayes._surrogate(X, y, opts, space.features)
@@ -80,7 +82,7 @@ function A.check(space, opts, fail)
     fail("option 'batch' must be \"qei\" or \"believer\", got %q", opts.batch)
   end
   local k = type(opts.mode) == "table" and #opts.mode or 1
-  local bad = ehvi._pareto_problem(opts.pareto, k) or nei.problem(opts.acquisition)
+  local bad = ehvi._pareto_problem(opts.pareto, k) or nei.problem(opts.acquisition) or warp.problem(opts.warp)
   if bad then fail("%s", bad) end
   if opts.racing ~= nil and opts.racing < 2 then
     fail("option 'racing' must be an integer >= 2, got %d", opts.racing)

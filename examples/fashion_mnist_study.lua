@@ -30,7 +30,8 @@ return dl.study{
     momentum = S.uniform(0.8, 0.99):when{optimizer = "nesterov"},
     weight_decay = S.log_uniform(1e-5, 1e-2),
   },
-  fixed = {batch_size = 64, width = 64, warmup = 10, eval_every = 60, workers = 1, steps = 60, test_eval = false},
+  fixed = {batch_size = 64, width = 64, warmup = 10, eval_every = 60, workers = 1, steps = 60, test_eval = false,
+           crop = 0, tolerance = 0},
   trials = 8, algorithm = "quasirandom", seed = 7, parallel = 2,
   objective = {metric = "valid/accuracy", mode = "max"},
 }

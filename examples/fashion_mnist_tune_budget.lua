@@ -23,7 +23,7 @@ return dl.study{
   experiment = "fashion_mnist.lua",
   scientific = {steps = {7000, 11000}},
   allow_step_search = true,
-  fixed = {eval_every = 1000, workers = 1, test_eval = true, channels = 32, ema = 0},   -- as this round ran
+  fixed = {eval_every = 1000, workers = 1, test_eval = true, channels = 32, ema = 0, crop = 0, tolerance = 0},   -- as this round ran
   trials = 1, seeds = 2, algorithm = "grid", parallel = 2,
   objective = {metric = "valid/accuracy", mode = "max"},
 }

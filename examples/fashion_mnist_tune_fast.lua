@@ -24,7 +24,7 @@ return dl.study{
   goal = "at 5000 steps (half the training time), what do channels 16 cost against 32, and which EMA decay?",
   experiment = "fashion_mnist.lua",
   scientific = {channels = {16, 32}, ema = {0.998, 0.999}},
-  fixed = {steps = 5000, eval_every = 1000, workers = 1, test_eval = false},
+  fixed = {steps = 5000, eval_every = 1000, workers = 1, test_eval = false, crop = 0, tolerance = 0},  -- as it ran
   trials = 1, algorithm = "grid", parallel = 1,
   objective = {{metric = "ema/valid/accuracy", mode = "max"}, {metric = "train/time_per_step", mode = "min"}},
 }

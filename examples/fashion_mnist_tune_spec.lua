@@ -16,7 +16,8 @@ return function()
       dropout = S.uniform(0.0, 0.5),
     },
     fixed = {batch_size = 128, steps = 1600, warmup = 100, eval_every = 400, workers = 1, test_eval = false,
-             channels = 32, width = 256, crop = 0, ema = 0},   -- ema: the raw weights, as these rounds ran
+             channels = 32, width = 256, crop = 0, ema = 0, tolerance = 0},   -- ema, tolerance: the raw weights
+             -- and the best checkpoint, as these rounds ran
     trials = 4, algorithm = "quasirandom", seed = 22, parallel = 2,
     objective = {metric = "valid/accuracy", mode = "max"},
   }

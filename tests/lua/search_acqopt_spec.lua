@@ -265,9 +265,9 @@ describe("bayes with the gradient search (acq_starts)", function()
     assert.error_matches(function() S.suggester(space, {algorithm = "bayes", batch = "liar"}) end,
       "option 'batch' must be \"qei\" or \"believer\", got \"liar\"")
     assert.error_matches(function() S.suggester(space, {algorithm = "bayes", acq_starts = -1}) end,
-      "option 'acq_starts' must be an integer >= 0, got %-1")
+      "option 'acq_starts' must be a non%-negative integer, got %-1")
     assert.error_matches(function() S.suggester(space, {algorithm = "bayes", acq_starts = "8"}) end,
-      "option 'acq_starts' must be integer, got string")
+      "option 'acq_starts' must be a non%-negative integer, got string")
     assert.error_matches(function() acqopt.refiner(space, {bogus = 1}) end,
       "unknown option 'bogus' %(valid: acq, context, log_ei, points, region, region_starts, starts, theta%)")
   end)

@@ -147,11 +147,20 @@ describe("bayes with trust_starts", function()
 
   it("rejects a bad trust_starts by name", function()
     assert.error_matches(function() S.suggester(space, {algorithm = "bayes", trust_starts = -1}) end,
-      "dl.search.suggester: option 'trust_starts' must be an integer >= 0, got %-1")
+      "dl.search.suggester: option 'trust_starts' must be a non%-negative integer, got %-1")
     assert.error_matches(function() S.suggester(space, {algorithm = "bayes", trust_starts = 2.5}) end,
-      "dl.search.suggester: option 'trust_starts' must be integer, got number")
+      "dl.search.suggester: option 'trust_starts' must be a non%-negative integer, got 2.5")
     assert.error_matches(function() S.bayes_suggest(space, {}, {}, 1, {init = 2, trust_starts = "4"}) end,
-      "dl.search.bayes_suggest: option 'trust_starts' must be integer, got string")
+      "dl.search.bayes_suggest: option 'trust_starts' must be a non%-negative integer, got string")
+    -- the direct path checks the values the suggester's row checks (it accepted these before)
+    for _, c in ipairs({{{trust_starts = -1}, "option 'trust_starts' must be a non%-negative integer, got %-1"},
+                        {{candidates = 0}, "option 'candidates' must be a positive integer, got 0"},
+                        {{acq_starts = -2}, "option 'acq_starts' must be a non%-negative integer, got %-2"},
+                        {{max_points = 1}, "option 'max_points' must be an integer >= 2, got 1"},
+                        {{batch = "qie"}, "option 'batch' must be \"qei\" or \"believer\", got \"qie\""}}) do
+      c[1].init = 2
+      assert.error_matches(function() S.bayes_suggest(space, {}, {}, 1, c[1]) end, "dl.search.bayes_suggest: " .. c[2])
+    end
     assert.error_matches(function() acqopt.refiner(space, {region_starts = true}) end,
       "dlua.search.acqopt.refiner: option 'region_starts' must be integer, got boolean")
   end)

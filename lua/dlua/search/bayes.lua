@@ -51,10 +51,19 @@ local function observations(space, history, sign, context)
   return X, y, used, Xall, labels, seen
 end
 
-local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "string", context = "table",
-                       theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
-                       model = "table", acq_starts = "integer", batch = "string", acquisition = "string",
-                       trust_starts = "integer", warp = "string"}
+local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer>=1", mode = "string", context = "table",
+                       theta = "table", feasibility = "boolean", max_points = "integer>=2", init = "integer>=0",
+                       model = "table", acq_starts = "integer>=0", batch = "string", acquisition = "string",
+                       trust_starts = "integer>=0", warp = "string"}
+
+--- nil, or the message for a bad value of the options that name a choice (batch,
+-- acquisition, warp): the one check of dl.search.bayes_suggest and the suggester's row.
+function M.value_problem(opts)
+  if opts.batch ~= nil and opts.batch ~= "qei" and opts.batch ~= "believer" then
+    return string.format("option 'batch' must be \"qei\" or \"believer\", got %q", opts.batch)
+  end
+  return nei.problem(opts.acquisition) or warp.problem(opts.warp)
+end
 
 -- the incremental path: from INCREMENTAL_FROM observations on, a previous
 -- model (opts.model) whose observations are the first of these takes the new
@@ -212,7 +221,7 @@ end
 -- the warp), warp = "log" | "none", region = {lo =, hi =, length =} or nil}.
 function M._suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
-  local bad = nei.problem(opts.acquisition) or warp.problem(opts.warp)
+  local bad = M.value_problem(opts)
   if bad then error("dl.search.bayes_suggest: " .. bad, 2) end
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)

@@ -10,15 +10,13 @@ local bayes = require "dlua.search.bayes"
 local ehvi = require "dlua.search.ehvi"
 local pareto = require "dlua.search.pareto"
 local spaces = require "dlua.search.space"
-local nei = require "dlua.search.nei"
-local warp = require "dlua.search.warp"
 local quasirandom = require "dlua.search.algorithms.quasirandom"
 
 local A = {name = "bayes", adaptive = true, finite = false, batches = true, objectives = true, conditional = true,
            needs_feasible = 2,
-           options = {candidates = "integer", feasibility = "boolean", max_points = "integer", theta = "table",
-                      pareto = "table", acq_starts = "integer", batch = "string", acquisition = "string",
-                      racing = "integer", trust_starts = "integer", warp = "string"}}
+           options = {candidates = "integer>=1", feasibility = "boolean", max_points = "integer>=2", theta = "table",
+                      pareto = "table", acq_starts = "integer>=0", batch = "string", acquisition = "string",
+                      racing = "integer>=2", trust_starts = "integer>=0", warp = "string"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
 -- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
@@ -74,19 +72,9 @@ function A.estimate(space, history, opts)
 end
 
 function A.check(space, opts, fail)
-  for _, c in ipairs({{"candidates", 1}, {"max_points", 2}, {"acq_starts", 0}, {"trust_starts", 0}}) do
-    local v = opts[c[1]]
-    if v ~= nil and v < c[2] then fail("option '%s' must be an integer >= %d, got %d", c[1], c[2], v) end
-  end
-  if opts.batch ~= nil and opts.batch ~= "qei" and opts.batch ~= "believer" then
-    fail("option 'batch' must be \"qei\" or \"believer\", got %q", opts.batch)
-  end
   local k = type(opts.mode) == "table" and #opts.mode or 1
-  local bad = ehvi._pareto_problem(opts.pareto, k) or nei.problem(opts.acquisition) or warp.problem(opts.warp)
+  local bad = ehvi._pareto_problem(opts.pareto, k) or bayes.value_problem(opts)
   if bad then fail("%s", bad) end
-  if opts.racing ~= nil and opts.racing < 2 then
-    fail("option 'racing' must be an integer >= 2, got %d", opts.racing)
-  end
   if opts.racing ~= nil and k > 1 then fail("option 'racing' serves one objective, and mode lists %d", k) end
   local theta = opts.theta
   if theta ~= nil then

@@ -161,6 +161,17 @@ describe("dl.train", function()
     c.checkpoint = {keep_best = 1, metric = "valid/score", mode = "min", every = 5, tolerance = 0.05}
     r = dl.train(c)
     assert.are.equal(20, r.best.step)
+    -- without a tolerance an exact tie keeps the earlier step (0.9 at steps 10 and 20)
+    local dir3 = tmpdir("tie")
+    calls = 0
+    script = {0.3, 0.9, 0.9, 0.5, 0.2, 0.1}
+    c = config(dir3)
+    c.steps = 30
+    c.eval = {every = 5, sets = {valid = select(3, config(dir3))}, batch_size = 13, metrics = {score = metric}}
+    c.checkpoint = {keep_best = 1, metric = "valid/score", mode = "max", every = 5}
+    r = dl.train(c)
+    assert.are.equal(10, r.best.step)
+    fs.rm_rf(dir3)
     -- tolerance 0 is the plain best; a negative or infinite one, or one with nothing ranked, is refused
     for _, bad in ipairs({-0.01, math.huge, 0 / 0}) do
       local c3 = config(tmpdir("tolbad"))

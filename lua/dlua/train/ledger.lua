@@ -137,8 +137,8 @@ function Ledger:retain()
     -- tolerance: the selected checkpoint is the latest one within it of the top value (differences
     -- under the eval set's noise do not order checkpoints); it is kept first
     local sel = 1
-    for i, c in ipairs(ranked) do
-      if math.abs(c.metrics[o.metric] - ranked[1].metrics[o.metric]) <= (o.tolerance or 0) and c.step > ranked[sel].step then
+    for i, c in ipairs((o.tolerance or 0) > 0 and ranked or {}) do   -- without one, ties keep the earlier step
+      if math.abs(c.metrics[o.metric] - ranked[1].metrics[o.metric]) <= o.tolerance and c.step > ranked[sel].step then
         sel = i
       end
     end

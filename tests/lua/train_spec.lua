@@ -143,7 +143,21 @@ describe("dl.train", function()
     c.steps = 30
     c.eval = {every = 5, sets = {valid = va}, batch_size = 13, metrics = {score = metric}}
     c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "max", every = 5, tolerance = 0.05}
-    local r = dl.train(c)
+    c.quiet = nil
+    local r
+    local saved, so = io.output(), io.stdout
+    io.output(dir .. "/stdout.txt")
+    io.stdout = io.output()                              -- progress writes to io.stdout
+    local ok, err = pcall(function() r = dl.train(c) end)
+    io.output():close()
+    io.output(saved)
+    io.stdout = so
+    assert(ok, err)
+    local printed = fs.read(dir .. "/stdout.txt")
+    assert.truthy(printed:find("checkpoints by valid/score (max, checkpoint.metric), the latest within 0.05 of the best",
+      1, true), printed)
+    assert.truthy(printed:find("the best eval, step 10 (valid/score 0.9000), is within checkpoint.tolerance (0.05) " ..
+      "of the later one selected", 1, true), printed)
     assert.are.equal(25, r.best.step)
     assert(math.abs(r.best.metrics["valid/score"] - 0.88) < 1e-12)
     assert.are.equal(10, r.best_eval.step)              -- the best eval is still reported as such

@@ -250,7 +250,7 @@ function P:summary(result, ranking)
       self:message(string.format("best checkpoint by %s%s: step %d (%s) %s", ranking.metric,
         ranking.source == "config" and "" or " (" .. (ranking.source == "default" and "the default" or "the objective") ..
         ")", b.step, table.concat(parts, ", "), b.checkpoint))
-      if be and be.step < b.step and be.value ~= b.value and result.checkpoints.tolerance then
+      if be and be.step < b.step and be.value ~= b.value and (result.checkpoints.tolerance or 0) > 0 then
         self:message(string.format("the best eval, step %d (%s %s), is within checkpoint.tolerance (%g) of the " ..
           "later one selected", be.step, ranking.metric, fmtm(be.value), result.checkpoints.tolerance))
       elseif be and not be.checkpoint and be.value ~= b.value then

@@ -58,7 +58,7 @@ local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer
 
 --- nil, or the message for a bad value of the options that name a choice (batch,
 -- acquisition, warp): the one check of dl.search.bayes_suggest and the suggester's row.
-function M.value_problem(opts)
+function M._value_problem(opts)
   if opts.batch ~= nil and opts.batch ~= "qei" and opts.batch ~= "believer" then
     return string.format("option 'batch' must be \"qei\" or \"believer\", got %q", opts.batch)
   end
@@ -221,7 +221,7 @@ end
 -- the warp), warp = "log" | "none", region = {lo =, hi =, length =} or nil}.
 function M._suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
-  local bad = M.value_problem(opts)
+  local bad = M._value_problem(opts)
   if bad then error("dl.search.bayes_suggest: " .. bad, 2) end
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)

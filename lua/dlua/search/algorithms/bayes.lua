@@ -73,7 +73,7 @@ end
 
 function A.check(space, opts, fail)
   local k = type(opts.mode) == "table" and #opts.mode or 1
-  local bad = ehvi._pareto_problem(opts.pareto, k) or bayes.value_problem(opts)
+  local bad = ehvi._pareto_problem(opts.pareto, k) or bayes._value_problem(opts)
   if bad then fail("%s", bad) end
   if opts.racing ~= nil and k > 1 then fail("option 'racing' serves one objective, and mode lists %d", k) end
   local theta = opts.theta

@@ -92,6 +92,27 @@ describe("the initial points of an adaptive algorithm (issue 35)", function()
     for k = 1, #a do if a[k] ~= b[k] then return false end end
     return #a == #b
   end
+  local function initial(space, i, seed) return S.algorithm("bayes").point(space, i, {seed = seed}) end
+
+  it("start at the centre of the space, then follow the quasirandom sequence", function()
+    local space = S.space{x = S.uniform(-5, 10), lr = S.log_uniform(1e-5, 1e-1), n = S.int(1, 9),
+                          kind = S.choice{"a", "b", "c"}}
+    local c = initial(space, 1, 4)
+    assert.are.same({0.5, 0.5, 0.5, 0.5}, c)
+    local hp = space:point(c)
+    assert.are.equal(2.5, hp.x)
+    assert.is_true(math.abs(hp.lr - 1e-3) < 1e-15, "the geometric middle of [1e-5, 1e-1]: " .. hp.lr)
+    assert.are.equal(5, hp.n)
+    assert.are.equal("b", hp.kind)
+    for i = 2, 6 do assert.are.same(S.point(space, i - 1, {seed = 4}), initial(space, i, 4)) end
+    -- the suggester and a study's plan give the same first points
+    local s = S.suggester(space, {algorithm = "bayes", seed = 4})
+    local b = s:suggest(3)
+    for i = 1, 3 do assert.are.same(initial(space, i, 4), b[i].u) end
+    local st = {trials = 4, space = space, algorithm = "bayes", seed = 4, groups = {{tag = "g", values = {}}}}
+    local planned = plan.plan(st)
+    for i = 1, 3 do assert.are.same(initial(space, i, 4), planned[i].u) end
+  end)
 
   it("are one rule: the study's plan and the suggester start with the same count", function()
     for d = 1, 3 do
@@ -107,7 +128,7 @@ describe("the initial points of an adaptive algorithm (issue 35)", function()
       local quasi = 0
       for i = 1, want + 1 do
         local sg = s:suggest()[1]
-        if same(sg.u, S.point(space, i, {seed = 4})) then quasi = quasi + 1 end
+        if same(sg.u, initial(space, i, 4)) then quasi = quasi + 1 end
         local v = 0
         for k = 1, d do v = v + (sg.u[k] - 0.3) ^ 2 end
         s:observe(sg, v)
@@ -129,13 +150,13 @@ describe("the initial points of an adaptive algorithm (issue 35)", function()
     -- no quasirandom point is spent: the first suggestion is the model's, exactly bayes_suggest's
     local want = S.bayes_suggest(space, told, {}, 1, {seed = 4, step = 1, mode = "min", candidates = 64, init = 6})[1]
     assert.are.same(want, sg.u)
-    assert.is_false(same(sg.u, S.point(space, 1, {seed = 4})))
+    assert.is_false(same(sg.u, initial(space, 1, 4)))
     -- three observations made elsewhere leave three initial points (init 6)
     s = S.suggester(space, {algorithm = "bayes", seed = 4, candidates = 64})
     for i = 1, 3 do s:observe({u = told[i].u}, told[i].value) end
     local batch = s:suggest(4)
-    for i = 1, 3 do assert.are.same(S.point(space, i, {seed = 4}), batch[i].u) end
-    assert.is_false(same(batch[4].u, S.point(space, 4, {seed = 4})))
+    for i = 1, 3 do assert.are.same(initial(space, i, 4), batch[i].u) end
+    assert.is_false(same(batch[4].u, initial(space, 4, 4)))
     -- best() reports an observation made elsewhere without an index
     assert.is_nil(s:best().index)
   end)
@@ -145,8 +166,8 @@ describe("the initial points of an adaptive algorithm (issue 35)", function()
     local s = S.suggester(space, {algorithm = "bayes", seed = 4, init = 0, candidates = 64})
     -- with no observation there is no model: the quasirandom points
     local b = s:suggest(2)
-    assert.are.same(S.point(space, 1, {seed = 4}), b[1].u)
-    assert.are.same(S.point(space, 2, {seed = 4}), b[2].u)
+    assert.are.same(initial(space, 1, 4), b[1].u)
+    assert.are.same(initial(space, 2, 4), b[2].u)
     local hist = {}
     for _, sg in ipairs(b) do
       local v = (sg.u[1] - 0.3) ^ 2

@@ -22,8 +22,19 @@ local A = {name = "bayes", adaptive = true, finite = false, batches = true, obje
 -- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
 function A.init(d) return math.max(5, 2 * (d + 1)) end
 
--- the initial points are the quasirandom ones (same seed, same cache)
-A.point = quasirandom.point
+--- Initial point i: the centre of the cube first (every coordinate 1/2: the middle
+-- of each range, the geometric middle of a log range, the middle value of an
+-- integer or a choice; where Ax's default strategy and CMA-ES start), then the
+-- quasirandom points in their order (point i is quasirandom point i - 1, same seed,
+-- same cache).
+function A.point(space, i, opts)
+  if i == 1 then
+    local u = {}
+    for k = 1, space.d do u[k] = 0.5 end
+    return u
+  end
+  return quasirandom.point(space, i - 1, opts)
+end
 
 -- several objectives: EHVI for 2 or 3 unless pareto.method = "parego"; ParEGO
 -- with this suggestion's weights (seed, step) otherwise. info.method says which,

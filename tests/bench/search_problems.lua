@@ -48,6 +48,21 @@ function P.levy(x)                      -- minimum 0 at (1, ..., 1), on [-10, 10
   return f + (w[#w] - 1) ^ 2 * (1 + math.sin(2 * math.pi * w[#w]) ^ 2)
 end
 
+-- the off-centre controls: a search that starts at the centre of the box (dlua's bayes, CMA-ES)
+-- finds Ackley-5's minimum (the centre) and comes within 1.44 of Levy-10's (1 from the centre)
+-- on its first point; these move the minimum to a fixed point away from the centre
+P.ACKLEY5_ARGMIN = {12, -20, 7, -9, 16}
+P.LEVY10_ARGMIN = {6, -6, 4, -3, 7, -1, 5, -5, 3, -2}
+
+--- f moved so that its minimum, at `at` in every coordinate, lies at argmin.
+function P.shifted(f, argmin, at)
+  return function(x)
+    local y = {}
+    for j = 1, #x do y[j] = x[j] - argmin[j] + at end
+    return f(y)
+  end
+end
+
 -- a mixed space: the minimum 0 at x = 0.3, lr = 1e-3, n = 7, kind = "b"
 local KIND = {a = 0.5, b = 0, c = 1.0}
 function P.mixed(hp)
@@ -89,13 +104,18 @@ P.vec = vec
 -- f(hp), minimum, sd (Gaussian noise on each observation; regret is the true function's),
 -- streams (noise streams), batch (suggestions at once), k and ref (objectives, hypervolume
 -- reference point), argmin (a point where f = minimum, checked by the spec), curves and rule
--- (pruning: the recorded curves and dlua's rule).
+-- (pruning: the recorded curves and dlua's rules, named).
 function P.suite()
   local S = require("dlua").search
   local function box(d, a, b)
     local t = {}
     for j = 1, d do t["x" .. j] = S.uniform(a, b) end
     return S.space(t)
+  end
+  local function named(xs)
+    local t = {}
+    for j, v in ipairs(xs) do t["x" .. j] = v end
+    return t
   end
   local function const(d, v)
     local t = {}
@@ -129,6 +149,10 @@ function P.suite()
            minimum = 0, argmin = const(10, 1)},
     single{name = "Ackley-20", space = box(20, -5, 10), f = function(hp) return P.ackley(vec(hp, 20)) end,
            minimum = 0, argmin = const(20, 0)},
+    single{name = "Ackley-5 off-centre", space = box(5, -32.768, 32.768), minimum = 0, argmin = named(P.ACKLEY5_ARGMIN),
+           f = function(hp) return P.shifted(P.ackley, P.ACKLEY5_ARGMIN, 0)(vec(hp, 5)) end},
+    single{name = "Levy-10 off-centre", space = box(10, -10, 10), minimum = 0, argmin = named(P.LEVY10_ARGMIN),
+           f = function(hp) return P.shifted(P.levy, P.LEVY10_ARGMIN, 1)(vec(hp, 10)) end},
     single{name = "noisy Branin", space = branin_space, f = branin, minimum = 0.397887, sd = 0.1 * branin_range,
            streams = 3, argmin = {x1 = -math.pi, x2 = 12.275}},
     single{name = "noisy Hartmann-6", space = box(6, 0, 1), f = hartmann6, minimum = P.HARTMANN6_MIN,
@@ -145,8 +169,14 @@ function P.suite()
     multi("ZDT1", function(x) return P.zdt(x, false) end, 2),
     multi("ZDT2", function(x) return P.zdt(x, true) end, 2),
     multi("DTLZ2", P.dtlz2, 3),
+    -- pruning: dlua's rules with the settings of the five pruners the Optuna side runs
+    -- (search_suite_optuna.py PRUNERS); each side's row is its best by median, the same selection
     {name = "Fashion-MNIST pruning", kind = "prune", curves = "tests/bench/results/fashion_curves.json",
-     rule = {algorithm = "asha", min_steps = 100, reduction = 2}},
+     rules = {{"median (warmup 300, min_trials 3)", {algorithm = "median", warmup = 300, min_trials = 3}},
+              {"asha (100, 3)", {algorithm = "asha", min_steps = 100, reduction = 3}},
+              {"asha (100, 2)", {algorithm = "asha", min_steps = 100, reduction = 2}},
+              {"hyperband (100, 3)", {algorithm = "hyperband", min_steps = 100, reduction = 3}},
+              {"hyperband (100, 2)", {algorithm = "hyperband", min_steps = 100, reduction = 2}}}},
   }
 end
 

@@ -89,9 +89,9 @@ end
 -- pruning: dlua's rule over the recorded curves in the seed's order, one trial at a time (the
 -- non-pausing path of tests/bench/asha_replay_fashion.lua); gap per budget label
 local prune = require "dlua.study.prune"
-local function run_prune(pr, data, seed)
+local function run_prune(rule, data, seed)
   local sign = data.mode == "max" and 1 or -1
-  local p = prune.check(pr.rule, {max_steps = data.max, algorithm = "bayes"}, error, function() end)
+  local p = prune.check(rule, {max_steps = data.max, algorithm = "bayes", trials = #data.trials}, error, function() end)
   local recs, done, steps, best, trace = {}, {}, 0, nil, {}
   for _, pi in ipairs(data.orders[seed]) do
     local t = data.trials[pi]
@@ -147,13 +147,28 @@ local results = read_json(opts.out) or {problems = {}}
 for _, pr in ipairs(chosen) do
   local t0 = os.clock()
   local labels, values, runs = {}, {}, json.array()
+  local rules, chosen
   if pr.kind == "prune" then
+    -- every rule over every seed's order; the row is the best rule by median at each budget
+    -- (L.best_sampler: the selection the Optuna side's pruners get)
     local data = json.decode(fs.read(pr.curves))
-    for k, pb in ipairs(PRUNE_BUDGETS) do labels[k], values[pb[1]] = pb[1], json.array() end
+    for k, pb in ipairs(PRUNE_BUDGETS) do labels[k] = pb[1] end
+    rules, chosen = {}, {}
+    for _, named in ipairs(pr.rules) do
+      local per = {}
+      for _, l in ipairs(labels) do per[l] = json.array() end
+      for seed = 1, math.min(seeds, #data.orders) do
+        local r = run_prune(named[2], data, seed)
+        for _, l in ipairs(labels) do per[l][#per[l] + 1] = r[l] end
+      end
+      rules[named[1]] = per
+    end
     for seed = 1, math.min(seeds, #data.orders) do
-      local r = run_prune(pr, data, seed)
       runs[#runs + 1] = json.array{seed - 1, 1}          -- the Optuna side numbers these orders from 0
-      for _, l in ipairs(labels) do values[l][#values[l] + 1] = r[l] end
+    end
+    for _, l in ipairs(labels) do
+      chosen[l] = L.best_sampler(rules, l, pr.kind)
+      values[l] = rules[chosen[l]][l]
     end
   else
     for k, b in ipairs(BUDGETS) do labels[k], values[tostring(b)] = tostring(b), json.array() end
@@ -166,6 +181,7 @@ for _, pr in ipairs(chosen) do
     end
   end
   results.problems[pr.name] = {kind = pr.kind, budgets = json.array(labels), values = values, runs = runs,
+    rules = rules, chosen = chosen,
     seeds = seeds, date = os.date("!%Y-%m-%d %H:%M UTC"), machine = machine, cpu_seconds = os.clock() - t0}
   fs.write_atomic(opts.out, json.encode(results) .. "\n")
   io.stderr:write(string.format("%s: %.0f s CPU\n", pr.name, os.clock() - t0))

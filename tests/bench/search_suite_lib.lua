@@ -1,7 +1,8 @@
 -- tests/bench/search_suite_lib.lua -- the search benchmark suite's statistics, verdict and table
 -- (tests/bench/search_suite.lua runs it; tests/lua/search_suite_spec.lua checks it on crafted
 -- inputs). Results per problem: {kind =, budgets = {label...}, values = {[label] = {per run}}}
--- for dlua, and the Optuna JSON's {kind =, budgets =, samplers = {[name] = {[label] = {...}}}}.
+-- for dlua (a pruning problem's also rules = {[name] = values}, chosen = {[label] = the rule the
+-- row shows, the best by median as for Optuna's pruners}), and the Optuna JSON's {kind =, budgets =, samplers = {[name] = {[label] = {...}}}}.
 -- "single" and "prune" problems are regrets (lower better): the tail is the 90th percentile;
 -- "multi" problems are hypervolumes (higher better): the tail is the 10th percentile (the
 -- table's "p90" column holds it for those rows, and the verdict says "p10").
@@ -81,8 +82,9 @@ function L.rows(order, dlua, optuna)
         local dm, dt = L.summary(v, d.kind)
         local on, om, ot = L.best_sampler(o.samplers, label, d.kind)
         if on then
-          out[#out + 1] = string.format("| %s | %s | %d | %s / %s | %s | %s / %s | %s |", name, label, #v,
-            L.g3(dm), L.g3(dt), on, L.g3(om), L.g3(ot), L.verdict(dm, dt, om, ot, d.kind))
+          local rule = d.chosen and d.chosen[label] and " (" .. d.chosen[label] .. ")" or ""
+          out[#out + 1] = string.format("| %s | %s | %d | %s / %s%s | %s | %s / %s | %s |", name, label, #v,
+            L.g3(dm), L.g3(dt), rule, on, L.g3(om), L.g3(ot), L.verdict(dm, dt, om, ot, d.kind))
         else
           out[#out + 1] = string.format("| %s | %s | %d | %s / %s | no Optuna results at this budget | - | - |",
             name, label, #v, L.g3(dm), L.g3(dt))

@@ -54,6 +54,18 @@ def levy(v):
     return f + (w[-1] - 1) ** 2 * (1 + math.sin(2 * math.pi * w[-1]) ** 2)
 
 
+# the off-centre controls: a search that starts at the centre of the box (dlua's bayes, CMA-ES)
+# finds Ackley-5's minimum (the centre) and comes within 1.44 of Levy-10's (1 from the centre) on
+# its first point; these move the minimum to a fixed point away from the centre
+ACKLEY5_ARGMIN = [12.0, -20.0, 7.0, -9.0, 16.0]
+LEVY10_ARGMIN = [6.0, -6.0, 4.0, -3.0, 7.0, -1.0, 5.0, -5.0, 3.0, -2.0]
+
+
+def shifted(f, argmin, at):
+    """f moved so that its minimum, at `at` in every coordinate, lies at argmin"""
+    return lambda v: f([a - m + at for a, m in zip(v, argmin)])
+
+
 KIND = {"a": 0.5, "b": 0.0, "c": 1.0}
 
 
@@ -106,6 +118,9 @@ PROBLEMS = [
     single("Rosenbrock-4", box(4, -5.0, 10.0), lambda x: rosenbrock(vec(x, 4)), 0.0),
     single("Levy-10", box(10, -10.0, 10.0), lambda x: levy(vec(x, 10)), 0.0),
     single("Ackley-20", box(20, -5.0, 10.0), lambda x: ackley(vec(x, 20)), 0.0),
+    single("Ackley-5 off-centre", box(5, -32.768, 32.768),
+           lambda x: shifted(ackley, ACKLEY5_ARGMIN, 0.0)(vec(x, 5)), 0.0),
+    single("Levy-10 off-centre", box(10, -10.0, 10.0), lambda x: shifted(levy, LEVY10_ARGMIN, 1.0)(vec(x, 10)), 0.0),
     single("noisy Branin", [("x1", "float", -5.0, 10.0, None), ("x2", "float", 0.0, 15.0, None)],
            lambda x: branin(x["x1"], x["x2"]), 0.397887, sd=0.1 * BRANIN_RANGE, streams=3),
     single("noisy Hartmann-6", box(6, 0.0, 1.0), lambda x: hartmann6(vec(x, 6)), HARTMANN6_MIN,

@@ -1,7 +1,7 @@
 -- tests/bench/search_problems.lua -- the test functions of the search benchmarks
 -- (search_regret.lua, search_cost.lua, search_suite.lua), on plain lists of numbers:
 --   local P = dofile("tests/bench/search_problems.lua")
---   P.branin(x1, x2), P.hartmann6(x), P.ackley(x), P.rosenbrock(x), P.levy(x), P.zdt(x, square), P.dtlz2(x)
+--   P.branin(x1, x2), P.hartmann6(x), P.ackley(x), P.rosenbrock(x), P.levy(x), P.zdt(x, square), P.dtlz2(x [, at])
 -- and the suite's problem table, P.suite() (its Python twin: search_suite_problems.py, whose
 -- PROBLEMS list the same problems in the same order; tests/lua/search_suite_spec.lua checks
 -- that the two agree).
@@ -50,9 +50,10 @@ end
 
 -- the off-centre controls: a search that starts at the centre of the box (dlua's bayes, CMA-ES)
 -- finds Ackley-5's minimum (the centre) and comes within 1.44 of Levy-10's (1 from the centre)
--- on its first point; these move the minimum to a fixed point away from the centre
+-- on its first point, and lands on DTLZ2's front; these move the minimum (the front) away from the centre
 P.ACKLEY5_ARGMIN = {12, -20, 7, -9, 16}
 P.LEVY10_ARGMIN = {6, -6, 4, -3, 7, -1, 5, -5, 3, -2}
+P.DTLZ2_AT = 0.8              -- DTLZ2's front at x3..x6 = 0.8 (0.5 in its definition: the centre is on the front)
 
 --- f moved so that its minimum, at `at` in every coordinate, lies at argmin.
 function P.shifted(f, argmin, at)
@@ -84,9 +85,9 @@ function P.zdt(x, square)               -- ZDT1 (square false), ZDT2 (true): 2 o
   return {x[1], g * (1 - (square and r ^ 2 or math.sqrt(r)))}
 end
 
-function P.dtlz2(x)                     -- 3 objectives; the front: the unit sphere's octant
+function P.dtlz2(x, at)                 -- 3 objectives; the front: the unit sphere's octant, at x3.. = at (0.5)
   local g = 0
-  for i = 3, #x do g = g + (x[i] - 0.5) ^ 2 end
+  for i = 3, #x do g = g + (x[i] - (at or 0.5)) ^ 2 end
   local a, b = x[1] * math.pi / 2, x[2] * math.pi / 2
   return {(1 + g) * math.cos(a) * math.cos(b), (1 + g) * math.cos(a) * math.sin(b), (1 + g) * math.sin(a)}
 end
@@ -169,6 +170,7 @@ function P.suite()
     multi("ZDT1", function(x) return P.zdt(x, false) end, 2),
     multi("ZDT2", function(x) return P.zdt(x, true) end, 2),
     multi("DTLZ2", P.dtlz2, 3),
+    multi("DTLZ2 off-centre", function(x) return P.dtlz2(x, P.DTLZ2_AT) end, 3),
     -- pruning: dlua's rules with the settings of the five pruners the Optuna side runs
     -- (search_suite_optuna.py PRUNERS); each side's row is its best by median, the same selection
     {name = "Fashion-MNIST pruning", kind = "prune", curves = "tests/bench/results/fashion_curves.json",

@@ -56,9 +56,10 @@ def levy(v):
 
 # the off-centre controls: a search that starts at the centre of the box (dlua's bayes, CMA-ES)
 # finds Ackley-5's minimum (the centre) and comes within 1.44 of Levy-10's (1 from the centre) on
-# its first point; these move the minimum to a fixed point away from the centre
+# its first point, and lands on DTLZ2's front; these move the minimum (the front) away from the centre
 ACKLEY5_ARGMIN = [12.0, -20.0, 7.0, -9.0, 16.0]
 LEVY10_ARGMIN = [6.0, -6.0, 4.0, -3.0, 7.0, -1.0, 5.0, -5.0, 3.0, -2.0]
+DTLZ2_AT = 0.8             # DTLZ2's front at x3..x6 = 0.8 (0.5 in its definition: the centre is on the front)
 
 
 def shifted(f, argmin, at):
@@ -85,8 +86,8 @@ def zdt(v, square):
     return [v[0], g * (1 - (r ** 2 if square else math.sqrt(r)))]
 
 
-def dtlz2(v):
-    g = sum((a - 0.5) ** 2 for a in v[2:])
+def dtlz2(v, at=0.5):
+    g = sum((a - at) ** 2 for a in v[2:])
     a, b = v[0] * math.pi / 2, v[1] * math.pi / 2
     return [(1 + g) * math.cos(a) * math.cos(b), (1 + g) * math.cos(a) * math.sin(b), (1 + g) * math.sin(a)]
 
@@ -135,6 +136,7 @@ PROBLEMS = [
     multi("ZDT1", lambda v: zdt(v, False), 2),
     multi("ZDT2", lambda v: zdt(v, True), 2),
     multi("DTLZ2", dtlz2, 3),
+    multi("DTLZ2 off-centre", lambda v: dtlz2(v, DTLZ2_AT), 3),
     {"name": "Fashion-MNIST pruning", "kind": "prune", "curves": "tests/bench/results/fashion_curves.json"},
 ]
 BY_NAME = {p["name"]: p for p in PROBLEMS}

@@ -94,7 +94,7 @@ describe("the search suite's problems", function()
     assert.is_true(dl.search.hypervolume(inside, {1.1, 1.1, 1.1}) <= 1.331 - math.pi / 6)
   end)
 
-  it("have recorded curves whose best final value is the file's, and a pruning rule dlua accepts", function()
+  it("have recorded curves whose best final value is the file's, and pruning rules dlua accepts", function()
     for _, pr in ipairs(SUITE) do
       if pr.kind == "prune" then
         local data = json.decode(dl.fs.read(pr.curves))
@@ -105,7 +105,15 @@ describe("the search suite's problems", function()
         end
         assert.equal(data.best, sign * best)
         assert.is_true(#data.orders >= 20)
-        require("dlua.study.prune").check(pr.rule, {max_steps = data.max, algorithm = "bayes"}, error, function() end)
+        -- the five rules mirror the Optuna side's five pruners (search_suite_optuna.py PRUNERS)
+        assert.equal(5, #pr.rules)
+        local seen = {}
+        for _, named in ipairs(pr.rules) do
+          assert.is_nil(seen[named[1]])
+          seen[named[1]] = true
+          require("dlua.study.prune").check(named[2], {max_steps = data.max, algorithm = "bayes", trials = #data.trials},
+            error, function() end)
+        end
       end
     end
   end)

@@ -1,5 +1,6 @@
 -- tests/bench/search_cost.lua -- CPU seconds of one bayes suggestion after n
--- observations in 6-D (noisy Hartmann-6) and 20-D (a noisy shifted Ackley), the
+-- observations in 6-D (noisy Hartmann-6) and 20-D (a noisy shifted Ackley; Rosenbrock, whose
+-- skewed values make the output warp compare two fits), the
 -- histories quasirandom points: cold (no warm start, no previous model), warm
 -- (one more observation, theta of a previous warm-started call, as in a study's
 -- sequence of fits) and incremental (that call's model extended by the new
@@ -28,8 +29,17 @@ local function ackley(u)                             -- on [-2.5, 1.5]^d, minimu
   return P.ackley(x)
 end
 
+local function rosenbrock(u)                         -- on [-5, 10]^d: values over orders of magnitude
+  local x = {}
+  for k = 1, #u do x[k] = 15 * u[k] - 5 end
+  return P.rosenbrock(x)
+end
+
+-- the third row's skewed values make the output warp's "auto" fit twice (log and raw, compared
+-- by the GP's likelihood: dlua.search.bayes compare_warps); the others stay unwarped
 local PROBLEMS = {{d = 6, f = P.hartmann6, noise = 0.33, best = function(k) return P.HARTMANN6_ARGMIN[k] end},
-                  {d = 20, f = ackley, noise = 0.2, best = function() return 0.625 end}}
+                  {d = 20, f = ackley, noise = 0.2, best = function() return 0.625 end},
+                  {d = 20, f = rosenbrock, noise = 0, best = function() return 0.4 end}}
 
 local function median(v)
   table.sort(v)
@@ -89,8 +99,8 @@ if quality then
   os.exit(0)
 end
 print(string.format("CPU seconds per bayes suggestion, median of %d (os.clock)", reps))
-print("| d | observations | GP points | acquisition | cold | warm | incremental |")
-print("|---|---|---|---|---|---|---|")
+print("| d | observations | GP points | acquisition | warp | cold | warm | incremental |")
+print("|---|---|---|---|---|---|---|---|")
 for _, pr in ipairs(PROBLEMS) do
   local t = {}
   for j = 1, pr.d do t["x" .. j] = S.uniform(0, 1) end
@@ -121,8 +131,8 @@ for _, pr in ipairs(PROBLEMS) do
       end
     end
     table.remove(hist)
-    print(string.format("| %d | %d | %d | %s | %.3f | %.3f | %s |", pr.d, n, info.model.c:points(),
-      info.acquisition or "ei", median(cold),
+    print(string.format("| %d | %d | %d | %s | %s | %.3f | %.3f | %s |", pr.d, n, info.model.c:points(),
+      info.acquisition or "ei", info.warp or "none", median(cold),
       median(warm), incremental and string.format("%.3f", median(inc)) or "-"))
     io.stdout:flush()
   end

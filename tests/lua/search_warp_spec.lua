@@ -171,7 +171,8 @@ end)
 
 describe("dl.search bayes warp under noise", function()
   local space = S.space{x = S.uniform(0, 1), y = S.uniform(0, 1)}
-  -- skewed values (exp(4 x) + y): "auto" warps them, unless the noise is material
+  -- skewed values (exp(4 x) + y): "auto" warps them, unless the GP explains the raw values better
+  -- (under material noise, which the log would stretch near the best value)
   local function history(sd)
     local r = S.rng("warp-spec-noise")
     local h = {}
@@ -181,6 +182,40 @@ describe("dl.search bayes warp under noise", function()
     end
     return h
   end
+
+  it("chooses between the log and the raw values by the GP's likelihood, the Jacobian included", function()
+    local gp = require "dlua.search.gp"
+    local bayes = require "dlua.search.bayes"
+    local seen = {}
+    for _, case in ipairs({{30, 0}, {30, 8}, {150, 0}, {150, 8}}) do
+      local n, sd = case[1], case[2]
+      local r = S.rng("warp-spec-likelihood", n, sd)
+      local h = {}
+      for i = 1, n do
+        local u = {r:uniform(), r:uniform()}
+        h[i] = {u = u, value = math.exp(4 * u[1]) + u[2] + sd * r:normal()}
+      end
+      local X, y = bayes._observations(space, h, 1)
+      local w = warp.choose("auto", y)
+      assert.are.equal("log", w.kind)                              -- the screen picks the log
+      -- by hand: both fits on every n / 128-th observation (all of them up to 128)
+      local Xs, ys = {}, {}
+      local m = math.min(n, bayes._COMPARE_POINTS)
+      for k = 1, m do
+        local i = ((k - 1) * n) // m + 1
+        Xs[k], ys[k] = X[i], y[i]
+      end
+      local mw, mr = gp.fit(Xs, w:apply_all(ys), {dim = 2}), gp.fit(Xs, ys, {dim = 2})
+      local lw, lr = mw.lml - m * math.log(mw.sd), mr.lml - m * math.log(mr.sd)
+      for i = 1, m do lw = lw - math.log(w.scale + ys[i] - w.min) end
+      local want = lw > lr and "log" or "none"
+      local fit = bayes._surrogate(X, y, {}, 2)
+      assert.are.equal(want, fit.warp.kind, string.format("n %d sd %g: log %.3f, raw %.3f", n, sd, lw, lr))
+      assert.are.equal(n, #fit.X)                                  -- the model holds every observation
+      seen[want] = true
+    end
+    assert.is_true(seen.log and seen.none, "both choices occur")
+  end)
 
   it("keeps the raw values under material noise by default, and warps when asked", function()
     local _, clean = S.bayes_suggest(space, history(0), {}, 1, {seed = 1})

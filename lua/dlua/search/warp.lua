@@ -22,9 +22,11 @@
 --         -n/2 log var(y) (Box-Cox's rule for its exponent, between two
 --         candidates; invariant to the units and the offset of y as well).
 --         Skewed, heavy-tailed values (Rosenbrock, Levy) choose log;
---         near-symmetric ones stay linear. dlua.search.bayes also keeps the
---         raw values when the log-warped fit finds material noise, which the
---         log would stretch near the best value.
+--         near-symmetric ones stay linear. That is a screen: when it picks
+--         the log, dlua.search.bayes fits the GP to both and keeps the log only
+--         when the GP's marginal likelihood of y, the Jacobian included, is
+--         higher (the i.i.d. test ignores what the GP explains, and noisy
+--         values that the log would stretch near the best lose there).
 --
 --   local w = warp.choose("auto", y)   -- y: signed values, lowest best
 --   w.kind                             -- "log" | "none"

@@ -43,7 +43,7 @@ local function statuses(sd)
 end
 
 describe("the median rule", function()
-  it("prunes at the first step after warmup where the trial is worse than the completed trials' median", function()
+  it("prunes at the first step after warmup where the trial's best so far is worse than the completed trials' median", function()
     -- completed trials' objective (max) at steps 5, 10, 15:
     --   A: 0.50 0.60 0.70   B: 0.40 0.70 0.80   C: 0.30 0.50 0.90   D: 0.20 (only step 5)
     local done = {{{5, 0.5}, {10, 0.6}, {15, 0.7}}, {{5, 0.4}, {10, 0.7}, {15, 0.8}},
@@ -58,11 +58,23 @@ describe("the median rule", function()
     -- min_trials 4: only step 5 has four completed values, and it is in the warmup
     p.min_trials = 4
     assert.is_nil(prune.median_rule(p, "max", trial, done))
-    -- steps already judged (from = 10) are not judged again; a min objective flips the comparison
+    -- steps already judged (from = 10) are not judged again
     assert.are.same({step = 15, value = 0.79, median = 0.8, n = 3},
       prune.median_rule({warmup = 0, min_trials = 3}, "max", trial, done, 10))
-    assert.are.same({step = 10, value = 0.61, median = 0.6, n = 3},
-      prune.median_rule({warmup = 5, min_trials = 3}, "min", trial, done))
+    -- the trial's best so far: its dip to 0.58 at step 10 is not judged (best 0.65 >= 0.6); at
+    -- 15 its best, 0.65, is below the median 0.8
+    assert.are.same({step = 15, value = 0.65, median = 0.8, n = 3},
+      prune.median_rule({warmup = 5, min_trials = 3}, "max", {{5, 0.65}, {10, 0.58}, {15, 0.62}}, done))
+    -- the completed trials' best up to the step: E dips from 0.9 to 0.1, and counts as 0.9 at step 10
+    -- (best values 0.9, 0.3, 0.5: median 0.5; their values at step 10 alone would give 0.3)
+    local dips = {{{5, 0.9}, {10, 0.1}}, {{5, 0.2}, {10, 0.3}}, {{5, 0.4}, {10, 0.5}}}
+    assert.are.same({step = 10, value = 0.4, median = 0.5, n = 3},
+      prune.median_rule({warmup = 5, min_trials = 3}, "max", {{10, 0.4}}, dips))
+    -- a min objective flips the comparison, and its best is the lowest: the completed trials' best
+    -- up to step 10 are 0.5, 0.4, 0.3 (median 0.4), the trial's 0.45
+    assert.is_nil(prune.median_rule({warmup = 5, min_trials = 3}, "min", trial, done))
+    assert.are.same({step = 10, value = 0.45, median = 0.4, n = 3},
+      prune.median_rule({warmup = 5, min_trials = 3}, "min", {{5, 0.45}, {10, 0.61}}, done))
     -- equal to the median is not worse
     assert.is_nil(prune.median_rule({warmup = 0, min_trials = 3}, "max", {{10, 0.6}}, done))
     assert.are.equal(0.35, prune.median({0.2, 0.5, 0.3, 0.4}))
@@ -258,6 +270,14 @@ local function accuracy_by_step(d)
   return by
 end
 
+-- the best accuracy of a run's evals up to step (nil without an eval at step)
+local function best_until(by, step)
+  if by[step] == nil then return nil end
+  local b = -math.huge
+  for st, v in pairs(by) do if st <= step then b = math.max(b, v) end end
+  return b
+end
+
 describe("pruning judged inside the trial", function()
   local dir
   setup(function() dir = H.tmpdir("inproc"); write(dir .. "/exp.lua", EXPERIMENT) end)
@@ -265,9 +285,10 @@ describe("pruning judged inside the trial", function()
 
   it("prunes the same trials at the same steps on every run with one trial at a time, fast trials too", function()
     -- no delay: each trial takes a fraction of a second, faster than any poll; bayes, so the points
-    -- themselves depend on which trials were pruned before
+    -- themselves depend on which trials were pruned before (init = 8: spread initial points, some of
+    -- them bad, for the rule to prune)
     study_file(dir, "fast.lua", [[
-  name = "fast", algorithm = "bayes", trials = 12, nuisance = {lr = S.log_uniform(1e-4, 0.5)},
+  name = "fast", algorithm = "bayes", trials = 12, init = 8, nuisance = {lr = S.log_uniform(1e-4, 0.5)},
   fixed = {]] .. PRUNE_FIXED .. [[}, prune = {algorithm = "median", warmup = 0, min_trials = 2},]])
     local runs = {}
     for i = 1, 2 do
@@ -286,10 +307,11 @@ describe("pruning judged inside the trial", function()
             for st in pairs(by) do last = math.max(last, st) end
             assert.are.equal(e.step, last, e.trial)
             assert.are.equal(e.step, e.steps, e.trial)
-            assert.are.equal(by[e.step], e.value, e.trial)
-            -- the rule, from the run directories of the trials done before it: worse than their median
+            assert.are.equal(best_until(by, e.step), e.value, e.trial)     -- its best so far
+            -- the rule, from the run directories of the trials done before it: its best so far worse
+            -- than the median of theirs up to the same step
             local vals = {}
-            for _, id in ipairs(done_before) do vals[#vals + 1] = accuracy_by_step(sd .. "/" .. id)[e.step] end
+            for _, id in ipairs(done_before) do vals[#vals + 1] = best_until(accuracy_by_step(sd .. "/" .. id), e.step) end
             assert.is_true(#vals >= 2, e.trial)
             table.sort(vals)
             local n = #vals

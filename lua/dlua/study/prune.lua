@@ -9,9 +9,9 @@
 -- within one scientific value (trials of another value are never compared):
 --
 --   prune = {algorithm = "median", warmup = 10, min_trials = 3}
---     a trial whose objective at an eval step after `warmup` steps is worse than
---     the median of the completed trials' objective at that same step (at least
---     `min_trials` of them evaluated there) is stopped: status `pruned`.
+--     a trial whose best objective so far, at an eval step after `warmup` steps,
+--     is worse than the median of the completed trials' best up to that same step
+--     (at least `min_trials` of them evaluated there) is stopped: status `pruned`.
 --   prune = {algorithm = "asha", min_steps = 10, reduction = 3}
 --     successive halving: rungs at min_steps * reduction^k steps below the trials'
 --     step budget. A trial reaching a rung continues when its objective there is
@@ -313,8 +313,16 @@ function M.curve(dir, metric)
   return out
 end
 
-local function value_at(curve, step)
-  for _, p in ipairs(curve or {}) do if p[1] == step then return p[2] end end
+-- the best value of curve over its evals up to step (by mode), or nil when it
+-- has no eval at step
+local function best_until(curve, step, mode)
+  local best, seen
+  for _, p in ipairs(curve or {}) do
+    if p[1] > step then break end
+    if best == nil or better(p[2], best, mode) then best = p[2] end
+    if p[1] == step then seen = true end
+  end
+  return seen and best or nil
 end
 
 --- median(values) -> the median of a non-empty list of numbers.
@@ -328,15 +336,20 @@ end
 
 --- median_rule(p, mode, curve, completed, from) -> nil, or {step, value, median,
 -- n}: the first eval step of curve after from (and after p.warmup) where the
--- trial's objective is worse than the median of the completed curves' values at
--- that step, with at least p.min_trials of them.
+-- trial's best objective so far is worse than the median of the completed
+-- curves' best values up to that step (those with an eval there, at least
+-- p.min_trials of them). Best so far, as a trial's value is its best eval (the
+-- study's ranking, the retrospective checkpoint): one bad eval after good ones
+-- does not stop a trial (Optuna's median pruner judges the best so far too).
+-- Curves are in step order.
 function M.median_rule(p, mode, curve, completed, from)
   for _, pt in ipairs(curve) do
-    local step, v = pt[1], pt[2]
+    local step = pt[1]
     if step > (from or -1) and step > p.warmup then
+      local v = best_until(curve, step, mode)
       local vals = {}
       for _, c in ipairs(completed) do
-        local x = value_at(c, step)
+        local x = best_until(c, step, mode)
         if x ~= nil then vals[#vals + 1] = x end
       end
       if #vals >= p.min_trials then
@@ -435,7 +448,8 @@ local function before_at(st, tr, k, bracket)
   return out
 end
 
--- the rule on trial tr's curve (tr: {trial, group, number, peers}; the journal
+-- the rule on trial tr's curve (tr: {trial, group, number, peers, from: the
+-- median rule's last judged step, its evals up to it not judged again}; the journal
 -- events under the lock, append writes one): nil, {wait = true}, or the decision
 -- {step, value, message[, rung]}; asha and hyperband append a rung event for each
 -- rung newly reached
@@ -450,7 +464,7 @@ local function decide(p, objective, tr, curve, events, append)
         done[#done + 1] = f.curve
       end
     end
-    local m = M.median_rule(p, mode, curve, done)
+    local m = M.median_rule(p, mode, curve, done, tr.from)
     if m then
       return {step = m.step, value = m.value, message = string.format("pruned at step %d: %s %.6g is worse than " ..
         "the median %.6g of %d completed trial(s)", m.step, metric, m.value, m.median, m.n)}
@@ -529,12 +543,13 @@ function M.judge(path)
       if pt[1] <= step then curve[#curve + 1] = pt; cur = pt end
     end
     if not cur or (p.algorithm == "median" and judged and cur[1] <= judged) then return nil end
+    local before = judged
     judged = cur[1]
-    local tr = {trial = rec.trial, group = rec.group, number = rec.number, peers = cfg.peers}
+    local tr = {trial = rec.trial, group = rec.group, number = rec.number, peers = cfg.peers, from = before}
     local d = j:locked(function(events, append)
       local s = journal.replay(events).trials[rec.trial]
       if not s or s.owner ~= rec.owner or not s.running then return nil end   -- the claim passed on
-      local d = decide(p, objective, tr, p.algorithm == "median" and {cur} or curve, events, append)
+      local d = decide(p, objective, tr, curve, events, append)
       if d and not d.wait then
         local e = util.copy(rec)
         e.event, e.status, e.value, e.step, e.steps = "finish", "pruned", d.value, d.step, step

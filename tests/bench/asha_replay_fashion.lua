@@ -3,6 +3,7 @@
 --   build/dlua tests/bench/fashion_curves_study.lua --out /tmp/hb_runs --threads 1   # record (40 trials)
 --   build/dlua tests/bench/asha_replay_fashion.lua tests/bench/fashion_curves_study.lua \
 --     /tmp/hb_runs/fashion-mnist-curves [seeds]
+--   (or, without recording: tests/bench/results/fashion_curves.json in place of the directory)
 -- Trials are deterministic, so a trial's objective at a step is the one the unpruned run recorded. One
 -- trial at a time, in an order each seed permutes (seed 0: the study's own quasi-random order); the
 -- rules are dlua.study.prune's own functions (ladder, peers, continues, in_top, median_rule,
@@ -25,9 +26,18 @@ local mode, metric, max = study.objective.mode, study.objective.metric, study.ma
 local sign = mode == "max" and 1 or -1
 local qr = algorithms.ALGORITHMS.quasirandom
 
--- the pool: every done search trial, its u (the quasirandom point of its number), curve and objective
+-- the pool: every done search trial, its u (the quasirandom point of its number), curve and objective;
+-- from the study's run directory, or from the curves it exported (tests/bench/results/fashion_curves.json:
+-- ids, final values and curves, the points being the quasirandom ones of the ids' numbers)
 local pool = {}
-for line in fs.read(dir .. "/journal.jsonl"):gmatch("[^\n]+") do
+if dir:match("%.json$") then
+  for _, t in ipairs(json.decode(fs.read(dir)).trials) do
+    local j = tonumber(t.id:match("_t(%d+)$"))
+    pool[#pool + 1] = {id = t.id, j = j, u = qr.point(study.space, j, {seed = study.seed or 0}), final = t.final,
+                       curve = t.curve}
+  end
+end
+for line in (dir:match("%.json$") and "" or fs.read(dir .. "/journal.jsonl")):gmatch("[^\n]+") do
   local e = json.decode(line)
   if e.event == "finish" and e.status == "done" and e.kind == "search" then
     local j = tonumber(e.trial:match("_t(%d+)$"))

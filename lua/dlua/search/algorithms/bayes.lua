@@ -1,5 +1,5 @@
 --- dlua.search.algorithms.bayes: the row of the adaptive algorithm, for
--- exploitation after exploration: its first `init` points are quasirandom ones,
+-- exploitation after exploration: its first `init` points are the centre of the space and quasirandom ones,
 -- then each is chosen by noise-aware expected improvement under a Gaussian
 -- process (dlua.search.bayes, which this row wraps; docs/studies.md "bayes").
 -- Several objectives (opts.mode a list of modes, history values lists): 2 or 3
@@ -19,7 +19,7 @@ local A = {name = "bayes", adaptive = true, finite = false, batches = true, obje
                       racing = "integer>=2", trust_starts = "integer>=0", warp = "string"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
--- and of bayes_suggest's opts.init: quasirandom points before the GP takes over.
+-- and of bayes_suggest's opts.init: initial points (A.point) before the GP takes over.
 function A.init(d) return math.max(5, 2 * (d + 1)) end
 
 --- Initial point i: the centre of the cube first (every coordinate 1/2: the middle

@@ -1,7 +1,8 @@
 --- dlua.search.algorithms.bayes: the row of the adaptive algorithm, for
--- exploitation after exploration: its first `init` points are the centre of the space and quasirandom ones,
--- then each is chosen by noise-aware expected improvement under a Gaussian
--- process (dlua.search.bayes, which this row wraps; docs/studies.md "bayes").
+-- exploitation after exploration: its first `init` points are the centre of the
+-- space and quasirandom ones, then each is chosen by noise-aware expected
+-- improvement under a Gaussian process (dlua.search.bayes, which this row wraps;
+-- docs/studies.md "bayes").
 -- Several objectives (opts.mode a list of modes, history values lists): 2 or 3
 -- by expected hypervolume improvement (dlua.search.ehvi), more, or pareto =
 -- {method = "parego"}, by ParEGO scalarisations of the history

@@ -151,7 +151,7 @@ local CASES = {
    "dl.search.sample: unknown option 'algoritm' (valid: algorithm, context, grid_points, seed, warn); did you mean " ..
    "'algorithm'?"},
   {"search.suggester", function() S.suggester({lr = S.uniform(0, 1)}, {mdoe = "max"}) end,
-   "dl.search.suggester: unknown option 'mdoe' (valid: acq_starts, acquisition, algorithm, batch, candidates, context, " ..
+   "dl.search.suggester: unknown option 'mdoe' (valid: acq_starts, acquisition, algorithm, batch, best, candidates, context, " ..
    "feasibility, grid_points, init, max_points, mode, pareto, racing, seed, theta, trust_starts, warp); did you mean 'mode'?"},
   {"search.int", function() S.int(1, 8, {lgo = true}) end,
    "dl.search.int: unknown option 'lgo' (valid: log); did you mean 'log'?"},

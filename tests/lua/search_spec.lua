@@ -532,6 +532,33 @@ describe("dl.search.suggester", function()
     assert(m.noise > 0.05 ^ 2 / 3 and m.noise < 0.05 ^ 2 * 3, "fitted noise variance " .. m.noise)
     local mu = m:observed_mean()
     for i = 1, #mu do assert(b.estimate <= mu[i]) end
+    -- best = "observed" (a deterministic objective): the same history reports the lucky value, and
+    -- the suggestions are those of the default (the option only changes what best() reports)
+    local function history_of(opts)
+      local o = S.suggester(space1, opts)
+      local r = S.rng("suggester-noise")
+      local us = {}
+      for _, sg in ipairs(o:suggest(20)) do
+        o:observe(sg, (sg.hp.x - 0.7) ^ 2 + 0.05 * r:normal())
+        us[#us + 1] = sg.u[1]
+      end
+      o:observe({index = 99, u = {0.3}}, 0.16 - 0.3)
+      us[#us + 1] = o:suggest()[1].u[1]
+      return o, us
+    end
+    local obs, us_obs = history_of({algorithm = "bayes", seed = 1, best = "observed"})
+    local _, us_est = history_of({algorithm = "bayes", seed = 1})
+    assert.are.same(us_est, us_obs)
+    local bo = obs:best()
+    assert.are.equal(99, bo.index)
+    assert.are.equal(0.16 - 0.3, bo.value)
+    assert.are.equal(bo.value, bo.estimate)
+    assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", best = "mean"}) end,
+      "dl.search.suggester: option 'best' must be \"estimate\" or \"observed\", got \"mean\"")
+    assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", best = 1}) end,
+      "dl.search.suggester: option 'best'")
+    assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", mode = {"min", "max"},
+      best = "observed"}) end, "option 'best' serves one objective %(s:best%(%)%), and mode lists 2")
     -- quasirandom has no model: the best observed value
     local q = S.suggester(space1, {algorithm = "quasirandom"})
     for _, sg in ipairs(q:suggest(3)) do q:observe(sg, sg.hp.x) end
@@ -567,7 +594,7 @@ describe("dl.search.suggester", function()
 
   it("rejects unknown options, bad values and foreign observations", function()
     assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", sed = 1}) end,
-      "dl.search.suggester: unknown option 'sed' %(valid: acq_starts, acquisition, algorithm, batch, candidates, " ..
+      "dl.search.suggester: unknown option 'sed' %(valid: acq_starts, acquisition, algorithm, batch, best, candidates, " ..
       "context, feasibility, grid_points, init, max_points, mode, pareto, racing, seed, theta, trust_starts, warp%)")
     assert.error_matches(function() S.suggester(space1, {init = -1}) end,
       "dl.search.suggester: option 'init' must be an integer >= 0, got %-1")

@@ -42,6 +42,7 @@ end
 -- algorithms' rows: racing (bayes, one objective: every racing-th adaptive
 -- suggestion, k >= 2, evaluates the incumbent of best() again while it has fewer
 -- than RACE_MAX = 4 observations and none pending; the suggestion has race = true),
+-- best (bayes: "estimate" | "observed", what s:best() reports; see best()),
 -- acquisition (bayes: "auto" | "ei" | "nei", dlua.search.nei), candidates (bayes: 1000), feasibility (bayes: model
 -- infeasible regions, true), max_points (bayes: GP subset size, 800), theta
 -- (bayes: warm start), grid_points (grid: 5). Non-adaptive algorithms give point
@@ -124,7 +125,7 @@ function Suggester:suggest(n)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
     local sopts = {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
                    init = self.init, model = self.fit and self.fit.model}
-    for k, v in pairs(self.own) do if k ~= "theta" and k ~= "racing" then sopts[k] = v end end
+    for k, v in pairs(self.own) do if k ~= "theta" and k ~= "racing" and k ~= "best" then sopts[k] = v end end
     local us, info = row.suggest(self.space, self.history, pend, #adaptive, sopts)
     self.theta = info.theta
     self.fit = {count = #self.history, model = info.model}
@@ -179,8 +180,9 @@ end
 -- before any feasible one (index is nil for an observation made elsewhere). An
 -- algorithm with a model (its row's estimate: bayes, two or more feasible
 -- observations) chooses by the model's posterior mean at the observed points,
--- which averages repeats and noise; estimate is that mean. Other algorithms take
--- the best observed value, and estimate = value.
+-- which averages repeats and noise; estimate is that mean. Other algorithms, and
+-- bayes with best = "observed" (a deterministic objective, whose values need no
+-- averaging), take the best observed value, and estimate = value.
 function Suggester:best()
   if self.objectives > 1 then
     error("dl.search.suggester: best: several objectives have a front, not a best: s:front()", 2)
@@ -191,7 +193,7 @@ function Suggester:best()
   for _, h in ipairs(self.history) do if h.value ~= nil then feas[#feas + 1] = h end end
   if #feas == 0 then return nil end
   local bi, be
-  if self.row.estimate and #feas >= 2 then
+  if self.row.estimate and #feas >= 2 and self.own.best ~= "observed" then
     if not (self.fit and self.fit.count == #self.history) then
       local model = self.row.estimate(self.space, self.history, {mode = mode, context = self.context,
         theta = self.theta, max_points = self.own.max_points, warp = self.own.warp,

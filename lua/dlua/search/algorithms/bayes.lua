@@ -17,7 +17,7 @@ local A = {name = "bayes", adaptive = true, finite = false, batches = true, obje
            needs_feasible = 2,
            options = {candidates = "integer>=1", feasibility = "boolean", max_points = "integer>=2", theta = "table",
                       pareto = "table", acq_starts = "integer>=0", batch = "string", acquisition = "string",
-                      racing = "integer>=2", trust_starts = "integer>=0", warp = "string"}}
+                      racing = "integer>=2", trust_starts = "integer>=0", warp = "string", best = "string"}}
 
 --- The initial-point rule, the default of `init` in dl.study and dl.search.suggester
 -- and of bayes_suggest's opts.init: initial points (A.point) before the GP takes over.
@@ -88,6 +88,11 @@ function A.check(space, opts, fail)
   local bad = ehvi._pareto_problem(opts.pareto, k) or bayes._value_problem(opts)
   if bad then fail("%s", bad) end
   if opts.racing ~= nil and k > 1 then fail("option 'racing' serves one objective, and mode lists %d", k) end
+  if opts.best ~= nil and opts.best ~= "estimate" and opts.best ~= "observed" then
+    fail("option 'best' must be \"estimate\" or \"observed\", got %s",
+      type(opts.best) == "string" and string.format("%q", opts.best) or tostring(opts.best))
+  end
+  if opts.best ~= nil and k > 1 then fail("option 'best' serves one objective (s:best()), and mode lists %d", k) end
   local theta = opts.theta
   if theta ~= nil then
     -- one GP's, or (several objectives, EHVI) one per objective one after another

@@ -469,6 +469,7 @@ local VALID = {
   ["dl.util.fmt_metric"] = a(function() return 0.5 end),
   ["dl.util.hostname"] = a(none),
   ["dl.util.integer_problem"] = a(function() return 1, 1, 2 end),
+  ["dl.util.choice_problem"] = a(function() return "warp", "log", {"auto", "log"} end),
   ["dl.util.integer_words"] = a(function() return 1, 2 end),
   ["dl.util.nearest"] = a(function() return "ab", {"ac"} end),
   ["dl.util.option_problem"] = a(function() return "f", {}, {a = true} end),

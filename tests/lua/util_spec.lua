@@ -111,6 +111,14 @@ describe("dlua.util", function()
     assert.are.equal("must be an integer in [1, 3], got table", (util.integer_problem({}, 1, 3)))
     assert.error_matches(function() util.check_integer("g", 2, 7, "count", 1, 3) end,
       "bad argument #2 to 'g' (count must be an integer in [1, 3], got 7)", nil, true)
+    -- options that name a choice: nil (the default) and each choice pass; the message lists them
+    assert.is_nil(util.choice_problem("warp", nil, {"auto", "log"}))
+    assert.is_nil(util.choice_problem("warp", "log", {"auto", "log"}))
+    assert.are.equal('option \'warp\' must be "auto", "log" or "none", got "rank"',
+      util.choice_problem("warp", "rank", {"auto", "log", "none"}))
+    assert.are.equal('option \'batch\' must be "qei" or "believer", got true',
+      util.choice_problem("batch", true, {"qei", "believer"}))
+    assert.are.equal('option \'k\' must be "a", got 1', util.choice_problem("k", 1, {"a"}))
   end)
 
   it("knows the machine", function()

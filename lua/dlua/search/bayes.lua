@@ -59,10 +59,8 @@ local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer
 --- nil, or the message for a bad value of the options that name a choice (batch,
 -- acquisition, warp): the one check of dl.search.bayes_suggest and the suggester's row.
 function M._value_problem(opts)
-  if opts.batch ~= nil and opts.batch ~= "qei" and opts.batch ~= "believer" then
-    return string.format("option 'batch' must be \"qei\" or \"believer\", got %q", opts.batch)
-  end
-  return nei.problem(opts.acquisition) or warp.problem(opts.warp)
+  return util.choice_problem("batch", opts.batch, {"qei", "believer"}) or nei.problem(opts.acquisition) or
+    warp.problem(opts.warp)
 end
 
 -- the incremental path: from INCREMENTAL_FROM observations on, a previous
@@ -89,13 +87,7 @@ end
 local COMPARE_POINTS = 128
 M._COMPARE_POINTS = COMPARE_POINTS
 
-local function likelihood(m, w, y)
-  local l = m.lml - #y * math.log(m.sd)
-  if w.kind == "log" then
-    for i = 1, #y do l = l - math.log(w.scale + y[i] - w.min) end
-  end
-  return l
-end
+local function likelihood(m, w, y) return m.lml - #y * math.log(m.sd) + w:log_jacobian(y) end
 
 -- the warp of "auto" once warp.choose's screen chose w (log): w, or the identity
 -- when the GP explains the raw values better; the fit on all observations when

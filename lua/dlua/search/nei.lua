@@ -16,6 +16,7 @@
 --   local score = nei.scorer(opts.acquisition, fitted, X, obs_mean)  -- nil: analytic EI
 --   score(model, xs) --> NEI at each of xs (model: fitted, or it with kriging beliefs)
 local gp = require "dlua.search.gp"
+local util = require "dlua.util"
 local halton = require "dlua.search.halton"
 local rngs = require "dlua.search.rng"
 
@@ -31,7 +32,7 @@ M.SAMPLES, M.BASELINE = 128, 32
 -- noise prior's median) before the data pin the noise down; noisy Hartmann-6
 -- (sd 10% of the range) fits 0.05-0.1, Ackley-5's ruggedness 0.01-0.03
 M.AUTO_NOISE = 1e-2
-M.ACQUISITIONS = {auto = true, ei = true, nei = true}
+M.ACQUISITIONS = {"auto", "ei", "nei"}
 
 local base_cache = {}                   -- base samples by "nb,S": the same for every suggestion
 
@@ -56,9 +57,7 @@ end
 
 --- nil, or the message for a bad `acquisition` option.
 function M.problem(acquisition)
-  if acquisition == nil or M.ACQUISITIONS[acquisition] then return nil end
-  return string.format("option 'acquisition' must be \"auto\", \"ei\" or \"nei\", got %s",
-    type(acquisition) == "string" and string.format("%q", acquisition) or tostring(acquisition))
+  return util.choice_problem("acquisition", acquisition, M.ACQUISITIONS)
 end
 
 --- Does `acquisition` ("auto" | "ei" | "nei" | nil = "auto") choose NEI for a

@@ -10,6 +10,9 @@ local pareto = require "dlua.search.pareto"
 local M = {}
 
 local Suggester = {}
+
+-- the row options the suggester itself acts on, not handed to the row's suggest
+local SUGGESTER_ONLY = {theta = true, racing = true, best = true}
 Suggester.__index = Suggester
 
 local function suggester_error(msg, ...) error("dl.search.suggester: " .. string.format(msg, ...), 3) end
@@ -125,7 +128,7 @@ function Suggester:suggest(n)
     for _, s in ipairs(out) do if s.u then pend[#pend + 1] = s end end
     local sopts = {seed = self.seed, step = adaptive[1], mode = self.mode, context = self.context, theta = self.theta,
                    init = self.init, model = self.fit and self.fit.model}
-    for k, v in pairs(self.own) do if k ~= "theta" and k ~= "racing" and k ~= "best" then sopts[k] = v end end
+    for k, v in pairs(self.own) do if not SUGGESTER_ONLY[k] then sopts[k] = v end end
     local us, info = row.suggest(self.space, self.history, pend, #adaptive, sopts)
     self.theta = info.theta
     self.fit = {count = #self.history, model = info.model}

@@ -32,9 +32,12 @@
 --   w.kind                             -- "log" | "none"
 --   w:apply(v), w:inverse(z)           -- one value; :apply_all(y), :inverse_all(zs) lists
 --   w:covers(v)                        -- v >= m: apply keeps its meaning (new values of a frozen warp)
+--   w:log_jacobian(y)                  -- sum of log dw/dy over y (likelihoods of y through w)
+local util = require "dlua.util"
+
 local M = {}
 
-M.WARPS = {auto = true, log = true, none = true}
+M.WARPS = {"auto", "log", "none"}
 -- s as a multiple of the median's distance from the best value. On the search
 -- suite (20 seeds; 0.001 with "log", the others with "auto" before bayes's
 -- noise rule), Rosenbrock-4's
@@ -57,6 +60,16 @@ function Warp:inverse(z)
 end
 
 function Warp:covers(v) return self.kind == "none" or v >= self.min end
+
+--- sum over y of log dw/dy: the Jacobian term of a likelihood of y through w
+-- (0 for the identity; -sum log(s + y_i - m) for the log)
+function Warp:log_jacobian(y)
+  local l = 0
+  if self.kind == "log" then
+    for i = 1, #y do l = l - math.log(self.scale + y[i] - self.min) end
+  end
+  return l
+end
 
 function Warp:apply_all(y)
   local z = {}
@@ -97,19 +110,12 @@ end
 --- The profile log-likelihood (up to a constant shared by every warp) of an
 -- i.i.d. normal model of w(y), with the Jacobian of w: the criterion of "auto".
 function M.loglik(w, y)
-  local n = #y
-  local l = -0.5 * n * log_variance(w:apply_all(y))
-  if w.kind == "log" then
-    for i = 1, n do l = l - math.log(w.scale + y[i] - w.min) end
-  end
-  return l
+  return -0.5 * #y * log_variance(w:apply_all(y)) + w:log_jacobian(y)
 end
 
 --- nil, or the message for a bad `warp` option.
 function M.problem(kind)
-  if kind == nil or M.WARPS[kind] then return nil end
-  return string.format("option 'warp' must be \"auto\", \"log\" or \"none\", got %s",
-    type(kind) == "string" and string.format("%q", kind) or tostring(kind))
+  return util.choice_problem("warp", kind, M.WARPS)
 end
 
 --- choose(kind, y) -> the warp of the signed values y for kind ("auto" |

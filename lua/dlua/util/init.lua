@@ -7,7 +7,8 @@
 --   util.is_tensor(x), util.copy(t), util.deep_copy(t), util.sorted_keys(t)
 --   util.shell_quote(s), util.nearest(word, words), util.edit_distance(a, b)
 --   util.cores(), util.hostname(), util.getpid(), util.sleep(s), util.VERSION
---   util.fmt4(v), util.fmt_metric(v), util.finite(v), util.integer_words(min, max), util.integer_problem(v, min, max)
+--   util.fmt4(v), util.fmt_metric(v), util.finite(v), util.integer_words(min, max), util.integer_problem(v, min, max),
+--   util.choice_problem(name, v, choices)
 --   util.strict(name, f [, max]), util.strict_method, util.strict_table: the one arity check
 --
 -- It deliberately holds no policy of its own (no defaults, no files, no
@@ -399,6 +400,19 @@ function M.integer_problem(v, min, max)
   return string.format("must be %s, got %s", M.integer_words(min, max), type(v) == "number" and tostring(v) or type(v))
 end
 
+--- choice_problem(name, v, choices) -> nil when v is one of the strings in the list
+-- choices (or nil: the default), else "option 'name' must be \"a\", \"b\" or \"c\",
+-- got v". The one wording of options that name a choice.
+function M.choice_problem(name, v, choices)
+  if v == nil then return nil end
+  for _, c in ipairs(choices) do if v == c then return nil end end
+  local q = {}
+  for i, c in ipairs(choices) do q[i] = string.format("%q", c) end
+  local list = #q > 1 and table.concat(q, ", ", 1, #q - 1) .. " or " .. q[#q] or q[1]
+  return string.format("option '%s' must be %s, got %s", name, list,
+    type(v) == "string" and string.format("%q", v) or tostring(v))
+end
+
 --- Checks that argument `arg` of fn is an integer in [min, max] and returns it;
 -- raises "bad argument #arg to 'fn' (what must be an integer in [min, max], got v)"
 -- at the caller of fn. Counts and dimensions that drive loops go through it, so no
@@ -451,6 +465,7 @@ function M.sleep(s) return core._sleep(s) end
 
 M.strict_table("util.", M, false, {
   check_integer = {"string", "integer", "any?", "string", "integer?", "integer?"},
+  choice_problem = {"string", "any?", "table"},
   check_options = {"string", "any?", "table", "integer?"}, copy = {"table?"}, declared = {"any?"},
   deep_copy = {"any?", "table?"}, edit_distance = {"string", "string"}, finite = {"any?"}, fmt4 = {"any?"}, fmt_metric = {"any?"},
   integer_problem = {"any?", "integer?", "integer?"}, integer_words = {"integer?", "integer?"},

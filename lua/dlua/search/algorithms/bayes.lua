@@ -12,6 +12,7 @@ local ehvi = require "dlua.search.ehvi"
 local pareto = require "dlua.search.pareto"
 local spaces = require "dlua.search.space"
 local quasirandom = require "dlua.search.algorithms.quasirandom"
+local util = require "dlua.util"
 
 local A = {name = "bayes", adaptive = true, finite = false, batches = true, objectives = true, conditional = true,
            needs_feasible = 2,
@@ -85,13 +86,10 @@ end
 
 function A.check(space, opts, fail)
   local k = type(opts.mode) == "table" and #opts.mode or 1
-  local bad = ehvi._pareto_problem(opts.pareto, k) or bayes._value_problem(opts)
+  local bad = ehvi._pareto_problem(opts.pareto, k) or bayes._value_problem(opts) or
+    util.choice_problem("best", opts.best, {"estimate", "observed"})
   if bad then fail("%s", bad) end
   if opts.racing ~= nil and k > 1 then fail("option 'racing' serves one objective, and mode lists %d", k) end
-  if opts.best ~= nil and opts.best ~= "estimate" and opts.best ~= "observed" then
-    fail("option 'best' must be \"estimate\" or \"observed\", got %s",
-      type(opts.best) == "string" and string.format("%q", opts.best) or tostring(opts.best))
-  end
   if opts.best ~= nil and k > 1 then fail("option 'best' serves one objective (s:best()), and mode lists %d", k) end
   local theta = opts.theta
   if theta ~= nil then

@@ -23,6 +23,20 @@ local function toy(n, seed)
   return data.tensors{image = x, label = y}
 end
 
+-- dl.train(c) with its printed lines (progress writes to io.stdout) captured in path: the
+-- result and the text; a raised error is re-raised after stdout is put back
+local function train_printed(c, path)
+  local saved, so = io.output(), io.stdout
+  io.output(path)
+  io.stdout = io.output()
+  local ok, r = pcall(dl.train, c)
+  io.output():close()
+  io.output(saved)
+  io.stdout = so
+  assert(ok, r)
+  return r, fs.read(path)
+end
+
 local function config(dir, over)
   local ds = toy(230)
   local tr, va = ds:split{180, 50, seed = 0}
@@ -144,16 +158,7 @@ describe("dl.train", function()
     c.eval = {every = 5, sets = {valid = va}, batch_size = 13, metrics = {score = metric}}
     c.checkpoint = {keep_best = 2, metric = "valid/score", mode = "max", every = 5, tolerance = 0.05}
     c.quiet = nil
-    local r
-    local saved, so = io.output(), io.stdout
-    io.output(dir .. "/stdout.txt")
-    io.stdout = io.output()                              -- progress writes to io.stdout
-    local ok, err = pcall(function() r = dl.train(c) end)
-    io.output():close()
-    io.output(saved)
-    io.stdout = so
-    assert(ok, err)
-    local printed = fs.read(dir .. "/stdout.txt")
+    local r, printed = train_printed(c, dir .. "/stdout.txt")
     assert.truthy(printed:find("checkpoints by valid/score (max, checkpoint.metric), the latest within 0.05 of the best",
       1, true), printed)
     assert.truthy(printed:find("the best eval, step 10 (valid/score 0.9000), is within checkpoint.tolerance (0.05) " ..
@@ -238,15 +243,8 @@ describe("dl.train", function()
     c.eval = {every = 5, sets = {valid = select(3, config(dir2))}, batch_size = 13, metrics = {score = metric}}
     c.checkpoint = {metric = "valid/score", share = 0}
     c.quiet = nil
-    local saved, so = io.output(), io.stdout
-    io.output(dir2 .. "/stdout.txt")
-    io.stdout = io.output()                              -- progress writes to io.stdout
-    local ok, err = pcall(function() r = dl.train(c) end)
-    io.output():close()
-    io.output(saved)
-    io.stdout = so
-    assert(ok, err)
-    local printed = fs.read(dir2 .. "/stdout.txt")
+    local printed
+    r, printed = train_printed(c, dir2 .. "/stdout.txt")
     assert.are.same({"ckpt-000000030.safetensors"}, files(dir2))
     assert.are.equal(30, r.best.step)
     assert.are.equal("best", r.best.selected)
@@ -324,24 +322,7 @@ describe("dl.train", function()
     local f = io.open(newest, "wb"); f:write(bytes:sub(1, #bytes - 9)); f:close()
     local c2, model2 = config(part, {steps = 40, checkpoint = {every = 10}, ema = {decay = 0.9}, resume = true,
                                      quiet = false})
-    local printed = {}
-    local real_write = io.write
-    local out = io.stdout
-    local saved_stdout = io.output()
-    local r
-    local tmpout = part .. "/stdout.txt"
-    io.output(tmpout)
-    local ok, err = pcall(function()
-      local so = io.stdout
-      io.stdout = io.output()                            -- progress writes to io.stdout
-      r = dl.train(c2)
-      io.stdout = so
-    end)
-    io.output():close()
-    io.output(saved_stdout)
-    io.stdout = out
-    assert(ok, err)
-    printed = fs.read(tmpout)
+    local r, printed = train_printed(c2, part .. "/stdout.txt")
     assert.truthy(printed:find("warning: skipping checkpoint .*ckpt%-000000025%.safetensors"), printed)
     assert.truthy(printed:find("resuming from .*ckpt%-000000020"), printed)
     assert.are.equal("done", r.status)
@@ -353,7 +334,6 @@ describe("dl.train", function()
     for _, e in ipairs(lines(part .. "/metrics.jsonl")) do if e.split == "eval" then evals[#evals + 1] = e.step end end
     assert.are.same({10, 20, 30, 40}, evals)
     fs.rm_rf(full); fs.rm_rf(part)
-    io.write = real_write
   end)
 
   it("stores per-example predictions of a fixed selection at each eval", function()

@@ -10,6 +10,7 @@
  */
 /* See LICENSE */
 #include "lua/lua_aux.h"
+#include "ops/conv_simd.h"
 #include "ops/sgemm.h"
 
 #include <lauxlib.h>
@@ -56,7 +57,8 @@ static int new_context(lua_State *L) {
 int luaopen_dlua_core(lua_State *L) {
   luaL_checkversion(L);
   char gemm_err[200];
-  if (dl_sgemm_env_error(gemm_err, sizeof gemm_err)) return luaL_error(L, "%s", gemm_err);
+  if (dl_sgemm_env_error(gemm_err, sizeof gemm_err) || dl_conv_simd_env_error(gemm_err, sizeof gemm_err))
+    return luaL_error(L, "%s", gemm_err);
   int cidx = new_context(L);
   openblas_set_num_threads(1);            /* the pool splits products itself (gemm.c) */
 

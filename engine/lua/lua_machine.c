@@ -57,7 +57,7 @@ static int sys_machine(lua_State *L) {
       lua_setfield(L, -2, own[i]);
     }
   lua_setfield(L, -2, "gemm_gflops");
-  lt_setstring(L, "conv", dl_conv_simd() ? "avx512" : "portable");
+  lt_setstring(L, "conv", dl_conv_simd_name());
   lua_pushboolean(L, dl_wino_enabled());
   lua_setfield(L, -2, "winograd");
   const char *blas = openblas_get_corename();

@@ -6,7 +6,7 @@
  * col2im adds dcol back into dX. Strides, padding, dilation and groups are
  * general. float64 tensors (for gradient checks) take the plain im2col + dgemm
  * path of conv_f64.c; everything below is float32. Pooling keeps the argmax of each window for its
- * backward. On AVX-512 machines (conv_simd.c) the padding, im2col and col2im
+ * backward. On AVX-512 and AVX2 machines (conv_simd.c) the padding, im2col and col2im
  * row copies are masked vector moves with the same bits, and layers with few
  * input channels at stride 1 (the first layer) skip the patches: a direct
  * kernel computes the forward and the weight gradient. Stride-1 3x3 and 5x5 layers with
@@ -26,7 +26,7 @@
 typedef struct {
   int64_t N, C, H, W, O, kh, kw, Ho, Wo, Cg, Og, K, P;
   int64_t Hp, Wp;           /* padded input */
-  int simd;                 /* dl_conv_simd(): the AVX-512 row copies and direct kernels */
+  int simd;                 /* dl_conv_simd() != DL_CONV_PORTABLE: the vector row copies and direct kernels */
 } geom;
 
 static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const dl_tensor *b,
@@ -88,7 +88,7 @@ static int conv_geom(dl_ctx *ctx, const dl_tensor *x, const dl_tensor *w, const 
   if (dl_shape_check(ctx, "conv2d", 4, out_shape, NULL) < 0 || dl_shape_check(ctx, "conv2d", 3, padded, NULL) < 0)
     return -1;
   g->P = g->Ho * g->Wo;                          /* checked just above */
-  g->simd = dl_conv_simd();
+  g->simd = dl_conv_simd() != DL_CONV_PORTABLE;
   int64_t patches[2] = {g->K, g->P < 128 ? 256 : 2 * g->P};   /* the patch matrix of up to m examples */
   return dl_shape_check(ctx, "conv2d", 2, patches, NULL);
 }
@@ -566,7 +566,7 @@ static void pool_fwd_task(void *arg_, int t) {
     return;
   }
   if (pool_2x2(j)) {
-    int simd = dl_conv_simd() && W < INT32_MAX / 2;     /* window offsets in int32 lanes */
+    int simd = dl_conv_simd() != DL_CONV_PORTABLE && W < INT32_MAX / 2;     /* window offsets in int32 lanes */
     for (int64_t nc = nc0; nc < nc1; nc++) {     /* the common 2x2/2 window: no bounds to test */
       const float *xi = j->x + nc * H * W;
       for (int64_t oh = 0; oh < Ho; oh++) {

@@ -1,27 +1,49 @@
-/* conv_simd.h -- AVX-512 kernels under conv.c: row copies for im2col/col2im and
- * a direct convolution for inputs with few channels (the first layer of a CNN). */
+/* conv_simd.h -- vector kernels under conv.c: row copies for im2col/col2im, a direct
+ * convolution for inputs with few channels (the first layer of a CNN) and 2x2 max pooling,
+ * on AVX-512 or on AVX2 with FMA (the same bits on both), and the choice of that path, which
+ * the Winograd kernels follow too. */
 /* See LICENSE */
 #ifndef DL_CONV_SIMD_H
 #define DL_CONV_SIMD_H
 
 #include <stdint.h>
 
-/* DL_AVX512_BUILD: 1 when this compiler can build the AVX-512 kernels (x86-64, GCC-style
- * target attributes), which then include <immintrin.h> and mark their functions
- * DL_AVX512_TARGET (and inlined helpers DL_AVX512_INLINE); dl_conv_simd() says at run time
- * whether the CPU may run them */
+#include <stddef.h>
+
+/* DL_SIMD_BUILD: 1 when this build has the vector kernels (x86-64 with a GCC-style compiler:
+ * conv_simd_avx512.c and conv_simd_avx2.c, compiled for their sets); dl_conv_simd() says at
+ * run time which may run */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define DL_AVX512_BUILD 1
-#include <immintrin.h>
-#define DL_AVX512_TARGET __attribute__((target("avx512f")))
-#define DL_AVX512_INLINE static inline __attribute__((always_inline))
+#define DL_SIMD_BUILD 1
 #else
-#define DL_AVX512_BUILD 0
+#define DL_SIMD_BUILD 0
+/* one instruction set's kernels (conv_simd_kern.h), as conv_simd.c calls them */
+typedef struct {
+  void (*copy_rows)(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len);
+  void (*add_rows)(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len);
+  void (*direct_forward)(const dl_conv_direct_geom *g, const float *xp, const float *w, const float *bias,
+                         float *out);
+  void (*direct_wgrad)(const dl_conv_direct_geom *g, const float *xp, const float *gy, float *gw, int accumulate);
+  void (*maxpool2x2_row)(const float *r0, int64_t W, int64_t i0, int64_t Wo, float *out, int64_t *arg);
+} dl_conv_kernels;
+
+extern const dl_conv_kernels dl_conv_kernels_avx512, dl_conv_kernels_avx2;
+
 #endif
 
-/* 1 when the kernels below may run: the CPU has AVX-512F and DLUA_CONV_SIMD is not "0"
- * (the test hook that keeps the portable loops). Read once; thread-safe. */
+/* the paths, in the order DLUA_CONV_SIMD and dl.machine() name them */
+enum { DL_CONV_PORTABLE, DL_CONV_AVX2, DL_CONV_AVX512 };
+
+/* The path that runs: DLUA_CONV_SIMD when it names one ("avx512", "avx2", "portable"), else
+ * (unset or "auto") the widest the CPU has: AVX-512F, else AVX2 with FMA, else the portable
+ * loops. With DL_CONV_PORTABLE conv.c keeps its loops and Winograd is off. Read once;
+ * thread-safe. */
 int dl_conv_simd(void);
+/* its name: "avx512", "avx2" or "portable" */
+const char *dl_conv_simd_name(void);
+/* 1 with a message in msg when DLUA_CONV_SIMD names no path, or one this build or CPU
+ * cannot run (the module refuses to load then), else 0 */
+int dl_conv_simd_env_error(char *msg, size_t cap);
 
 /* r[0:n] summed in double by four running sums, so no serial add chain bounds it: the bias
  * gradient's row sum (conv.c and conv_winograd.c). */
@@ -34,6 +56,10 @@ static inline double dl_conv_row_sum(const float *r, int64_t n) {
   for (; q < n; q++) a0 += (double)r[q];
   return (a0 + a1) + (a2 + a3);
 }
+
+/* The functions below run the chosen path's kernels (the portable loops for the row copies
+ * when it is DL_CONV_PORTABLE; the direct and pooling kernels are only called on a vector
+ * path). */
 
 /* dst[r, 0:len] = src[r, 0:len] for r < rows; rows dld and sld floats apart */
 void dl_conv_copy_rows(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len);
@@ -62,5 +88,17 @@ void dl_conv_direct_wgrad(const dl_conv_direct_geom *g, const float *xp, const f
 /* one output row of 2x2 max pooling at stride 2 (conv.c's rule, ties and NaN included): input rows
  * r0 and r0 + W, r0[0] at index i0 of its plane; out [Wo] the maxima, arg [Wo] their indices; W < 2^31 */
 void dl_conv_maxpool2x2_row(const float *r0, int64_t W, int64_t i0, int64_t Wo, float *out, int64_t *arg);
+
+/* one instruction set's kernels (conv_simd_kern.h), as conv_simd.c calls them */
+typedef struct {
+  void (*copy_rows)(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len);
+  void (*add_rows)(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len);
+  void (*direct_forward)(const dl_conv_direct_geom *g, const float *xp, const float *w, const float *bias,
+                         float *out);
+  void (*direct_wgrad)(const dl_conv_direct_geom *g, const float *xp, const float *gy, float *gw, int accumulate);
+  void (*maxpool2x2_row)(const float *r0, int64_t W, int64_t i0, int64_t Wo, float *out, int64_t *arg);
+} dl_conv_kernels;
+
+extern const dl_conv_kernels dl_conv_kernels_avx512, dl_conv_kernels_avx2;
 
 #endif

@@ -68,10 +68,14 @@ typedef struct {
 
 /* packed: A in a panel (ars 1, aks mr); strided: A where it lies */
 typedef void (*sg_kernel)(const sg_tile *t);
+/* dst[kk ldd + r] = alpha src[r lds + kk] for kk < the path's tk, r < width (lanes r >= rows 0) */
+typedef void (*sg_transpose)(float *dst, int64_t ldd, const float *src, int64_t lds, int rows, int width, float alpha);
 
 typedef struct {
   const char *name;
   int mr, nr;
+  int tk;                  /* its transpose's k per call (0: none) */
+  sg_transpose transpose;  /* packs operands that lie the other way round, in the path's own instruction set */
   sg_kernel packed, strided;
 } sg_path;
 
@@ -169,6 +173,61 @@ T256 INLINE void body256(int R, int full, const sg_tile *t, int64_t ars, int64_t
   }
 }
 
+/* dst[kk ldd + r] = alpha src[r lds + kk] for kk < 16, r < width (lanes r >= rows are 0):
+ * a 16 x 16 transpose in registers (pairs of rows, then pairs of pairs, then 128-bit lanes
+ * twice), for packing operands that lie the other way round */
+T512 static void transpose16(float *dst, int64_t ldd, const float *src, int64_t lds, int rows, int width,
+                             float alpha) {
+  __m512 r[16], t[16], u[16];
+  __m512 al = _mm512_set1_ps(alpha);
+  for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_mul_ps(al, _mm512_loadu_ps(src + i * lds)) : _mm512_setzero_ps();
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  /* u[4 i + j], 128-bit lane l: rows 4i..4i+3 of column 4l + j */
+  __mmask16 m = (__mmask16)((1u << width) - 1);
+  for (int j = 0; j < 4; j++) {
+    __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+    __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+    _mm512_mask_storeu_ps(dst + j * ldd, m, _mm512_shuffle_f32x4(v, v2, 0x88));
+    _mm512_mask_storeu_ps(dst + (4 + j) * ldd, m, _mm512_shuffle_f32x4(w, w2, 0x88));
+    _mm512_mask_storeu_ps(dst + (8 + j) * ldd, m, _mm512_shuffle_f32x4(v, v2, 0xdd));
+    _mm512_mask_storeu_ps(dst + (12 + j) * ldd, m, _mm512_shuffle_f32x4(w, w2, 0xdd));
+  }
+}
+
+/* the same for 8 x 8 in ymm registers (pairs of rows, pairs of pairs, then 128-bit halves), for
+ * the AVX2 path: dst[kk ldd + r] = alpha src[r lds + kk] for kk < 8, r < width <= 8 */
+T256 static void transpose8(float *dst, int64_t ldd, const float *src, int64_t lds, int rows, int width, float alpha) {
+  __m256 r[8], t[8], u[8];
+  __m256 al = _mm256_set1_ps(alpha);
+  for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_mul_ps(al, _mm256_loadu_ps(src + i * lds)) : _mm256_setzero_ps();
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; i++) {                 /* u[4 i + j]: rows 4i..4i+3 of columns j (low half), j + 4 */
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(width), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int j = 0; j < 4; j++) {
+    _mm256_maskstore_ps(dst + j * ldd, m, _mm256_permute2f128_ps(u[j], u[4 + j], 0x20));
+    _mm256_maskstore_ps(dst + (4 + j) * ldd, m, _mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
+  }
+}
+
 /* one function per path and A layout, one inlined body per row count (and the whole
  * tile, the common case, without column masks) */
 #define CASE512(R, ARS, AKS) case R: body512(R, 0, t, ARS, AKS); break;
@@ -189,11 +248,11 @@ T256 static void strided256(const sg_tile *t) { switch (t->rows) { ROWS256(t->ar
 
 static const sg_path PATHS[] = {
 #if SG_X86
-  {"avx512", 12, 32, packed512, strided512},
-  {"avx2", 6, 16, packed256, strided256},
+  {"avx512", 12, 32, 16, transpose16, packed512, strided512},
+  {"avx2", 6, 16, 8, transpose8, packed256, strided256},
 #endif
-  {"portable", 4, 16, kernel_portable, kernel_portable},
-  {"blas", 0, 0, NULL, NULL},
+  {"portable", 4, 16, 0, NULL, kernel_portable, kernel_portable},
+  {"blas", 0, 0, 0, NULL, NULL, NULL},
 };
 enum { NPATHS = sizeof PATHS / sizeof PATHS[0] };
 
@@ -340,65 +399,16 @@ static sg_buffers *buffers(void) {
   return s;
 }
 
-#if SG_X86
-/* dst[kk ldd + r] = alpha src[r lds + kk] for kk < 16, r < width (lanes r >= rows are 0):
- * a 16 x 16 transpose in registers (pairs of rows, then pairs of pairs, then 128-bit lanes
- * twice), for packing operands that lie the other way round */
-T512 static void transpose16(float *dst, int64_t ldd, const float *src, int64_t lds, int rows, int width,
-                             float alpha) {
-  __m512 r[16], t[16], u[16];
-  __m512 al = _mm512_set1_ps(alpha);
-  for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_mul_ps(al, _mm512_loadu_ps(src + i * lds)) : _mm512_setzero_ps();
-  for (int i = 0; i < 8; i++) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; i++) {
-    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  /* u[4 i + j], 128-bit lane l: rows 4i..4i+3 of column 4l + j */
-  __mmask16 m = (__mmask16)((1u << width) - 1);
-  for (int j = 0; j < 4; j++) {
-    __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    _mm512_mask_storeu_ps(dst + j * ldd, m, _mm512_shuffle_f32x4(v, v2, 0x88));
-    _mm512_mask_storeu_ps(dst + (4 + j) * ldd, m, _mm512_shuffle_f32x4(w, w2, 0x88));
-    _mm512_mask_storeu_ps(dst + (8 + j) * ldd, m, _mm512_shuffle_f32x4(v, v2, 0xdd));
-    _mm512_mask_storeu_ps(dst + (12 + j) * ldd, m, _mm512_shuffle_f32x4(w, w2, 0xdd));
-  }
-}
-#endif
-
-/* 1 when the packing may use transpose16 */
-static int can_transpose(void) {
-#if SG_X86
-  static int yes = -1;
-  if (yes < 0) {
-    __builtin_cpu_init();
-    yes = __builtin_cpu_supports("avx512f") != 0;
-  }
-  return yes;
-#else
-  return 0;
-#endif
-}
 
 /* A[i0:i0+mc, k0:k0+kc] times alpha into panels mr rows tall (k-major within a panel),
  * rows past mc zero */
 static void pack_a(float *dst, const float *A, int64_t lda, int ta, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
-                   float alpha, int mr) {
-  int fast = !ta && mr <= 16 && can_transpose();
+                   float alpha, int mr, const sg_path *P) {
+  const int tk = P->tk, fast = !ta && mr <= tk && P->transpose;
   for (int64_t p = 0; p < mc; p += mr, dst += kc * mr) {
     int64_t rows = mc - p < mr ? mc - p : mr, k = 0;
-#if SG_X86
-    if (fast)                                      /* A's rows run along k: transpose 16 k at a time */
-      for (; k + 16 <= kc; k += 16) transpose16(dst + k * mr, mr, A + (i0 + p) * lda + k0 + k, lda, (int)rows, mr, alpha);
-#endif
+    if (fast)                                      /* A's rows run along k: transpose tk k at a time */
+      for (; k + tk <= kc; k += tk) P->transpose(dst + k * mr, mr, A + (i0 + p) * lda + k0 + k, lda, (int)rows, mr, alpha);
     if (ta)                                        /* A(i, k) = A[k][i]: a panel's rows lie side by side */
       for (int64_t q = k; q < kc; q++) {
         const float *s = A + (k0 + q) * lda + i0 + p;
@@ -418,8 +428,8 @@ static void pack_a(float *dst, const float *A, int64_t lda, int ta, int64_t i0, 
 /* B[k0:k0+kc, j0:j0+nc] into panels nr columns wide (k-major within a panel), columns
  * past nc zero */
 static void pack_b(float *dst, const float *B, int64_t ldb, int tb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                   int nr) {
-  int fast = tb && nr % 16 == 0 && can_transpose();
+                   int nr, const sg_path *P) {
+  const int tk = P->tk, fast = tb && P->transpose && nr % tk == 0;
   for (int64_t p = 0; p < nc; p += nr, dst += kc * nr) {
     int64_t cols = nc - p < nr ? nc - p : nr;
     if (!tb) {
@@ -432,14 +442,12 @@ static void pack_b(float *dst, const float *B, int64_t ldb, int tb, int64_t k0, 
       continue;
     }
     int64_t k = 0;                                 /* B(k, j) = B[j][k]: B's rows run along k */
-#if SG_X86
     if (fast)
-      for (; k + 16 <= kc; k += 16)
-        for (int q = 0; q < nr; q += 16) {
-          int64_t n = cols - q < 16 ? cols - q : 16;
-          transpose16(dst + k * nr + q, nr, B + (j0 + p + q) * ldb + k0 + k, ldb, n > 0 ? (int)n : 0, 16, 1.0f);
+      for (; k + tk <= kc; k += tk)
+        for (int q = 0; q < nr; q += tk) {
+          int64_t n = cols - q < tk ? cols - q : tk;
+          P->transpose(dst + k * nr + q, nr, B + (j0 + p + q) * ldb + k0 + k, ldb, n > 0 ? (int)n : 0, tk, 1.0f);
         }
-#endif
     for (int64_t q = 0; q < cols; q++) {
       const float *s = B + (j0 + p + q) * ldb + k0;
       for (int64_t kk = k; kk < kc; kk++) dst[kk * nr + q] = s[kk];
@@ -477,10 +485,10 @@ static int run(const sg_path *P, int ta, int tb, int64_t M, int64_t N, int64_t K
     int64_t nc = N - jc < NC ? N - jc : NC;
     for (int64_t pc = 0; pc < K; pc += KC) {
       int64_t kc = K - pc < KC ? K - pc : KC;
-      if (b_packed) pack_b(buf->b, B, ldb, tb, pc, kc, jc, nc, nr);
+      if (b_packed) pack_b(buf->b, B, ldb, tb, pc, kc, jc, nc, nr, P);
       for (int64_t ic = 0; ic < M; ic += MC) {
         int64_t mc = M - ic < MC ? M - ic : MC;
-        if (a_packed) pack_a(buf->a, A, lda, ta, ic, mc, pc, kc, alpha, mr);
+        if (a_packed) pack_a(buf->a, A, lda, ta, ic, mc, pc, kc, alpha, mr, P);
         for (int64_t jr = 0; jr < nc; jr += nr) {
           sg_tile t = {.kc = kc, .ldc = ldc, .add = pc > 0 || beta != 0.0f};
           t.b = b_packed ? buf->b + (jr / nr) * kc * nr : B + pc * ldb + jc + jr;

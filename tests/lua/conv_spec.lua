@@ -160,10 +160,12 @@ describe("dlua conv2d", function()
     dl.threads(before)
   end)
 
-  -- DLUA_CONV_SIMD=0 keeps the portable loops: the AVX-512 row copies (padding, im2col,
-  -- col2im) must give their bits exactly; the direct kernels sum in another order than
-  -- patches and products, so they agree to float32 rounding
-  it("gives the portable loops' results with the AVX-512 kernels (DLUA_CONV_SIMD)", function()
+  -- DLUA_CONV_SIMD chooses the kernels: the vector paths (avx512, avx2) must give each other's
+  -- bits on everything (row copies, the direct first-layer kernels, Winograd, pooling); against
+  -- the portable loops the row copies and pooling must give their bits exactly, while the
+  -- direct and Winograd kernels sum in other orders than patches and products, so they agree
+  -- to float32 rounding
+  it("gives the same bits on every vector path, and the portable loops' results (DLUA_CONV_SIMD)", function()
     local dir = H.tmpdir("conv-simd")
     H.spit(dir .. "/run.lua", [[
       local dl = require "dlua"
@@ -172,7 +174,12 @@ describe("dlua conv2d", function()
                           {{2, 16, 12, 12}, {4, 16, 3, 3}, {padding = 1}},
                           {{3, 6, 11, 9}, {4, 3, 3, 3}, {padding = 1, stride = {2, 1}, groups = 2}},
                           {{2, 12, 14, 14}, {4, 12, 3, 3}, {padding = 2, dilation = 2}},
-                          {{3, 1, 20, 20}, {10, 1, 5, 5}, {padding = 2}}}) do
+                          {{3, 1, 20, 20}, {10, 1, 5, 5}, {padding = 2}},
+                          {{2, 12, 13, 37}, {9, 12, 3, 3}, {padding = 1}},
+                          {{2, 32, 12, 12}, {16, 32, 3, 3}, {padding = 1}},
+                          {{2, 16, 14, 14}, {32, 16, 5, 5}, {padding = 2}},
+                          {{2, 16, 6, 7}, {16, 16, 3, 3}, {padding = 1}},
+                          {{2, 2, 9, 37}, {10, 2, 3, 3}, {padding = 1}}}) do
         dl.seed(i)
         local x = dl.randn(c[1]):requires_grad(true)
         local w, b = dl.randn(c[2]):requires_grad(true), dl.randn(c[2][1]):requires_grad(true)
@@ -186,24 +193,40 @@ describe("dlua conv2d", function()
       (y * dl.randn(y:shape())):sum():backward()
       out.py, out.pgx = y:detach(), x.grad
       assert(dl.checkpoint.save(arg[1], out))
+      print(dl.machine().kernels.conv)
     ]])
-    for _, env in ipairs({"", "DLUA_CONV_SIMD=0 "}) do
-      local p = io.popen(string.format("cd %s && %s%s run.lua %s 2>&1; echo rc=$?", dir, env, H.EXE,
-        env == "" and "simd.st" or "plain.st"))
-      local out = p:read("a")
-      p:close()
+    local have = {}
+    for _, f in ipairs(dl.machine().simd) do have[f] = true end
+    local paths = {"portable"}
+    if have.avx2 and have.fma then paths[#paths + 1] = "avx2" end
+    if have.avx512f then paths[#paths + 1] = "avx512" end
+    local res = {}
+    for _, p in ipairs(paths) do
+      local proc = io.popen(string.format("cd %s && DLUA_CONV_SIMD=%s %s run.lua %s.st 2>&1; echo rc=$?", dir, p, H.EXE, p))
+      local out = proc:read("a")
+      proc:close()
       assert.are.equal("rc=0", out:match("rc=%d+"), out)
+      assert.are.equal(p, out:match("^(%w+)"))
+      res[p] = assert(dl.checkpoint.load(dir .. "/" .. p .. ".st"))
     end
-    local a, b = assert(dl.checkpoint.load(dir .. "/simd.st")), assert(dl.checkpoint.load(dir .. "/plain.st"))
-    for i = 1, 5 do
-      for _, k in ipairs({"y", "gx", "gw", "gb"}) do
-        local d = (a[k .. i] - b[k .. i]):abs():max():item()
-        if i < 5 then assert.are.equal(0, d, k .. i)
-        else assert(d <= 1e-5 * (1 + b[k .. i]:abs():max():item()), k .. i .. " differs by " .. d) end
+    local plain = res.portable
+    for _, p in ipairs(paths) do
+      local a = res[p]
+      for i = 1, 10 do
+        for _, k in ipairs({"y", "gx", "gw", "gb"}) do
+          local d = (a[k .. i] - plain[k .. i]):abs():max():item()
+          -- the row copies alone (cases 1-4, 6: no direct kernel, no Winograd) keep the bits
+          if i <= 4 or i == 6 then assert.are.equal(0, d, p .. " " .. k .. i)
+          else assert(d <= 2e-5 * (1 + plain[k .. i]:abs():max():item()), p .. " " .. k .. i .. " differs by " .. d) end
+          -- the vector paths agree with each other to the bit
+          if p ~= "portable" then
+            assert.are.equal(0, (a[k .. i] - res[paths[#paths]][k .. i]):abs():max():item(), p .. " " .. k .. i)
+          end
+        end
       end
+      assert.are.equal(0, (a.py - plain.py):abs():max():item())
+      assert.are.equal(0, (a.pgx - plain.pgx):abs():max():item())
     end
-    assert.are.equal(0, (a.py - b.py):abs():max():item())
-    assert.are.equal(0, (a.pgx - b.pgx):abs():max():item())
     dl.fs.rm_rf(dir)
   end)
 

@@ -52,8 +52,8 @@ describe("dl.machine", function()
                         "avx512_vnni", "avx512_bf16"}) do
       assert.are.equal(flags[f] == true, have[f] == true, f)
     end
-    -- the conv kernels follow the CPU: AVX-512 where it has it
-    assert.are.equal(have.avx512f and "avx512" or "portable", m.kernels.conv)
+    -- the conv kernels follow the CPU: AVX-512 where it has it, else AVX2 with FMA
+    assert.are.equal(have.avx512f and "avx512" or have.avx2 and have.fma and "avx2" or "portable", m.kernels.conv)
     assert.are.equal(dl.threads(), m.kernels.threads)
     assert.is_string(m.kernels.blas)
   end)
@@ -69,7 +69,7 @@ describe("dl.machine", function()
     assert.are.equal("0", m.switches.DLUA_CONV_WINOGRAD)
     assert.is_false(m.kernels.winograd)
     assert.are.equal(0, m.kernels.pool_spin_us)
-    m = json.decode(run_with("DLUA_CONV_SIMD=0", PRINT))
+    m = json.decode(run_with("DLUA_CONV_SIMD=portable", PRINT))
     assert.are.equal("portable", m.kernels.conv)
     assert.is_false(m.kernels.winograd)
     m = json.decode(run_with("DLUA_FLUSH_SUBNORMALS=0", PRINT))
@@ -78,14 +78,15 @@ describe("dl.machine", function()
     assert.are.equal(250, m.kernels.pool_spin_us)
   end)
 
-  -- three training steps of a small CNN (im2col convolution, Linear layers: every product
-  -- through gemm.c), the parameters' bits printed; THREADS is replaced
+  -- three training steps of a small CNN (a first layer for the direct kernel, a 16-channel
+  -- 3x3 layer for Winograd, 2x2 pooling, a Linear layer: every product through gemm.c), the
+  -- parameters' bits printed; THREADS is replaced
   local STEPS = [[
 local dl = require "dlua"
 dl.threads(THREADS); dl.seed(3)
 local nn = dl.nn
-local m = nn.Sequential{nn.Conv2d(1, 16, 3, {padding = 1}), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-  nn.Linear(16 * 49, 10)}
+local m = nn.Sequential{nn.Conv2d(1, 16, 3, {padding = 1}), nn.ReLU(), nn.Conv2d(16, 16, 3, {padding = 1}),
+  nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 49, 10)}
 local opt = dl.optim.SGD{params = m:parameters(), lr = 0.1, momentum = 0.9}
 local labels = {}
 for i = 1, 64 do labels[i] = i % 10 + 1 end
@@ -140,6 +141,39 @@ print(table.concat(out, ","))]]
     assert.are.equal(best, k.gemm)
     if have.avx2 and have.fma then
       assert.are.same({}, json.decode(run_with("DLUA_GEMM=avx2", PRINT)).kernels.gemm_gflops)
+    end
+  end)
+
+  it("gives the same bits on every vector convolution path the CPU runs, at 1 and 2 threads", function()
+    local have = {}
+    for _, f in ipairs(dl.machine().simd) do have[f] = true end
+    local paths = {}
+    if have.avx2 and have.fma then paths[#paths + 1] = "avx2" end
+    if have.avx512f then paths[#paths + 1] = "avx512" end
+    if #paths == 0 then return end
+    local ref = run_with("DLUA_CONV_SIMD=" .. paths[1], (STEPS:gsub("THREADS", "1")))
+    assert.is_true(#ref > 1000)
+    for _, p in ipairs(paths) do
+      for _, t in ipairs({"1", "2"}) do
+        assert.are.equal(ref, run_with("DLUA_CONV_SIMD=" .. p, (STEPS:gsub("THREADS", t))), p .. " at " .. t .. " threads")
+      end
+      local m = json.decode(run_with("DLUA_CONV_SIMD=" .. p, PRINT))
+      assert.are.equal(p, m.kernels.conv)
+      assert.is_true(m.kernels.winograd)
+    end
+    -- the portable loops take im2col for every layer: other bits (the spec can tell paths apart)
+    assert.are_not.equal(ref, run_with("DLUA_CONV_SIMD=portable", (STEPS:gsub("THREADS", "1"))))
+  end)
+
+  it("refuses a DLUA_CONV_SIMD that names no path, listing the valid ones", function()
+    local dir = H.tmpdir("machine-conv")
+    H.spit(dir .. "/s.lua", PRINT)
+    for _, v in ipairs({"avx1024", "0"}) do
+      local p = io.popen(string.format("cd %s && env DLUA_CONV_SIMD=%s %s s.lua 2>&1; echo \"rc=$?\"", dir, v, H.EXE))
+      local out = p:read("a")
+      p:close()
+      assert.are_not.equal("0", out:match("rc=(%d+)"))
+      assert.matches("DLUA_CONV_SIMD=" .. v .. ": no such convolution path %(valid: auto, avx512, avx2, portable%)", out)
     end
   end)
 

@@ -17,18 +17,6 @@
 #define DL_SIMD_BUILD 1
 #else
 #define DL_SIMD_BUILD 0
-/* one instruction set's kernels (conv_simd_kern.h), as conv_simd.c calls them */
-typedef struct {
-  void (*copy_rows)(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len);
-  void (*add_rows)(float *dst, int64_t dld, const float *src, int64_t sld, int64_t rows, int64_t len);
-  void (*direct_forward)(const dl_conv_direct_geom *g, const float *xp, const float *w, const float *bias,
-                         float *out);
-  void (*direct_wgrad)(const dl_conv_direct_geom *g, const float *xp, const float *gy, float *gw, int accumulate);
-  void (*maxpool2x2_row)(const float *r0, int64_t W, int64_t i0, int64_t Wo, float *out, int64_t *arg);
-} dl_conv_kernels;
-
-extern const dl_conv_kernels dl_conv_kernels_avx512, dl_conv_kernels_avx2;
-
 #endif
 
 /* the paths, in the order DLUA_CONV_SIMD and dl.machine() name them */

@@ -60,6 +60,14 @@ static int sys_machine(lua_State *L) {
   lt_setstring(L, "conv", dl_conv_simd_name());
   lua_pushboolean(L, dl_wino_enabled());
   lua_setfield(L, -2, "winograd");
+  lt_setstring(L, "winograd_path", dl_wino_path());
+  lua_newtable(L);                        /* what auto measured to choose it (empty otherwise) */
+  for (int i = 0; own[i]; i++)
+    if (dl_wino_probe_seconds(own[i]) > 0) {
+      lua_pushnumber(L, dl_wino_probe_seconds(own[i]));
+      lua_setfield(L, -2, own[i]);
+    }
+  lua_setfield(L, -2, "winograd_seconds");
   const char *blas = openblas_get_corename();
   lt_setstring(L, "blas", blas ? blas : "unknown");
   lt_setinteger(L, "pool_spin_us", dl_pool_spin_us(ctx->pool));

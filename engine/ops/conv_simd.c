@@ -58,6 +58,10 @@ int dl_conv_simd(void) {
 
 const char *dl_conv_simd_name(void) { return NAMES[dl_conv_simd()]; }
 
+int dl_conv_simd_forced(void) { return named() >= 0; }
+
+int dl_conv_simd_runs(int p) { return p >= DL_CONV_PORTABLE && p <= DL_CONV_AVX512 && runnable(p); }
+
 int dl_conv_simd_env_error(char *msg, size_t cap) {
   int p = named();
   if (p == -1 || (p >= 0 && runnable(p))) return 0;

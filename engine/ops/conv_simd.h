@@ -29,6 +29,10 @@ enum { DL_CONV_PORTABLE, DL_CONV_AVX2, DL_CONV_AVX512 };
 int dl_conv_simd(void);
 /* its name: "avx512", "avx2" or "portable" */
 const char *dl_conv_simd_name(void);
+/* 1 when DLUA_CONV_SIMD forces the path (names one), 0 for auto */
+int dl_conv_simd_forced(void);
+/* 1 when this build and CPU can run path p (DL_CONV_...) */
+int dl_conv_simd_runs(int p);
 /* 1 with a message in msg when DLUA_CONV_SIMD names no path, or one this build or CPU
  * cannot run (the module refuses to load then), else 0 */
 int dl_conv_simd_env_error(char *msg, size_t cap);

@@ -42,6 +42,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_EXAMPLE_FLOATS ((int64_t)64 << 20)
 
@@ -178,7 +179,8 @@ static void run(dl_ctx *ctx, dl_wino_job *j, void (*fn)(void *, int)) {
 
 /* ------------------------------------------------------------ the entry points */
 
-static void setup(dl_ctx *ctx, const dl_wino_geom *g, dl_wino_job *j) {
+/* the job's split for a pool of th threads */
+static void split(const dl_wino_geom *g, dl_wino_job *j, int th) {
   memset(j, 0, sizeof *j);
   j->g = g;
   make_mats(tile_m(g), (int)g->k, &j->t);
@@ -200,14 +202,83 @@ static void setup(dl_ctx *ctx, const dl_wino_geom *g, dl_wino_job *j) {
   j->nb = j->nch * per < g->N ? j->nch * per : g->N;
   j->emax = j->nb > 0 ? (g->N + j->nb - 1) / j->nb : 0;
   j->task_floats = aa * j->emax * j->pt * (g->C + g->O) + j->Hq * j->Wq * LANES;
-  int th = dl_pool_threads(ctx->pool);
   j->ntask = th < j->nb ? th : (int)j->nb;
   if (j->ntask < 1) j->ntask = 1;
 }
 
-/* the tasks of the instruction set conv_simd chose (dl_wino_enabled: not the portable loops) */
+static void setup(dl_ctx *ctx, const dl_wino_geom *g, dl_wino_job *j) { split(g, j, dl_pool_threads(ctx->pool)); }
+
+/* ------------------------------------------------------------ which instruction set
+ * The kernels run on the set conv_simd chose, except that with DLUA_CONV_SIMD unset (auto) on
+ * a CPU that runs both AVX-512 and AVX2, the choice follows a measurement: the two give the
+ * same bits, and what differs between them most is the gathers and scatters that move the
+ * tiles, which some CPUs run fast and others split into many micro-operations (AVX2 has no
+ * scatter and stores lane by lane). One forward of a small layer (4 x 64 x 16 x 16, 64 3x3
+ * kernels: the kernel transforms, the gathers, the tile transforms, the products, the
+ * scatters) is timed on each set on this thread, best of 3, thread CPU time (about 2 ms in
+ * all), and the faster set runs. */
+static const dl_wino_tasks *chosen;
+static double probe_s[2];          /* seconds of the probe: [0] AVX2, [1] AVX-512; 0 when not timed */
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static double thread_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* the probe's best time on one set, 0 when its buffers cannot be had */
+static double probe(const dl_wino_tasks *tk) {
+  const dl_wino_geom g = {4, 64, 16, 16, 64, 3, 1, 1, 16, 16};
+  dl_wino_job j;
+  split(&g, &j, 1);
+  const int64_t aa = j.t.a * j.t.a, nx = g.N * g.C * g.H * g.W, nw = g.O * g.C * 9, no = g.N * g.O * g.Ho * g.Wo;
+  float *x = malloc(sizeof(float) * (size_t)nx), *w = malloc(sizeof(float) * (size_t)nw);
+  float *out = malloc(sizeof(float) * (size_t)no), *U = malloc(sizeof(float) * (size_t)(aa * g.C * g.O));
+  float *S = malloc(sizeof(float) * (size_t)j.task_floats);
+  double best = 0;
+  if (x && w && out && U && S) {
+    for (int64_t i = 0; i < nx; i++) x[i] = (float)(i % 13) * 0.125f - 0.75f;
+    for (int64_t i = 0; i < nw; i++) w[i] = (float)(i % 7) * 0.0625f - 0.1875f;
+    j.x = x; j.w = w; j.out = out; j.U = U; j.scratch = S;
+    for (int r = 0; r < 3; r++) {
+      double t0 = thread_seconds();
+      atomic_store(&j.next, 0);
+      tk->kernel(&j, 0);
+      atomic_store(&j.next, 0);
+      tk->forward(&j, 0);
+      double dt = thread_seconds() - t0;
+      if (dt > 0 && (best == 0 || dt < best)) best = dt;
+    }
+  }
+  free(x), free(w), free(out), free(U), free(S);
+  return best;
+}
+
+static void choose(void) {
+  int p = dl_conv_simd();
+  chosen = p == DL_CONV_AVX512 ? &dl_wino_tasks_avx512 : &dl_wino_tasks_avx2;
+  if (p != DL_CONV_AVX512 || dl_conv_simd_forced() || !dl_conv_simd_runs(DL_CONV_AVX2)) return;
+  probe_s[0] = probe(&dl_wino_tasks_avx2);
+  probe_s[1] = probe(&dl_wino_tasks_avx512);
+  if (probe_s[0] > 0 && probe_s[1] > 0 && probe_s[0] < probe_s[1]) chosen = &dl_wino_tasks_avx2;
+}
+
+/* the tasks of the chosen set (dl_wino_enabled: not the portable loops) */
 static const dl_wino_tasks *tasks(void) {
-  return dl_conv_simd() == DL_CONV_AVX512 ? &dl_wino_tasks_avx512 : &dl_wino_tasks_avx2;
+  pthread_once(&chosen_once, choose);
+  return chosen;
+}
+
+const char *dl_wino_path(void) {
+  if (!dl_wino_enabled()) return "off";
+  return tasks() == &dl_wino_tasks_avx512 ? "avx512" : "avx2";
+}
+
+double dl_wino_probe_seconds(const char *path) {
+  if (!dl_wino_enabled()) return 0;
+  tasks();
+  return strcmp(path, "avx2") == 0 ? probe_s[0] : strcmp(path, "avx512") == 0 ? probe_s[1] : 0;
 }
 
 /* a float32 scratch tensor of n elements, or NULL with ctx's error set */
@@ -263,6 +334,13 @@ int dl_wino_backward(dl_ctx *ctx, const dl_wino_geom *g, const float *x, const f
 }
 
 #else
+
+const char *dl_wino_path(void) { return "off"; }
+
+double dl_wino_probe_seconds(const char *path) {
+  (void)path;
+  return 0;
+}
 
 int dl_wino_forward(dl_ctx *ctx, const dl_wino_geom *g, const float *x, const float *w, const float *bias,
                     float *out) {

@@ -21,6 +21,12 @@ int dl_wino_fits(const dl_wino_geom *g);
 /* 1 when Winograd may take layers at all: a vector path (dl_conv_simd()) and DLUA_CONV_WINOGRAD not "0" */
 int dl_wino_enabled(void);
 
+/* the instruction set the kernels run on: "avx512", "avx2" (DLUA_CONV_SIMD's path, or with auto
+ * the faster of the two on this CPU: see conv_winograd.c), or "off" when Winograd is off */
+const char *dl_wino_path(void);
+/* seconds the probe took on that set ("avx512", "avx2") when auto timed both, else 0 */
+double dl_wino_probe_seconds(const char *path);
+
 /* out = conv(x, w) + bias (bias [O] or NULL). Returns 0, or -1 with ctx's error set
  * when its buffers cannot be allocated. */
 int dl_wino_forward(dl_ctx *ctx, const dl_wino_geom *g, const float *x, const float *w, const float *bias,

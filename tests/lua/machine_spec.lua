@@ -161,6 +161,19 @@ print(table.concat(out, ","))]]
       assert.are.equal(p, m.kernels.conv)
       assert.is_true(m.kernels.winograd)
     end
+    -- auto times Winograd on both sets where the CPU runs both and takes the faster; a forced
+    -- path measures nothing and runs as forced
+    if #paths == 2 then
+      local k = json.decode(run_with("", PRINT)).kernels
+      assert.is_true(k.winograd_seconds.avx2 > 0 and k.winograd_seconds.avx512 > 0)
+      assert.are.equal(k.winograd_seconds.avx2 < k.winograd_seconds.avx512 and "avx2" or "avx512", k.winograd_path)
+    end
+    for _, p in ipairs(paths) do
+      local k = json.decode(run_with("DLUA_CONV_SIMD=" .. p, PRINT)).kernels
+      assert.are.equal(p, k.winograd_path)
+      assert.are.same({}, k.winograd_seconds)
+    end
+    assert.are.equal("off", json.decode(run_with("DLUA_CONV_WINOGRAD=0", PRINT)).kernels.winograd_path)
     -- the portable loops take im2col for every layer: other bits (the spec can tell paths apart)
     assert.are_not.equal(ref, run_with("DLUA_CONV_SIMD=portable", (STEPS:gsub("THREADS", "1"))))
   end)

@@ -161,6 +161,11 @@ print(table.concat(out, ","))]]
       assert.are.equal(p, m.kernels.conv)
       assert.is_true(m.kernels.winograd)
     end
+    -- a run as on an AVX2 CPU (products and convolutions on AVX2) gives the default run's bits
+    if #paths == 2 then
+      assert.are.equal(run_with("", (STEPS:gsub("THREADS", "2"))),
+        run_with("DLUA_GEMM=avx2 DLUA_CONV_SIMD=avx2", (STEPS:gsub("THREADS", "2"))))
+    end
     -- auto times Winograd on both sets where the CPU runs both and takes the faster; a forced
     -- path measures nothing and runs as forced
     if #paths == 2 then

@@ -62,9 +62,9 @@ int dl_wino_enabled(void) {
 int dl_wino_fits(const dl_wino_geom *g) {
   if (!dl_wino_enabled()) return 0;
   if (g->k != 3 && g->k != 5) return 0;
-  if (g->C % LANES || g->O % LANES || g->C < LANES || g->O < LANES) return 0;
+  if (g->C % DL_WINO_LANES || g->O % DL_WINO_LANES || g->C < DL_WINO_LANES || g->O < DL_WINO_LANES) return 0;
   /* gathers and scatters index a channel block's planes with 32-bit offsets */
-  if (g->H * g->W > INT32_MAX / LANES || g->Ho * g->Wo > INT32_MAX / LANES) return 0;
+  if (g->H * g->W > INT32_MAX / DL_WINO_LANES || g->Ho * g->Wo > INT32_MAX / DL_WINO_LANES) return 0;
   /* a block holds at least one example's V and M: 36 floats per 4 outputs and channel at
    * most; huge images stay with im2col, whose buffers grow with the kernel instead */
   int64_t per_channel = (g->Ho / 2 + 1) * (g->Wo / 2 + 1) * 36;     /* < 2^33: Ho, Wo < 2^27 */
@@ -91,9 +91,9 @@ static int tile_m(const dl_wino_geom *g) {
  * (steps of 1/32 near the optimum); every power of these points up to the 4th, all G needs,
  * is exact in float32. */
 static const double *points(int a) {
-  static const double p4[WA - 1] = {0, 1, -1};
-  static const double p6[WA - 1] = {0, 0.75, -0.75, 1.5, -1.5};
-  static const double p7[WA - 1] = {0.3125, -0.3125, 0.875, -0.875, 1.75, -1.75};
+  static const double p4[DL_WINO_AMAX - 1] = {0, 1, -1};
+  static const double p6[DL_WINO_AMAX - 1] = {0, 0.75, -0.75, 1.5, -1.5};
+  static const double p7[DL_WINO_AMAX - 1] = {0.3125, -0.3125, 0.875, -0.875, 1.75, -1.75};
   return a == 4 ? p4 : a == 6 ? p6 : p7;
 }
 
@@ -130,7 +130,7 @@ static void invert(int n, double *E, double *inv) {
 }
 
 static void make_mats(int m, int r, dl_wino_mats *t) {
-  double E[WA * WA], inv[WA * WA];
+  double E[DL_WINO_AMAX * DL_WINO_AMAX], inv[DL_WINO_AMAX * DL_WINO_AMAX];
   t->m = m; t->r = r; t->a = m + r - 1;
   evaluation(t->a, m, E);
   for (int i = 0; i < t->a * m; i++) t->A[i] = (float)E[i];
@@ -164,11 +164,12 @@ static void task_bias_grad(void *arg, int t) {
   const dl_wino_geom *g = j->g;
   const int64_t P = g->Ho * g->Wo;
   (void)t;
-  for (int64_t b; (b = take(j)) < g->O / LANES;) {
-    double acc[LANES] = {0};
+  for (int64_t b; (b = take(j)) < g->O / DL_WINO_LANES;) {
+    double acc[DL_WINO_LANES] = {0};
     for (int64_t n = 0; n < g->N; n++)
-      for (int o = 0; o < LANES; o++) acc[o] += dl_conv_row_sum(j->gy + (n * g->O + b * LANES + o) * P, P);
-    for (int o = 0; o < LANES; o++) j->gb[b * LANES + o] = (float)acc[o];
+      for (int o = 0; o < DL_WINO_LANES; o++)
+        acc[o] += dl_conv_row_sum(j->gy + (n * g->O + b * DL_WINO_LANES + o) * P, P);
+    for (int o = 0; o < DL_WINO_LANES; o++) j->gb[b * DL_WINO_LANES + o] = (float)acc[o];
   }
 }
 
@@ -189,8 +190,8 @@ static void split(const dl_wino_geom *g, dl_wino_job *j, int th) {
   j->pt = j->th * j->tw;
   j->Hq = j->th * j->t.m + g->k - 1;
   j->Wq = j->tw * j->t.m + g->k - 1;
-  j->cb = g->C / LANES;
-  j->ob = g->O / LANES;
+  j->cb = g->C / DL_WINO_LANES;
+  j->ob = g->O / DL_WINO_LANES;
   const int64_t aa = j->t.a * j->t.a, part = aa * g->C * g->O;
   /* a power of two, so that 2, 4, ... threads get equal shares of the chunks (and of the
    * blocks, nch times as many) */
@@ -201,7 +202,7 @@ static void split(const dl_wino_geom *g, dl_wino_job *j, int th) {
   int64_t per = (g->N * j->pt + bt * j->nch - 1) / (bt * j->nch);
   j->nb = j->nch * per < g->N ? j->nch * per : g->N;
   j->emax = j->nb > 0 ? (g->N + j->nb - 1) / j->nb : 0;
-  j->task_floats = aa * j->emax * j->pt * (g->C + g->O) + j->Hq * j->Wq * LANES;
+  j->task_floats = aa * j->emax * j->pt * (g->C + g->O) + j->Hq * j->Wq * DL_WINO_LANES;
   j->ntask = th < j->nb ? th : (int)j->nb;
   if (j->ntask < 1) j->ntask = 1;
 }

@@ -43,15 +43,15 @@ int dl_wino_backward(dl_ctx *ctx, const dl_wino_geom *g, const float *x, const f
  * kernels of conv_winograd_kern.h, which are compiled once per instruction set
  * (conv_winograd_avx512.c, conv_winograd_avx2.c) on simd16.h's 16-lane vectors and give the
  * same bits on each. */
-#define WA 7                      /* the largest tile a */
-#define LANES 16
+#define DL_WINO_AMAX 7           /* the largest tile a */
+#define DL_WINO_LANES 16
 
 /* the tile's matrices: A [a, m], G [a, r], B [a, a], row-major */
 typedef struct {
   int m, r, a;
-  float A[WA * WA];     /* [a, m]: A[p][i] = point_p ^ i, the infinity row picks i = m - 1 */
-  float G[WA * WA];     /* [a, r], the same for the kernel */
-  float B[WA * WA];     /* [a, a]: the inverse of the a x a evaluation matrix */
+  float A[DL_WINO_AMAX * DL_WINO_AMAX];     /* [a, m]: A[p][i] = point_p ^ i, the infinity row picks i = m - 1 */
+  float G[DL_WINO_AMAX * DL_WINO_AMAX];     /* [a, r], the same for the kernel */
+  float B[DL_WINO_AMAX * DL_WINO_AMAX];     /* [a, a]: the inverse of the a x a evaluation matrix */
 } dl_wino_mats;
 
 /* one convolution's work: the split into blocks and chunks (conv_winograd.c's setup), the

@@ -50,7 +50,7 @@ V16_INLINE void eval_out(int a, int n, const float *T, const v16 *in, int is, v1
 /* out[i] = sum_p T[p][i] in[p] for i < n: the transpose of eval_out's map (A^T, G^T) */
 V16_INLINE void eval_in(int a, int n, const float *T, const v16 *in, int is, v16 *out, int os) {
   const int z = a % 2 == 0;
-  v16 s[WA / 2], d[WA / 2];
+  v16 s[DL_WINO_AMAX / 2], d[DL_WINO_AMAX / 2];
   for (int k = z; k < a - 1; k += 2) {
     s[k / 2] = v16_add(in[k * is], in[(k + 1) * is]);
     d[k / 2] = v16_sub(in[k * is], in[(k + 1) * is]);
@@ -90,7 +90,7 @@ V16_INLINE void interp_out(int a, const float *B, const v16 *in, int is, v16 *ou
 /* out[x] = sum_k B[x][k] in[k]: B itself */
 V16_INLINE void interp_in(int a, const float *B, const v16 *in, int is, v16 *out, int os) {
   const int z = a % 2 == 0, l = (a - 1) % 2;
-  v16 s[WA / 2], d[WA / 2];
+  v16 s[DL_WINO_AMAX / 2], d[DL_WINO_AMAX / 2];
   for (int k = z; k < a - 1; k += 2) {
     s[k / 2] = v16_add(in[k * is], in[(k + 1) * is]);
     d[k / 2] = v16_sub(in[k * is], in[(k + 1) * is]);
@@ -183,12 +183,12 @@ static blk block(const dl_wino_job *j, int64_t k, int t) {
 static void pack(const dl_wino_job *j, const blk *b, int64_t nl, int64_t c) {
   const dl_wino_geom *g = j->g;
   const int64_t H = g->H, W = g->W, Wq = j->Wq;
-  const float *src = j->x + ((b->n0 + nl) * g->C + c * LANES) * H * W;
+  const float *src = j->x + ((b->n0 + nl) * g->C + c * DL_WINO_LANES) * H * W;
   v16_ix idx = v16_offsets(H * W);
-  memset(b->plane, 0, sizeof(float) * (size_t)(j->Hq * Wq * LANES));
+  memset(b->plane, 0, sizeof(float) * (size_t)(j->Hq * Wq * DL_WINO_LANES));
   for (int64_t h = 0; h < H; h++)
     for (int64_t w = 0; w < W; w++)
-      v16_store(b->plane + ((h + g->ph) * Wq + w + g->pw) * LANES,
+      v16_store(b->plane + ((h + g->ph) * Wq + w + g->pw) * DL_WINO_LANES,
                        v16_gather(src + h * W + w, idx));
 }
 
@@ -201,14 +201,14 @@ static void input_tiles(const dl_wino_job *j, const blk *b, int64_t nl, int64_t 
   const xforms f = pick(&j->t);
   const int a = j->t.a, m = j->t.m, aa = a * a;
   const int64_t C = j->g->C;
-  v16 d[WA * WA], v[WA * WA];
+  v16 d[DL_WINO_AMAX * DL_WINO_AMAX], v[DL_WINO_AMAX * DL_WINO_AMAX];
   for (int64_t ty = 0; ty < j->th; ty++)
     for (int64_t tx = 0; tx < j->tw; tx++) {
-      const float *p = b->plane + (ty * m * j->Wq + tx * m) * LANES;
+      const float *p = b->plane + (ty * m * j->Wq + tx * m) * DL_WINO_LANES;
       for (int y = 0; y < a; y++)
-        for (int x = 0; x < a; x++) d[y * a + x] = v16_load(p + (y * j->Wq + x) * LANES);
+        for (int x = 0; x < a; x++) d[y * a + x] = v16_load(p + (y * j->Wq + x) * DL_WINO_LANES);
       f.in(&j->t, d, v);
-      float *dst = b->V + (nl * j->pt + ty * j->tw + tx) * C + c * LANES;
+      float *dst = b->V + (nl * j->pt + ty * j->tw + tx) * C + c * DL_WINO_LANES;
       for (int xi = 0; xi < aa; xi++) v16_store(dst + xi * b->T * C, v[xi]);
     }
 }
@@ -220,12 +220,12 @@ static void output_tiles(const dl_wino_job *j, const blk *b, int64_t nl, int64_t
   const int a = j->t.a, m = j->t.m, aa = a * a;
   const int64_t O = g->O, Ho = g->Ho, Wo = g->Wo;
   v16_ix idx = v16_offsets(Ho * Wo);
-  v16 bias = j->bias ? v16_load(j->bias + o * LANES) : v16_zero();
-  float *dst = j->out + ((b->n0 + nl) * O + o * LANES) * Ho * Wo;
-  v16 mv[WA * WA], y[WA * WA];
+  v16 bias = j->bias ? v16_load(j->bias + o * DL_WINO_LANES) : v16_zero();
+  float *dst = j->out + ((b->n0 + nl) * O + o * DL_WINO_LANES) * Ho * Wo;
+  v16 mv[DL_WINO_AMAX * DL_WINO_AMAX], y[DL_WINO_AMAX * DL_WINO_AMAX];
   for (int64_t ty = 0; ty < j->th; ty++)
     for (int64_t tx = 0; tx < j->tw; tx++) {
-      const float *src = b->M + (nl * j->pt + ty * j->tw + tx) * O + o * LANES;
+      const float *src = b->M + (nl * j->pt + ty * j->tw + tx) * O + o * DL_WINO_LANES;
       for (int xi = 0; xi < aa; xi++) mv[xi] = v16_load(src + xi * b->T * O);
       f.out(&j->t, mv, y);
       for (int i = 0; i < m && ty * m + i < Ho; i++)
@@ -241,8 +241,8 @@ static void grad_tiles(const dl_wino_job *j, const blk *b, int64_t nl, int64_t o
   const int a = j->t.a, m = j->t.m, aa = a * a;
   const int64_t O = g->O, Ho = g->Ho, Wo = g->Wo;
   v16_ix idx = v16_offsets(Ho * Wo);
-  const float *src = j->gy + ((b->n0 + nl) * O + o * LANES) * Ho * Wo;
-  v16 dy[WA * WA], dm[WA * WA];
+  const float *src = j->gy + ((b->n0 + nl) * O + o * DL_WINO_LANES) * Ho * Wo;
+  v16 dy[DL_WINO_AMAX * DL_WINO_AMAX], dm[DL_WINO_AMAX * DL_WINO_AMAX];
   for (int64_t ty = 0; ty < j->th; ty++)
     for (int64_t tx = 0; tx < j->tw; tx++) {
       for (int i = 0; i < m; i++)
@@ -251,7 +251,7 @@ static void grad_tiles(const dl_wino_job *j, const blk *b, int64_t nl, int64_t o
                               ? v16_gather(src + (ty * m + i) * Wo + tx * m + q, idx)
                               : v16_zero();
       f.dout(&j->t, dy, dm);
-      float *dst = b->M + (nl * j->pt + ty * j->tw + tx) * O + o * LANES;
+      float *dst = b->M + (nl * j->pt + ty * j->tw + tx) * O + o * DL_WINO_LANES;
       for (int xi = 0; xi < aa; xi++) v16_store(dst + xi * b->T * O, dm[xi]);
     }
 }
@@ -263,25 +263,25 @@ static void input_grad(const dl_wino_job *j, const blk *b, int64_t nl, int64_t c
   const dl_wino_geom *g = j->g;
   const int a = j->t.a, m = j->t.m, aa = a * a;
   const int64_t C = g->C, H = g->H, W = g->W, Wq = j->Wq;
-  memset(b->plane, 0, sizeof(float) * (size_t)(j->Hq * Wq * LANES));
-  v16 dv[WA * WA], dd[WA * WA];
+  memset(b->plane, 0, sizeof(float) * (size_t)(j->Hq * Wq * DL_WINO_LANES));
+  v16 dv[DL_WINO_AMAX * DL_WINO_AMAX], dd[DL_WINO_AMAX * DL_WINO_AMAX];
   for (int64_t ty = 0; ty < j->th; ty++)
     for (int64_t tx = 0; tx < j->tw; tx++) {
-      const float *src = b->V + (nl * j->pt + ty * j->tw + tx) * C + c * LANES;
+      const float *src = b->V + (nl * j->pt + ty * j->tw + tx) * C + c * DL_WINO_LANES;
       for (int xi = 0; xi < aa; xi++) dv[xi] = v16_load(src + xi * b->T * C);
       f.din(&j->t, dv, dd);
-      float *p = b->plane + (ty * m * Wq + tx * m) * LANES;
+      float *p = b->plane + (ty * m * Wq + tx * m) * DL_WINO_LANES;
       for (int y = 0; y < a; y++)
         for (int x = 0; x < a; x++) {
-          float *q = p + (y * Wq + x) * LANES;
+          float *q = p + (y * Wq + x) * DL_WINO_LANES;
           v16_store(q, v16_add(v16_load(q), dd[y * a + x]));
         }
     }
   v16_ix idx = v16_offsets(H * W);
-  float *dst = j->gx + ((b->n0 + nl) * C + c * LANES) * H * W;
+  float *dst = j->gx + ((b->n0 + nl) * C + c * DL_WINO_LANES) * H * W;
   for (int64_t h = 0; h < H; h++)
     for (int64_t w = 0; w < W; w++)
-      v16_scatter(dst + h * W + w, idx, v16_load(b->plane + ((h + g->ph) * Wq + w + g->pw) * LANES));
+      v16_scatter(dst + h * W + w, idx, v16_load(b->plane + ((h + g->ph) * Wq + w + g->pw) * DL_WINO_LANES));
 }
 
 /* U [xi, c, o] (lanes over o) or, with transposed, Ut [xi, o, c] (lanes over c) from w [O, C, r, r] */
@@ -291,15 +291,15 @@ static void kernel_rows(const dl_wino_job *j, int64_t i, int transposed) {
   const int a = j->t.a, r = j->t.r, aa = a * a, rr = r * r;
   const int64_t C = g->C, O = g->O;
   /* row i: input channel c (U) or output channel o (Ut); its 16-lane blocks run over the other */
-  int64_t blocks = transposed ? C / LANES : O / LANES, len = transposed ? C : O;
+  int64_t blocks = transposed ? C / DL_WINO_LANES : O / DL_WINO_LANES, len = transposed ? C : O;
   v16_ix idx = v16_offsets(transposed ? rr : C * rr);
   float *dst = (transposed ? j->Ut : j->U) + i * len;
-  v16 wv[WA * WA], u[WA * WA];
+  v16 wv[DL_WINO_AMAX * DL_WINO_AMAX], u[DL_WINO_AMAX * DL_WINO_AMAX];
   for (int64_t b = 0; b < blocks; b++) {
-    const float *src = transposed ? j->w + (i * C + b * LANES) * rr : j->w + (b * LANES * C + i) * rr;
+    const float *src = transposed ? j->w + (i * C + b * DL_WINO_LANES) * rr : j->w + (b * DL_WINO_LANES * C + i) * rr;
     for (int k = 0; k < rr; k++) wv[k] = v16_gather(src + k, idx);
     f.ker(&j->t, wv, u);
-    for (int xi = 0; xi < aa; xi++) v16_store(dst + xi * C * O + b * LANES, u[xi]);
+    for (int xi = 0; xi < aa; xi++) v16_store(dst + xi * C * O + b * DL_WINO_LANES, u[xi]);
   }
 }
 
@@ -310,15 +310,15 @@ static void weight_grad_row(const dl_wino_job *j, int64_t c) {
   const int a = j->t.a, r = j->t.r, aa = a * a, rr = r * r;
   const int64_t C = g->C, O = g->O;
   v16_ix idx = v16_offsets(C * rr);
-  v16 du[WA * WA], dw[WA * WA];
-  for (int64_t b = 0; b < O / LANES; b++) {
+  v16 du[DL_WINO_AMAX * DL_WINO_AMAX], dw[DL_WINO_AMAX * DL_WINO_AMAX];
+  for (int64_t b = 0; b < O / DL_WINO_LANES; b++) {
     for (int xi = 0; xi < aa; xi++) {
-      const float *p = j->dU + (xi * C + c) * O + b * LANES;
+      const float *p = j->dU + (xi * C + c) * O + b * DL_WINO_LANES;
       du[xi] = v16_load(p);
       for (int64_t k = 1; k < j->nch; k++) du[xi] = v16_add(du[xi], v16_load(p + k * aa * C * O));
     }
     f.dker(&j->t, du, dw);
-    float *dst = j->gw + (b * LANES * C + c) * rr;
+    float *dst = j->gw + (b * DL_WINO_LANES * C + c) * rr;
     for (int k = 0; k < rr; k++) v16_scatter(dst + k, idx, dw[k]);
   }
 }

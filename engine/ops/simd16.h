@@ -7,7 +7,10 @@
  * run only where dl_conv_simd() (conv_simd.c) chose that set.
  *
  * Kernels that use it are templates (a *_kern.h body) included by one file per instruction
- * set, each naming its exports with V16_NAME(x): x_avx512 or x_avx2. */
+ * set, each naming its exports with V16_NAME(x): x_avx512 or x_avx2. This is the one place
+ * dlua compiles a body twice (STYLE.md 2.3 rules it out per dtype): the alternative is two
+ * hand-written copies that must stay in step operation for operation to give the same bits,
+ * which is what sgemm.c's two micro-kernels do, in one function each. */
 /* See LICENSE */
 #ifndef DL_SIMD16_H
 #define DL_SIMD16_H

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -80,6 +81,23 @@ static void probe(void) {
 #endif
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   cpu.cores = n > 0 && n < (1L << 20) ? (int)n : 1;
+}
+
+static double thread_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+double dl_cpu_best_seconds(int (*fn)(void *arg), void *arg, int runs) {
+  double best = 0;
+  for (int r = 0; r < runs; r++) {
+    double t0 = thread_seconds();
+    if (!fn(arg)) return 0;
+    double dt = thread_seconds() - t0;
+    if (dt > 0 && (best == 0 || dt < best)) best = dt;
+  }
+  return best;
 }
 
 const dl_cpu *dl_cpu_info(void) {

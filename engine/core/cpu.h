@@ -25,6 +25,12 @@ typedef struct {
 /* The CPU, read once (thread-safe); never NULL. */
 const dl_cpu *dl_cpu_info(void);
 
+/* The best (least) CPU time of this thread, in seconds, over runs calls of fn(arg): what the
+ * kernel choices that follow a measurement (sgemm.c's paths, conv_winograd.c's instruction set)
+ * time their candidates with. 0 when a call returns 0 (it could not run: no memory) or no call
+ * took measurable time. */
+double dl_cpu_best_seconds(int (*fn)(void *arg), void *arg, int runs);
+
 /* the name of flag bit i (i < DL_CPU_NFLAGS), as /proc/cpuinfo spells it */
 extern const char *const dl_cpu_flag_names[DL_CPU_NFLAGS];
 

@@ -36,13 +36,13 @@
 /* See LICENSE */
 #include "ops/conv_winograd.h"
 
+#include "core/cpu.h"
 #include "ops/conv_simd.h"
 #include "ops/ops.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_EXAMPLE_FLOATS ((int64_t)64 << 20)
 
@@ -222,10 +222,19 @@ static const dl_wino_tasks *chosen;
 static double probe_s[2];          /* seconds of the probe: [0] AVX2, [1] AVX-512; 0 when not timed */
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
-static double thread_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+/* one run of the probe's layer (dl_cpu_best_seconds' callback) */
+typedef struct {
+  const dl_wino_tasks *tk;
+  dl_wino_job *j;
+} probe_run;
+
+static int probe_forward(void *arg) {
+  const probe_run *p = arg;
+  atomic_store(&p->j->next, 0);
+  p->tk->kernel(p->j, 0);
+  atomic_store(&p->j->next, 0);
+  p->tk->forward(p->j, 0);
+  return 1;
 }
 
 /* the probe's best time on one set, 0 when its buffers cannot be had */
@@ -242,15 +251,8 @@ static double probe(const dl_wino_tasks *tk) {
     for (int64_t i = 0; i < nx; i++) x[i] = (float)(i % 13) * 0.125f - 0.75f;
     for (int64_t i = 0; i < nw; i++) w[i] = (float)(i % 7) * 0.0625f - 0.1875f;
     j.x = x; j.w = w; j.out = out; j.U = U; j.scratch = S;
-    for (int r = 0; r < 3; r++) {
-      double t0 = thread_seconds();
-      atomic_store(&j.next, 0);
-      tk->kernel(&j, 0);
-      atomic_store(&j.next, 0);
-      tk->forward(&j, 0);
-      double dt = thread_seconds() - t0;
-      if (dt > 0 && (best == 0 || dt < best)) best = dt;
-    }
+    probe_run p = {tk, &j};
+    best = dl_cpu_best_seconds(probe_forward, &p, 3);
   }
   free(x), free(w), free(out), free(U), free(S);
   return best;

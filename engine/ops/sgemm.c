@@ -35,6 +35,7 @@
  * dl_sgemm_path() says which runs and dl_sgemm_rate() what each measured.
  */
 /* See LICENSE */
+#include "core/cpu.h"
 #include "ops/sgemm.h"
 
 #include <math.h>
@@ -42,7 +43,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -291,10 +291,18 @@ static int run(const sg_path *P, int ta, int tb, int64_t M, int64_t N, int64_t K
 /* GFLOP/s each own path measured at the choice (0: not measured) */
 static double rate[NPATHS];
 
-static double thread_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+/* one calibration product on a path (dl_cpu_best_seconds' callback) */
+typedef struct {
+  const sg_path *path;
+  const float *a, *b;
+  float *c;
+} sg_probe;
+
+enum { CM = 192, CN = 256, CK = 256 };
+
+static int probe_product(void *arg) {
+  const sg_probe *p = arg;
+  return run(p->path, 0, 0, CM, CN, CK, 1.0f, p->a, CK, p->b, CN, 0.0f, p->c, CN);
 }
 
 /* auto on a CPU with more than one own kernel: time each on one packed product (192 x 256
@@ -302,7 +310,6 @@ static double thread_seconds(void) {
  * fastest. Every own path gives the same bits, so the choice (made per process, recorded by
  * dl.machine()) can follow the measurement without changing any result. */
 static const sg_path *calibrate(const sg_path *fallback) {
-  enum { CM = 192, CN = 256, CK = 256 };
   float *a = malloc(sizeof(float) * CM * CK), *b = malloc(sizeof(float) * CK * CN), *c = malloc(sizeof(float) * CM * CN);
   const sg_path *best = fallback;
   double best_t = 0;
@@ -311,14 +318,9 @@ static const sg_path *calibrate(const sg_path *fallback) {
     for (int i = 0; i < CK * CN; i++) b[i] = (float)(i % 5) * 0.5f;
     for (int i = 0; i < NPATHS; i++) {
       if (!PATHS[i].packed || PATHS[i].packed == kernel_portable || !runnable(&PATHS[i])) continue;
-      double t = 1e30;
-      for (int r = 0; r < 3; r++) {
-        double t0 = thread_seconds();
-        if (!run(&PATHS[i], 0, 0, CM, CN, CK, 1.0f, a, CK, b, CN, 0.0f, c, CN)) break;
-        double dt = thread_seconds() - t0;
-        if (dt < t) t = dt;
-      }
-      if (t <= 0 || t >= 1e30) continue;
+      sg_probe p = {&PATHS[i], a, b, c};
+      double t = dl_cpu_best_seconds(probe_product, &p, 3);
+      if (t <= 0) continue;
       rate[i] = 2.0 * CM * CN * CK / t * 1e-9;
       if (best_t == 0 || t < best_t) best = &PATHS[i], best_t = t;
     }

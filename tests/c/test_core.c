@@ -1,10 +1,12 @@
-/* test_core.c -- allocator, RNG, thread pool, tensors and autograd from C. */
+/* test_core.c -- allocator, RNG, thread pool, tensors and autograd, and the measurement kernel
+ * choices time with (dl_cpu_best_seconds), from C. */
 /* See LICENSE */
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/cpu.h"
 #include "dl_test.h"
 #include "ops/ops.h"
 
@@ -158,7 +160,32 @@ static void test_alloc_fail_sweep(void) {
   DL_CHECK(completed);
 }
 
+/* dl_cpu_best_seconds' callbacks: work that takes measurable CPU time, and one that fails on
+ * its second call */
+static int busy(void *arg) {
+  volatile double *x = arg;
+  for (int i = 0; i < 200000; i++) *x = *x * 1.0000001 + 1e-9;
+  return 1;
+}
+
+static int fails_second(void *arg) {
+  int *calls = arg;
+  return ++*calls < 2;
+}
+
+static void test_best_seconds(void) {
+  volatile double x = 1;
+  double t = dl_cpu_best_seconds(busy, (void *)&x, 3);
+  DL_CHECK(t > 0 && t < 1);
+  int calls = 0;
+  DL_CHECK(dl_cpu_best_seconds(fails_second, &calls, 3) == 0);   /* a failed call: not measured */
+  DL_CHECK(calls == 2);                                          /* and no call after it */
+  calls = 0;
+  DL_CHECK(dl_cpu_best_seconds(fails_second, &calls, 0) == 0 && calls == 0);
+}
+
 int main(void) {
+  test_best_seconds();
   test_alloc();
   test_rng();
   test_pool();

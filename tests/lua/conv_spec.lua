@@ -195,11 +195,7 @@ describe("dlua conv2d", function()
       assert(dl.checkpoint.save(arg[1], out))
       print(dl.machine().kernels.conv)
     ]])
-    local have = {}
-    for _, f in ipairs(dl.machine().simd) do have[f] = true end
-    local paths = {"portable"}
-    if have.avx2 and have.fma then paths[#paths + 1] = "avx2" end
-    if have.avx512f then paths[#paths + 1] = "avx512" end
+    local paths = {"portable", table.unpack(H.vector_paths())}
     local res = {}
     for _, p in ipairs(paths) do
       local proc = io.popen(string.format("cd %s && DLUA_CONV_SIMD=%s %s run.lua %s.st 2>&1; echo rc=$?", dir, p, H.EXE, p))

@@ -8,6 +8,17 @@ local H = {}
 --- Shell quoting for one argument (util.shell_quote).
 H.shquote = util.shell_quote
 
+--- The own vector kernel paths this CPU runs, narrowest first: "avx2" (AVX2 with FMA) and
+--- "avx512" (AVX-512F), the names DLUA_GEMM and DLUA_CONV_SIMD take.
+function H.vector_paths()
+  local have = {}
+  for _, f in ipairs(require("dlua").machine().simd) do have[f] = true end
+  local paths = {}
+  if have.avx2 and have.fma then paths[#paths + 1] = "avx2" end
+  if have.avx512f then paths[#paths + 1] = "avx512" end
+  return paths
+end
+
 --- A fresh, empty directory under $TMPDIR (or /tmp) whose name carries tag.
 function H.tmpdir(tag)
   local d = string.format("%s/dlua-%s-%d-%d", os.getenv("TMPDIR") or "/tmp", tag or "spec",

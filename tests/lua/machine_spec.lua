@@ -100,6 +100,19 @@ for _, p in ipairs(m:parameters()) do
 end
 print(table.concat(out, ","))]]
 
+  -- asserts STEPS gives ref's bits with the switch var set to each path, at 1 and 2 threads;
+  -- returns each path's dl.machine()
+  local function assert_steps_bits(var, paths, ref)
+    local machines = {}
+    for _, p in ipairs(paths) do
+      for _, t in ipairs({"1", "2"}) do
+        assert.are.equal(ref, run_with(var .. "=" .. p, (STEPS:gsub("THREADS", t))), p .. " at " .. t .. " threads")
+      end
+      machines[p] = json.decode(run_with(var .. "=" .. p, PRINT))
+    end
+    return machines
+  end
+
   it("gives the same bits whether the pool's threads poll or sleep", function()
     local code = STEPS:gsub("THREADS", "2")
     local a = run_with("DLUA_POOL_SPIN_US=0", code)
@@ -109,74 +122,49 @@ print(table.concat(out, ","))]]
   end)
 
   it("gives the same bits on every matrix-product path the CPU runs, at 1 and 2 threads", function()
-    local have = {}
-    for _, f in ipairs(dl.machine().simd) do have[f] = true end
-    local paths = {"portable"}
-    if have.avx2 and have.fma then paths[#paths + 1] = "avx2" end
-    if have.avx512f then paths[#paths + 1] = "avx512" end
+    local vector = H.vector_paths()
+    local paths = {"portable", table.unpack(vector)}
     local ref = run_with("DLUA_GEMM=portable", (STEPS:gsub("THREADS", "1")))
     assert.is_true(#ref > 1000)
-    for _, p in ipairs(paths) do
-      for _, t in ipairs({"1", "2"}) do
-        assert.are.equal(ref, run_with("DLUA_GEMM=" .. p, (STEPS:gsub("THREADS", t))), p .. " at " .. t .. " threads")
-      end
-      local m = json.decode(run_with("DLUA_GEMM=" .. p, PRINT))
+    for p, m in pairs(assert_steps_bits("DLUA_GEMM", paths, ref)) do
       assert.are.equal(p, m.kernels.gemm)
       assert.are.equal(p, m.switches.DLUA_GEMM)
+      -- a forced path measures nothing
+      assert.are.same({}, m.kernels.gemm_gflops)
     end
     -- OpenBLAS sums in its own order: the same run, other bits (the spec can tell paths apart)
     assert.are_not.equal(ref, run_with("DLUA_GEMM=blas", (STEPS:gsub("THREADS", "1"))))
     -- auto times the own kernels the CPU runs and takes the fastest of them (never OpenBLAS,
-    -- whose bits differ, unless the CPU runs none); a forced path measures nothing
+    -- whose bits differ, unless the CPU runs none)
     local k = json.decode(run_with("", PRINT)).kernels
     local best, best_rate = "blas", 0
-    for _, p in ipairs({"avx512", "avx2"}) do
-      if p ~= "avx512" or have.avx512f then
-        if p ~= "avx2" or (have.avx2 and have.fma) then
-          assert.is_true(k.gemm_gflops[p] > 1, p)
-          if k.gemm_gflops[p] > best_rate then best, best_rate = p, k.gemm_gflops[p] end
-        end
-      end
+    for _, p in ipairs(vector) do
+      assert.is_true(k.gemm_gflops[p] > 1, p)
+      if k.gemm_gflops[p] > best_rate then best, best_rate = p, k.gemm_gflops[p] end
     end
     assert.are.equal(best, k.gemm)
-    if have.avx2 and have.fma then
-      assert.are.same({}, json.decode(run_with("DLUA_GEMM=avx2", PRINT)).kernels.gemm_gflops)
-    end
   end)
 
   it("gives the same bits on every vector convolution path the CPU runs, at 1 and 2 threads", function()
-    local have = {}
-    for _, f in ipairs(dl.machine().simd) do have[f] = true end
-    local paths = {}
-    if have.avx2 and have.fma then paths[#paths + 1] = "avx2" end
-    if have.avx512f then paths[#paths + 1] = "avx512" end
+    local paths = H.vector_paths()
     if #paths == 0 then return end
     local ref = run_with("DLUA_CONV_SIMD=" .. paths[1], (STEPS:gsub("THREADS", "1")))
     assert.is_true(#ref > 1000)
-    for _, p in ipairs(paths) do
-      for _, t in ipairs({"1", "2"}) do
-        assert.are.equal(ref, run_with("DLUA_CONV_SIMD=" .. p, (STEPS:gsub("THREADS", t))), p .. " at " .. t .. " threads")
-      end
-      local m = json.decode(run_with("DLUA_CONV_SIMD=" .. p, PRINT))
+    for p, m in pairs(assert_steps_bits("DLUA_CONV_SIMD", paths, ref)) do
       assert.are.equal(p, m.kernels.conv)
       assert.is_true(m.kernels.winograd)
+      -- a forced path runs Winograd as forced and measures nothing
+      assert.are.equal(p, m.kernels.winograd_path)
+      assert.are.same({}, m.kernels.winograd_seconds)
     end
-    -- a run as on an AVX2 CPU (products and convolutions on AVX2) gives the default run's bits
     if #paths == 2 then
+      -- a run as on an AVX2 CPU (products and convolutions on AVX2) gives the default run's bits
       assert.are.equal(run_with("", (STEPS:gsub("THREADS", "2"))),
         run_with("DLUA_GEMM=avx2 DLUA_CONV_SIMD=avx2", (STEPS:gsub("THREADS", "2"))))
-    end
-    -- auto times Winograd on both sets where the CPU runs both and takes the faster; a forced
-    -- path measures nothing and runs as forced
-    if #paths == 2 then
+      -- auto times Winograd on both sets and takes the faster
       local k = json.decode(run_with("", PRINT)).kernels
       assert.is_true(k.winograd_seconds.avx2 > 0 and k.winograd_seconds.avx512 > 0)
       assert.are.equal(k.winograd_seconds.avx2 < k.winograd_seconds.avx512 and "avx2" or "avx512", k.winograd_path)
-    end
-    for _, p in ipairs(paths) do
-      local k = json.decode(run_with("DLUA_CONV_SIMD=" .. p, PRINT)).kernels
-      assert.are.equal(p, k.winograd_path)
-      assert.are.same({}, k.winograd_seconds)
     end
     assert.are.equal("off", json.decode(run_with("DLUA_CONV_WINOGRAD=0", PRINT)).kernels.winograd_path)
     -- the portable loops take im2col for every layer: other bits (the spec can tell paths apart)

@@ -95,6 +95,8 @@ void dl_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
 void dl_fp_enter(void);
 /* 1 when the engine's threads flush subnormals (the default; DLUA_FLUSH_SUBNORMALS=0: 0) */
 int dl_fp_flush(void);
+/* DLUA_FLUSH_SUBNORMALS malformed? (env.h: 1 and the message, else 0) */
+int dl_fp_env_error(char *msg, size_t cap);
 
 /* Thread pool: runs fn(arg, i) for i in [0, n) over the pool's threads and the
  * caller; returns when all are done. Task i always covers the same work, so
@@ -105,6 +107,8 @@ int dl_pool_threads(const dl_pool *p);
 /* how long (microseconds) a waiting thread polls before it sleeps: DLUA_POOL_SPIN_US, 0 when
  * the pool has more threads than the machine has cores */
 int64_t dl_pool_spin_us(const dl_pool *p);
+/* DLUA_POOL_SPIN_US malformed? (env.h: 1 and the message, else 0) */
+int dl_pool_env_error(char *msg, size_t cap);
 void dl_pool_run(dl_pool *p, int n, void (*fn)(void *arg, int i), void *arg);
 
 /* --------------------------------------------------------- shape arithmetic

@@ -16,9 +16,9 @@
  */
 /* See LICENSE */
 #include "core/dl.h"
+#include "core/env.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -30,9 +30,10 @@ static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int flush = 1;
 
 static void probe(void) {
-  const char *s = getenv("DLUA_FLUSH_SUBNORMALS");
-  flush = !(s && strcmp(s, "0") == 0);
+  flush = dl_env_flag("DLUA_FLUSH_SUBNORMALS", 1) != 0;     /* malformed: refused at load */
 }
+
+int dl_fp_env_error(char *msg, size_t cap) { return dl_env_flag_error("DLUA_FLUSH_SUBNORMALS", msg, cap); }
 
 int dl_fp_flush(void) {
   pthread_once(&probe_once, probe);

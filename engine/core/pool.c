@@ -26,6 +26,7 @@
  */
 /* See LICENSE */
 #include "core/dl.h"
+#include "core/env.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@ static int64_t now_ns(void) {
 }
 
 #define SPIN_DEFAULT_US 1000
+#define SPIN_MAX_US 1000000
 #define SPIN_FLOOR_NS 2000
 
 /* polls until done(p, v) or *budget ns have passed; returns whether done. The budget
@@ -144,10 +146,8 @@ dl_pool *dl_pool_new(int threads) {
   atomic_init(&p->generation, 0);
   atomic_init(&p->next, 0);
   atomic_init(&p->active, 0);
-  const char *s = getenv("DLUA_POOL_SPIN_US");
-  char *end;
-  long us = s ? strtol(s, &end, 10) : SPIN_DEFAULT_US;
-  if (s && (*s == '\0' || *end != '\0' || us < 0 || us > 1000000)) us = SPIN_DEFAULT_US;   /* malformed */
+  long us = dl_env_long("DLUA_POOL_SPIN_US", 0, SPIN_MAX_US, SPIN_DEFAULT_US);
+  if (us < 0) us = SPIN_DEFAULT_US;        /* malformed: the Lua module refuses it (dl_pool_env_error) */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   p->spin_ns = cores > 0 && threads > cores ? 0 : (int64_t)us * 1000;
   p->caller_budget = p->spin_ns;
@@ -177,6 +177,10 @@ void dl_pool_free(dl_pool *p) {
 int dl_pool_threads(const dl_pool *p) { return p ? p->nthreads : 1; }
 
 int64_t dl_pool_spin_us(const dl_pool *p) { return p ? p->spin_ns / 1000 : 0; }
+
+int dl_pool_env_error(char *msg, size_t cap) {
+  return dl_env_long_error("DLUA_POOL_SPIN_US", 0, SPIN_MAX_US, msg, cap);
+}
 
 void dl_pool_run(dl_pool *p, int n, void (*fn)(void *, int), void *arg) {
   if (!p || p->nthreads == 1 || n <= 1) {

@@ -208,6 +208,8 @@ void lt_register_conv(lua_State *L, int mod, int cidx);        /* lua_conv.c */
 void lt_register_autograd(lua_State *L, int mod, int cidx);    /* lua_autograd.c */
 void lt_register_sys(lua_State *L, int mod, int cidx);         /* lua_sys.c */
 void lt_register_machine(lua_State *L, int mod, int cidx);     /* lua_machine.c */
+/* a malformed environment switch (lua_machine.c's table)? 1 and the message, else 0 */
+int lt_switches_error(char *msg, size_t cap);
 void lt_register_optim(lua_State *L, int mod, int cidx);       /* lua_optim.c */
 void lt_register_batchnorm(lua_State *L, int mod, int cidx);   /* lua_batchnorm.c */
 void lt_register_dataset(lua_State *L, int mod, int cidx);     /* lua_dataset.c */

@@ -10,8 +10,6 @@
  */
 /* See LICENSE */
 #include "lua/lua_aux.h"
-#include "ops/conv_simd.h"
-#include "ops/sgemm.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -56,9 +54,8 @@ static int new_context(lua_State *L) {
 
 int luaopen_dlua_core(lua_State *L) {
   luaL_checkversion(L);
-  char gemm_err[200];
-  if (dl_sgemm_env_error(gemm_err, sizeof gemm_err) || dl_conv_simd_env_error(gemm_err, sizeof gemm_err))
-    return luaL_error(L, "%s", gemm_err);
+  char switch_err[200];
+  if (lt_switches_error(switch_err, sizeof switch_err)) return luaL_error(L, "%s", switch_err);
   int cidx = new_context(L);
   openblas_set_num_threads(1);            /* the pool splits products itself (gemm.c) */
 

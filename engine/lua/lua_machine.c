@@ -4,29 +4,53 @@
  *   {cpu = "AMD EPYC", vendor = "AuthenticAMD", family = 25, model = 17, cores = 2,
  *    simd = {"sse4.2", "avx", "avx2", "fma", "avx512f", ...},
  *    kernels = {gemm = "avx512" | "avx2" | "portable" | "blas", gemm_gflops = {avx512 = 190, avx2 = 100},
- *               conv = "avx512" | "portable",
+ *               conv = "avx512" | "avx2" | "portable",
  *               winograd = true, blas = "Cooperlake",
  *               pool_spin_us = 1000, threads = 2, flush_subnormals = true},
  *    switches = {DLUA_CONV_WINOGRAD = "0", ...}}      -- the switches set in the environment
  *
- * The switches (dlua(1), docs/man/dlua.1) force a path: each is read where its kernel is chosen;
- * SWITCHES lists them once, for this report.
+ * The switches (dlua(1), docs/man/dlua.1) force a path or a mode: each is read where its choice
+ * is made (core/env.h's readers); SWITCHES lists them once, with each one's check, for this
+ * report and for lt_switches_error, which refuses a malformed one when the module loads.
  */
 /* See LICENSE */
 #include "lua/lua_aux.h"
 #include "core/cpu.h"
+#include "core/env.h"
 #include "ops/conv_simd.h"
 #include "ops/conv_winograd.h"
 #include "ops/sgemm.h"
+#include "sys/dist.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
 
 char *openblas_get_corename(void);
 
-/* every environment variable that chooses a kernel path or a numeric mode */
-static const char *const SWITCHES[] = {"DLUA_GEMM", "DLUA_CONV_SIMD", "DLUA_CONV_WINOGRAD", "DLUA_POOL_SPIN_US",
-                                       "DLUA_FLUSH_SUBNORMALS", "OPENBLAS_CORETYPE", NULL};
+static int debug_error(char *msg, size_t cap) { return dl_env_flag_error("DLUA_DEBUG", msg, cap); }
+
+/* every environment variable that chooses a kernel path, a numeric mode or what errors show,
+ * with the check that refuses a malformed value (NULL: any value; OpenBLAS reads its own) */
+static const struct {
+  const char *name;
+  int (*error)(char *msg, size_t cap);
+} SWITCHES[] = {
+  {"DLUA_GEMM", dl_sgemm_env_error},
+  {"DLUA_CONV_SIMD", dl_conv_simd_env_error},
+  {"DLUA_CONV_WINOGRAD", dl_wino_env_error},
+  {"DLUA_POOL_SPIN_US", dl_pool_env_error},
+  {"DLUA_FLUSH_SUBNORMALS", dl_fp_env_error},
+  {"DLUA_DIST", dl_dist_env_error},
+  {"DLUA_DEBUG", debug_error},
+  {"OPENBLAS_CORETYPE", NULL},
+  {NULL, NULL},
+};
+
+int lt_switches_error(char *msg, size_t cap) {
+  for (int i = 0; SWITCHES[i].name; i++)
+    if (SWITCHES[i].error && SWITCHES[i].error(msg, cap)) return 1;
+  return 0;
+}
 
 
 static int sys_machine(lua_State *L) {
@@ -76,9 +100,9 @@ static int sys_machine(lua_State *L) {
   lua_setfield(L, -2, "flush_subnormals");
   lua_setfield(L, -2, "kernels");
   lua_newtable(L);
-  for (int i = 0; SWITCHES[i]; i++) {
-    const char *v = getenv(SWITCHES[i]);
-    if (v) lt_setstring(L, SWITCHES[i], v);
+  for (int i = 0; SWITCHES[i].name; i++) {
+    const char *v = getenv(SWITCHES[i].name);
+    if (v) lt_setstring(L, SWITCHES[i].name, v);
   }
   lua_setfield(L, -2, "switches");
   return 1;

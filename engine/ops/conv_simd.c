@@ -12,6 +12,8 @@
 /* See LICENSE */
 #include "ops/conv_simd.h"
 
+#include "core/env.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,7 @@ static int widest(void) {
 
 /* the path DLUA_CONV_SIMD names, -1 for auto (or unset), -2 for a name that is no path */
 static int named(void) {
-  const char *s = getenv("DLUA_CONV_SIMD");
+  const char *s = dl_env_get("DLUA_CONV_SIMD");
   if (!s || strcmp(s, "auto") == 0) return -1;
   for (int p = 0; p < 3; p++)
     if (strcmp(s, NAMES[p]) == 0) return p;
@@ -69,7 +71,7 @@ int dl_conv_simd_env_error(char *msg, size_t cap) {
     snprintf(msg, cap, "DLUA_CONV_SIMD=%s: this CPU cannot run that path (it has %s)", NAMES[p], NAMES[widest()]);
   else
     snprintf(msg, cap, "DLUA_CONV_SIMD=%.40s: no such convolution path (valid: auto, avx512, avx2, portable)",
-             getenv("DLUA_CONV_SIMD"));
+             dl_env_get("DLUA_CONV_SIMD"));
   return 1;
 }
 

@@ -37,6 +37,7 @@
 #include "ops/conv_winograd.h"
 
 #include "core/cpu.h"
+#include "core/env.h"
 #include "ops/conv_simd.h"
 #include "ops/ops.h"
 
@@ -50,9 +51,10 @@ static int wino_off;
 static pthread_once_t wino_once = PTHREAD_ONCE_INIT;
 
 static void wino_probe(void) {
-  const char *s = getenv("DLUA_CONV_WINOGRAD");
-  wino_off = s && strcmp(s, "0") == 0;
+  wino_off = dl_env_flag("DLUA_CONV_WINOGRAD", 1) == 0;     /* malformed: refused at load */
 }
+
+int dl_wino_env_error(char *msg, size_t cap) { return dl_env_flag_error("DLUA_CONV_WINOGRAD", msg, cap); }
 
 int dl_wino_enabled(void) {
   pthread_once(&wino_once, wino_probe);

@@ -20,6 +20,8 @@ typedef struct {
 int dl_wino_fits(const dl_wino_geom *g);
 /* 1 when Winograd may take layers at all: a vector path (dl_conv_simd()) and DLUA_CONV_WINOGRAD not "0" */
 int dl_wino_enabled(void);
+/* DLUA_CONV_WINOGRAD malformed? (env.h: 1 and the message, else 0) */
+int dl_wino_env_error(char *msg, size_t cap);
 
 /* the instruction set the kernels run on: "avx512", "avx2" (DLUA_CONV_SIMD's path, or with auto
  * the faster of the two on this CPU: see conv_winograd.c), or "off" when Winograd is off */

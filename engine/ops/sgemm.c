@@ -36,6 +36,7 @@
  */
 /* See LICENSE */
 #include "core/cpu.h"
+#include "core/env.h"
 #include "ops/sgemm.h"
 
 #include <math.h>
@@ -330,7 +331,7 @@ static const sg_path *calibrate(const sg_path *fallback) {
 }
 
 static void choose(void) {
-  const char *s = getenv("DLUA_GEMM");
+  const char *s = dl_env_get("DLUA_GEMM");
   const sg_path *p = s && strcmp(s, "auto") != 0 ? by_name(s) : NULL;
   if (p && runnable(p)) {
     chosen = p;
@@ -353,7 +354,7 @@ const char *dl_sgemm_path(void) {
 
 
 int dl_sgemm_env_error(char *msg, size_t cap) {
-  const char *s = getenv("DLUA_GEMM");
+  const char *s = dl_env_get("DLUA_GEMM");
   if (!s || strcmp(s, "auto") == 0) return 0;
   const sg_path *p = by_name(s);
   if (p && runnable(p)) return 0;

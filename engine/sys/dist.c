@@ -7,6 +7,7 @@
 /* See LICENSE */
 #define _DEFAULT_SOURCE 1       /* on_exit, setenv */
 #include "sys/dist.h"
+#include "core/env.h"
 #include "ops/batchnorm.h"
 
 #include <limits.h>
@@ -40,6 +41,8 @@ int dl_dist_available(void) {
 
 static int active(void) { return mpi_up && mpi_world > 1 && solo_depth == 0; }
 
+int dl_dist_env_error(char *msg, size_t cap) { return dl_env_flag_error("DLUA_DIST", msg, cap); }
+
 int dl_dist_rank(void) { return active() ? mpi_rank : 0; }
 int dl_dist_world(void) { return active() ? mpi_world : 1; }
 
@@ -53,8 +56,7 @@ dl_dist_stats dl_dist_get_stats(void) { return stats; }
 
 /* the world size a launcher announced, or 0 */
 static int launched_size(void) {
-  const char *off = getenv("DLUA_DIST");
-  if (off && strcmp(off, "0") == 0) return 0;
+  if (dl_env_flag("DLUA_DIST", 1) == 0) return 0;          /* malformed: refused at load */
   const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};     /* Open MPI; MPICH Hydra, Slurm PMI */
   for (int i = 0; vars[i]; i++) {
     const char *v = getenv(vars[i]);

@@ -48,6 +48,8 @@ typedef struct {
 int dl_dist_init(dl_ctx *ctx);
 /* 1 when built with MPI (DLUA_WITH_MPI). */
 int dl_dist_available(void);
+/* DLUA_DIST malformed? (core/env.h: 1 and the message, else 0) */
+int dl_dist_env_error(char *msg, size_t cap);
 /* 0-based rank and number of ranks (0 and 1 before init, without MPI, or solo). */
 int dl_dist_rank(void);
 int dl_dist_world(void);

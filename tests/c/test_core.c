@@ -1,12 +1,14 @@
 /* test_core.c -- allocator, RNG, thread pool, tensors and autograd, and the measurement kernel
  * choices time with (dl_cpu_best_seconds), from C. */
 /* See LICENSE */
+#include <limits.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/cpu.h"
+#include "core/env.h"
 #include "dl_test.h"
 #include "ops/ops.h"
 
@@ -184,7 +186,38 @@ static void test_best_seconds(void) {
   DL_CHECK(dl_cpu_best_seconds(fails_second, &calls, 0) == 0 && calls == 0);
 }
 
+/* the switch readers: each value either read exactly or refused, never bent to a default */
+static void test_env(void) {
+  const char *N = "DL_TEST_SWITCH";
+  char msg[200];
+  unsetenv(N);
+  DL_CHECK(dl_env_flag(N, 1) == 1 && dl_env_long(N, 0, 9, 7) == 7 && !dl_env_flag_error(N, msg, sizeof msg));
+  static const struct { const char *v; int flag; long num; } cases[] = {
+    {"", 1, 7}, {"0", 0, 0}, {"1", 1, 1}, {"9", -1, 9}, {"10", -1, -1}, {"00", -1, 0}, {" 1", -1, -1},
+    {"1 ", -1, -1}, {"-1", -1, -1}, {"+1", -1, -1}, {"on", -1, -1}, {"1e3", -1, -1},
+    {"99999999999999999999999", -1, -1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    setenv(N, cases[i].v, 1);
+    DL_CHECK(dl_env_flag(N, 1) == cases[i].flag);
+    DL_CHECK(dl_env_long(N, 0, 9, 7) == cases[i].num);
+    DL_CHECK(dl_env_flag_error(N, msg, sizeof msg) == (cases[i].flag < 0));
+    DL_CHECK(dl_env_long_error(N, 0, 9, msg, sizeof msg) == (cases[i].num < 0));
+  }
+  setenv(N, "3", 1);
+  DL_CHECK(dl_env_long(N, 4, 9, 7) == -1 && dl_env_long(N, 3, 3, 7) == 3);      /* below lo; lo = hi */
+  DL_CHECK(dl_env_long_error(N, 4, 9, msg, sizeof msg) && strcmp(msg, "DL_TEST_SWITCH=3: not a whole number from 4 to 9") == 0);
+  setenv(N, "yes", 1);
+  DL_CHECK(dl_env_flag_error(N, msg, sizeof msg) && strcmp(msg, "DL_TEST_SWITCH=yes: not a switch value (valid: 0, 1)") == 0);
+  setenv(N, "9223372036854775807", 1);
+  DL_CHECK(dl_env_long(N, 0, LONG_MAX, 7) == LONG_MAX);   /* hi itself, no overflow */
+  setenv(N, "9223372036854775808", 1);
+  DL_CHECK(dl_env_long(N, 0, LONG_MAX, 7) == -1);
+  unsetenv(N);
+}
+
 int main(void) {
+  test_env();
   test_best_seconds();
   test_alloc();
   test_rng();

@@ -171,26 +171,47 @@ print(table.concat(out, ","))]]
     assert.are_not.equal(ref, run_with("DLUA_CONV_SIMD=portable", (STEPS:gsub("THREADS", "1"))))
   end)
 
-  it("refuses a DLUA_CONV_SIMD that names no path, listing the valid ones", function()
-    local dir = H.tmpdir("machine-conv")
-    H.spit(dir .. "/s.lua", PRINT)
-    for _, v in ipairs({"avx1024", "0"}) do
-      local p = io.popen(string.format("cd %s && env DLUA_CONV_SIMD=%s %s s.lua 2>&1; echo \"rc=$?\"", dir, v, H.EXE))
-      local out = p:read("a")
-      p:close()
-      assert.are_not.equal("0", out:match("rc=(%d+)"))
-      assert.matches("DLUA_CONV_SIMD=" .. v .. ": no such convolution path %(valid: auto, avx512, avx2, portable%)", out)
+  -- every switch of lua_machine.c's table, each with values it must refuse and the message
+  local REFUSED = {
+    {"DLUA_CONV_SIMD", {"avx1024", "0"}, ": no such convolution path %(valid: auto, avx512, avx2, portable%)"},
+    {"DLUA_GEMM", {"avx1024", "AVX2"}, ": no such matrix%-product path %(valid: auto, [%w, ]*portable, blas%)"},
+    {"DLUA_CONV_WINOGRAD", {"off", "false", "2", " 0"}, ": not a switch value %(valid: 0, 1%)"},
+    {"DLUA_FLUSH_SUBNORMALS", {"no", "00"}, ": not a switch value %(valid: 0, 1%)"},
+    {"DLUA_DIST", {"false"}, ": not a switch value %(valid: 0, 1%)"},
+    {"DLUA_DEBUG", {"yes", "true"}, ": not a switch value %(valid: 0, 1%)"},
+    {"DLUA_POOL_SPIN_US", {"abc", "-5", "1000001", "50us", "1.5", "99999999999999999999999"},
+     ": not a whole number from 0 to 1000000"},
+  }
+
+  it("refuses a malformed value of every switch, naming it and the valid values, before computing", function()
+    local dir = H.tmpdir("machine-refuse")
+    H.spit(dir .. "/s.lua", 'require "dlua"; print("ran")\n' .. PRINT)
+    for _, r in ipairs(REFUSED) do
+      for _, v in ipairs(r[2]) do
+        local p = io.popen(string.format("cd %s && env %s=%s %s s.lua 2>&1; echo \"rc=$?\"", dir, r[1], H.shquote(v),
+                                         H.EXE))
+        local out = p:read("a")
+        p:close()
+        assert.are_not.equal("0", out:match("rc=(%d+)%s*$"), r[1] .. "=" .. v)
+        assert.matches(r[1] .. "=" .. v:gsub("%p", "%%%0") .. r[3], out)
+        assert.is_nil(out:match("ran"), out)
+      end
     end
   end)
 
-  it("refuses a DLUA_GEMM that names no path, listing the valid ones", function()
-    local dir = H.tmpdir("machine-gemm")
-    H.spit(dir .. "/s.lua", PRINT)
-    local p = io.popen(string.format("cd %s && env DLUA_GEMM=avx1024 %s s.lua 2>&1; echo \"rc=$?\"", dir, H.EXE))
-    local out = p:read("a")
-    p:close()
-    assert.are_not.equal("0", out:match("rc=(%d+)"))
-    assert.matches("DLUA_GEMM=avx1024: no such matrix%-product path %(valid: auto, [%w, ]*portable, blas%)", out)
+  it("takes the values the switches document, and an empty one as unset", function()
+    local m = json.decode(run_with("DLUA_CONV_WINOGRAD=1 DLUA_FLUSH_SUBNORMALS=1 DLUA_DIST=1 DLUA_DEBUG=0 " ..
+                                   "DLUA_POOL_SPIN_US=1000000 DLUA_GEMM=auto DLUA_CONV_SIMD=auto", PRINT))
+    assert.is_true(m.kernels.winograd)
+    assert.is_true(m.kernels.flush_subnormals)
+    assert.are.equal(1000000, m.kernels.pool_spin_us)
+    assert.are.equal("1", m.switches.DLUA_DIST)
+    assert.are.equal("0", m.switches.DLUA_DEBUG)
+    m = json.decode(run_with("DLUA_CONV_WINOGRAD= DLUA_FLUSH_SUBNORMALS= DLUA_POOL_SPIN_US= DLUA_GEMM= " ..
+                             "DLUA_CONV_SIMD= DLUA_DIST= DLUA_DEBUG=", PRINT))
+    assert.is_true(m.kernels.winograd)
+    assert.is_true(m.kernels.flush_subnormals)
+    assert.are.equal(1000, m.kernels.pool_spin_us)
   end)
 
   it("is recorded in the run's result.json", function()

@@ -191,7 +191,7 @@ local function pass(self, ok, ...)
   error(last_annotated, 0)
 end
 
-if os.getenv("DLUA_DEBUG") == "1" then
+if blame.debug() then
   Module.__call = function(self, ...) return self:forward(...) end
 else
   Module.__call = function(self, ...) return pass(self, pcall(self.forward, self, ...)) end

@@ -16,10 +16,10 @@ local M = {}
 local here = debug.getinfo(1, "S").source
 M.LIBDIR = here:match("^@(.*)/dlua/util/blame%.lua$")
 
---- Is DLUA_DEBUG set (to anything but "" or "0")? Then nothing is rewritten or hidden.
+--- Is DLUA_DEBUG "1"? Then nothing is rewritten or hidden. (dlua.core refuses any value but
+-- "", "0" and "1" when it loads: engine/lua/lua_machine.c's table of switches.)
 function M.debug()
-  local v = os.getenv("DLUA_DEBUG")
-  return v ~= nil and v ~= "" and v ~= "0"
+  return os.getenv("DLUA_DEBUG") == "1"
 end
 
 --- Is a chunk source ("@path") a file of the library?

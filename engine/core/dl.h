@@ -186,6 +186,7 @@ int64_t dl_numel(const dl_tensor *t);
 int dl_is_contiguous(const dl_tensor *t);
 void *dl_data(const dl_tensor *t);               /* pointer to element 0 */
 double dl_get_flat(const dl_tensor *t, int64_t i);       /* i-th element in row-major order */
+int64_t dl_flat_offset(const dl_tensor *t, int64_t i);   /* its offset in elements from dl_data(t) */
 void dl_set_flat(dl_tensor *t, int64_t i, double v);
 double dl_load(const void *base, dl_dtype d, int64_t i); /* raw element access */
 void dl_store(void *base, dl_dtype d, int64_t i, double v);

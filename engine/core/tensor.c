@@ -86,6 +86,8 @@ static int64_t flat_offset(const dl_tensor *t, int64_t i) {
   return off;
 }
 
+int64_t dl_flat_offset(const dl_tensor *t, int64_t i) { return flat_offset(t, i); }
+
 double dl_get_flat(const dl_tensor *t, int64_t i) {
   return dl_load(dl_data(t), t->dtype, flat_offset(t, i));
 }

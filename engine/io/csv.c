@@ -16,6 +16,7 @@
 #include "io/csv.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,37 +186,48 @@ static int blank(const char *s) {
   return 1;
 }
 
-static const dl_dtype int_dtypes[DL_CSV_NINT] = {DL_I32, DL_I64, DL_U8};
+static const dl_dtype checked_dtypes[DL_CSV_NCHECK] = {DL_I32, DL_I64, DL_U8, DL_F32};
 
-/* 1 if v is an integer that dtype k of int_dtypes holds exactly */
+/* 1 if dtype k of checked_dtypes holds v: an integer dtype exactly (values are read as float64,
+ * so int64 takes those up to 2^53, where float64 still tells integers apart), float32 within
+ * its range (inf and nan as written) */
 static int fits(double v, int k) {
+  if (checked_dtypes[k] == DL_F32) return !isfinite(v) || fabs(v) <= (double)FLT_MAX;
   if (!(v == floor(v))) return 0;                        /* also NaN and infinities */
   switch (k) {
     case 0: return v >= -2147483648.0 && v <= 2147483647.0;
-    case 1: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    case 1: return fabs(v) <= 9007199254740992.0;
     default: return v >= 0 && v <= 255;
   }
 }
 
 static void note_bad(dl_csv *c, int col, long line, double v, const char *text) {
-  for (int k = 0; k < DL_CSV_NINT; k++) {
-    dl_csv_bad *b = &c->bad[col * DL_CSV_NINT + k];
+  for (int k = 0; k < DL_CSV_NCHECK; k++) {
+    dl_csv_bad *b = &c->bad[col * DL_CSV_NCHECK + k];
     if (b->line || fits(v, k)) continue;
     b->line = line;
-    b->nonint = !(v == floor(v));
+    b->nonint = checked_dtypes[k] != DL_F32 && !(v == floor(v));
     snprintf(b->text, sizeof b->text, "%s", text);
   }
 }
 
 const char *dl_csv_dtype_problem(const dl_csv *c, const char *path, int col, dl_dtype d, char *buf, size_t n) {
-  for (int k = 0; k < DL_CSV_NINT; k++) {
-    const dl_csv_bad *b = &c->bad[col * DL_CSV_NINT + k];
-    if (int_dtypes[k] != d || !b->line) continue;
-    snprintf(buf, n, "csv: '%s' line %ld, column '%s' (%d): %s %s %s", path, b->line, c->names[col], col + 1, b->text,
-             b->nonint ? "is not an integer, as" : "is out of range for", dl_dtype_name(d));
+  for (int k = 0; k < DL_CSV_NCHECK; k++) {
+    const dl_csv_bad *b = &c->bad[col * DL_CSV_NCHECK + k];
+    if (checked_dtypes[k] != d || !b->line) continue;
+    snprintf(buf, n, "csv: '%s' line %ld, column '%s' (%d): %s %s %s%s", path, b->line, c->names[col], col + 1, b->text,
+             b->nonint ? "is not an integer, as" : "is out of range for", dl_dtype_name(d),
+             d == DL_I64 && !b->nonint ? " read from CSV (values are read as float64, exact up to 2^53)"
+             : d == DL_F32 ? "; a \"float64\" entry in types keeps it" : "");
     return buf;
   }
   return NULL;
+}
+
+/* strtod reads hexadecimal ("0x10"); a CSV number is decimal */
+static int hex(const char *s) {
+  if (*s == '+' || *s == '-') s++;
+  return s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
 }
 
 static int written_as_integer(const char *s) {
@@ -363,7 +375,7 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
   if (c.ncols < 0) goto oom;
   c.names = calloc((size_t)c.ncols, sizeof *c.names);
   c.integral = malloc((size_t)c.ncols * sizeof *c.integral);
-  c.bad = calloc((size_t)c.ncols * DL_CSV_NINT, sizeof *c.bad);
+  c.bad = calloc((size_t)c.ncols * DL_CSV_NCHECK, sizeof *c.bad);
   if (!c.names || !c.integral || !c.bad) goto oom;
   for (int i = 0; i < c.ncols; i++) {
     char num[16];
@@ -426,9 +438,14 @@ int dl_csv_read(dl_ctx *ctx, const char *path, const dl_csv_opts *o, dl_csv *out
         char *end;
         errno = 0;
         v = strtod(s, &end);
-        if (end == s || *end) {
-          dl_fail(ctx, "csv: '%s' line %ld, column '%s' (%d): '%.40s' is not a number", path, r.lineno, c.names[i],
-                  i + 1, s);
+        if (end == s || *end || hex(s)) {
+          dl_fail(ctx, "csv: '%s' line %ld, column '%s' (%d): '%.40s' is not a %snumber", path, r.lineno, c.names[i],
+                  i + 1, s, end == s || *end ? "" : "decimal ");
+          goto done;
+        }
+        if (errno == ERANGE && (isinf(v) || v == 0)) {      /* overflow, or underflow to zero */
+          dl_fail(ctx, "csv: '%s' line %ld, column '%s' (%d): '%.40s' is out of float64's range", path, r.lineno,
+                  c.names[i], i + 1, s);
           goto done;
         }
         if (!written_as_integer(s) || fabs(v) > 9007199254740992.0) c.integral[i] = 0;

@@ -34,13 +34,13 @@ typedef struct {
   char text[40];                /* the value as written (cut to 39 bytes) */
 } dl_csv_bad;
 
-#define DL_CSV_NINT 3           /* the integer dtypes checked: int32, int64, uint8 */
+#define DL_CSV_NCHECK 4         /* the dtypes whose range is checked: int32, int64, uint8, float32 */
 
 typedef struct {
   int ncols;
   char **names;                 /* ncols names: the header's, or "1", "2", ... */
   int *integral;                /* 1 if every value of the column was written as an integer */
-  dl_csv_bad *bad;              /* [ncols][DL_CSV_NINT] */
+  dl_csv_bad *bad;              /* [ncols][DL_CSV_NCHECK] */
   dl_tensor *values;            /* float64 [rows, ncols], owned */
   int *text_col;                /* [ntext] 0-based column of each opts.text entry */
   char ***vocab;                /* [ntext] the sorted unique names of that column, NULL-terminated */
@@ -69,7 +69,8 @@ int64_t dl_csv_split_text(dl_ctx *ctx, const char *text, size_t n, char delim, c
                           int64_t **starts, int **counts);
 /* Why column col (0-based) cannot be stored as dtype d, naming the file, line, column and value
  * ("csv: 'a.csv' line 3, column 'id' (1): 2147483648 is out of range for int32"), written into
- * buf; NULL when every value fits exactly (always for float dtypes). */
+ * buf; NULL when every value fits exactly (integer dtypes), or within range (float32: a finite
+ * value beyond it would become an infinity; float64 always). */
 const char *dl_csv_dtype_problem(const dl_csv *c, const char *path, int col, dl_dtype d, char *buf, size_t n);
 
 #endif

@@ -122,6 +122,38 @@ static void read_leaf(lua_State *L, table_reader *r, double x) {
   r->v[r->n++] = x;
 }
 
+/* 1 when the number at idx is an integer that float64 does not hold exactly (beyond 2^53) */
+static int inexact_integer(lua_State *L, int idx) {
+  if (!lua_isinteger(L, idx)) return 0;
+  lua_Integer i = lua_tointeger(L, idx);
+  double d = (double)i;
+  return d >= 9223372036854775808.0 || (lua_Integer)d != i;
+}
+
+/* A list holds its entries 1..n and nothing else: a key beside them ({2, 3, dtype = "int32"},
+ * {1, keepdim = true}, a hole past n) would be read by nobody, so it is an error naming the key.
+ * A table with a metatable may be a proxy whose raw keys are its own business: not checked. */
+static void check_list_keys(lua_State *L, int arg, int idx, lua_Integer n, const char *what) {
+  idx = lua_absindex(L, idx);
+  if (lua_getmetatable(L, idx)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    if (lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 && lua_tointeger(L, -1) <= n) continue;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      lt_argerror(L, arg, "%s has the key '%s', which nothing reads: a list holds only its entries 1..%I", what,
+                  lua_tostring(L, -1), n);
+    if (lua_isinteger(L, -1))
+      lt_argerror(L, arg, "%s has the key %I past its length %I: a list holds only its entries 1..%I", what,
+                  lua_tointeger(L, -1), n, n);
+    lt_argerror(L, arg, "%s has a %s key, which nothing reads: a list holds only its entries 1..%I", what,
+                lt_typename(L, -1), n);
+  }
+}
+
 static void read_table(lua_State *L, table_reader *r, int idx, int depth, char *path, size_t plen) {
   if (depth >= DL_MAXDIM) lt_argerror(L, r->arg, "nested table is deeper than %d levels", DL_MAXDIM);
   luaL_checkstack(L, 4, "reading a nested table");
@@ -135,6 +167,9 @@ static void read_table(lua_State *L, table_reader *r, int idx, int depth, char *
     lt_argerror(L, r->arg, "ragged nested table: element %s has %I entries, expected %I", path[0] ? path : "(top)",
                 (lua_Integer)n, (lua_Integer)r->shape[depth]);
   }
+  char what[160];
+  snprintf(what, sizeof what, path[0] ? "element %s" : "the table", path);
+  check_list_keys(L, r->arg, idx, n, what);
   size_t k = strlen(path);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, idx, i);
@@ -155,6 +190,9 @@ static void read_table(lua_State *L, table_reader *r, int idx, int depth, char *
       }
       if (!isnum || lua_type(L, -1) == LUA_TSTRING)
         lt_argerror(L, r->arg, "element %s is a %s, expected a number", path, lt_typename(L, -1));
+      if (inexact_integer(L, -1))
+        lt_argerror(L, r->arg, "element %s is %I, beyond 2^53, where table values are no longer exact", path,
+                    lua_tointeger(L, -1));
       read_leaf(L, r, x);
     }
     path[k] = 0;
@@ -162,7 +200,9 @@ static void read_table(lua_State *L, table_reader *r, int idx, int depth, char *
   }
 }
 
-dl_tensor *lt_from_table(lua_State *L, int arg, dl_dtype d) {
+/* the nested table at arg as a tensor of dtype d; int_like: d only when every value is a whole
+ * number (else float32) */
+static dl_tensor *from_table(lua_State *L, int arg, dl_dtype d, int int_like) {
   arg = lua_absindex(L, arg);
   table_reader r;
   memset(&r, 0, sizeof r);
@@ -173,6 +213,8 @@ dl_tensor *lt_from_table(lua_State *L, int arg, dl_dtype d) {
   char path[128] = "";
   read_table(L, &r, arg, 0, path, sizeof path);
   if (r.nd < 0) r.nd = r.known;
+  for (int64_t i = 0; int_like && i < r.n; i++)
+    if (r.v[i] != floor(r.v[i])) d = DL_F32;
   dl_tensor *t = dl_tensor_new_empty(lt_ctx(L), d, r.nd, r.shape);
   if (t)
     for (int64_t i = 0; i < r.n; i++) dl_store(t->st->data, d, i, r.v[i]);
@@ -181,7 +223,9 @@ dl_tensor *lt_from_table(lua_State *L, int arg, dl_dtype d) {
   return t;
 }
 
-dl_tensor *lt_coerce(lua_State *L, int arg, dl_dtype like) {
+dl_tensor *lt_from_table(lua_State *L, int arg, dl_dtype d) { return from_table(L, arg, d, 0); }
+
+static dl_tensor *coerce(lua_State *L, int arg, dl_dtype like, int exact) {
   arg = lua_absindex(L, arg);
   tensor_box *b = luaL_testudata(L, arg, "dlua.Tensor");
   if (b) {
@@ -196,7 +240,7 @@ dl_tensor *lt_coerce(lua_State *L, int arg, dl_dtype like) {
     lt_finish(L, n);
   } else if (lua_istable(L, arg)) {
     lt_newbox(L);
-    n = lt_from_table(L, arg, dl_dtype_is_float(like) ? like : DL_F32);
+    n = from_table(L, arg, dl_dtype_is_float(like) || exact ? like : DL_F32, exact && !dl_dtype_is_float(like));
     lt_finish(L, n);
   } else {
     luaL_typeerror(L, arg, "dlua.Tensor, number or table");
@@ -204,6 +248,10 @@ dl_tensor *lt_coerce(lua_State *L, int arg, dl_dtype like) {
   lua_replace(L, arg);
   return n;
 }
+
+dl_tensor *lt_coerce(lua_State *L, int arg, dl_dtype like) { return coerce(L, arg, like, 0); }
+
+dl_tensor *lt_coerce_into(lua_State *L, int arg, dl_dtype like) { return coerce(L, arg, like, 1); }
 
 /* ------------------------------------------------------------ datasets */
 
@@ -284,7 +332,9 @@ int64_t lt_optinteger(lua_State *L, int arg, const char *what, int64_t def) {
 
 dl_image_opts lt_check_image_opts(lua_State *L, int arg) {
   dl_image_opts o = dl_image_defaults();
-  o.channels = (int)lt_checkinteger(L, arg, "channels");
+  lua_Integer channels = lt_checkinteger(L, arg, "channels");
+  if (channels != 1 && channels != 3) lt_argerror(L, arg, "channels must be 1 or 3, got %I", channels);
+  o.channels = (int)channels;
   luaL_checktype(L, arg + 1, LUA_TBOOLEAN);
   o.skip = lua_toboolean(L, arg + 1);
   o.max_pixels = lt_optinteger(L, arg + 2, "max_pixels", 0);
@@ -295,6 +345,18 @@ dl_image_opts lt_check_image_opts(lua_State *L, int arg) {
 int lt_checkboolean(lua_State *L, int arg) {
   if (!lua_isboolean(L, arg)) luaL_typeerror(L, arg, "boolean");
   return lua_toboolean(L, arg);
+}
+
+lua_Number lt_checknumber(lua_State *L, int arg) {
+  if (lua_type(L, arg) != LUA_TNUMBER) luaL_typeerror(L, arg, "number");   /* no numeric strings */
+  if (inexact_integer(L, arg))
+    lt_argerror(L, arg, "integer %I is beyond 2^53, where values passed as numbers are no longer exact",
+                lua_tointeger(L, arg));
+  return lua_tonumber(L, arg);
+}
+
+lua_Number lt_optnumber(lua_State *L, int arg, lua_Number def) {
+  return lua_isnoneornil(L, arg) ? def : lt_checknumber(L, arg);
 }
 
 int lt_dim(lua_State *L, int arg, int64_t d, int ndim, int extra) {
@@ -495,6 +557,7 @@ int lt_snapshot(lua_State *L, int arg, int idx, int max) {
   }
   lua_Integer n = luaL_len(L, idx);
   if (n < 0 || n > max) lt_argerror(L, arg, "list of %I entries (at most %d)", (lua_Integer)n, max);
+  check_list_keys(L, arg, idx, n, "the list");
   lua_createtable(L, (int)n, 0);
   int snap = lua_gettop(L);
   for (lua_Integer k = 1; k <= n; k++) {

@@ -90,11 +90,20 @@ void lt_setinteger(lua_State *L, const char *key, lua_Integer v);
 void lt_setnumber(lua_State *L, const char *key, lua_Number v);
 void lt_setstring(lua_State *L, const char *key, const char *v);
 dl_tensor *lt_check(lua_State *L, int arg);
+/* Argument arg as a number: a Lua number only (luaL_checknumber would also take
+ * the string "3"); lt_optnumber gives def for none or nil. */
+lua_Number lt_checknumber(lua_State *L, int arg);
+lua_Number lt_optnumber(lua_State *L, int arg, lua_Number def);
 dl_tensor *lt_test(lua_State *L, int i);
 /* Argument arg as a tensor: a tensor (borrowed), a number or boolean (a 0-d
  * tensor of dtype like) or a nested table (float32 unless like is a float
  * dtype). Converted values are boxed and replace slot arg, so Lua owns them. */
 dl_tensor *lt_coerce(lua_State *L, int arg, dl_dtype like);
+/* The same for a value written into a tensor of dtype like (an assignment, copy_,
+ * add_, scatter_add's source, a list of indices as int64): a nested table of whole
+ * numbers keeps dtype like, so integer values stay exact up to 2^53 instead of
+ * passing through float32 (float32 when a value is not whole). */
+dl_tensor *lt_coerce_into(lua_State *L, int arg, dl_dtype like);
 /* A new tensor of dtype d from the nested table at argument arg, read once
  * (every entry exactly one time); raises naming arg on ragged tables and
  * non-numbers. The caller boxes the result (push a box first). */

@@ -26,7 +26,10 @@ static void pair_opt(lua_State *L, const lt_opts *o, const char *key, int def, i
   if (def >= 0) out[0] = out[1] = def;     /* def < 0: keep out as it is */
   int t = lt_opt_push(L, o, key);
   if (t == LUA_TTABLE) {
-    if (lua_rawlen(L, -1) != 2) lt_opt_error(L, o, key, "expected {h, w}, a list of 2 integers");
+    int entries = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) lua_pop(L, 1), entries++;
+    if (lua_rawlen(L, -1) != 2 || entries != 2) lt_opt_error(L, o, key, "expected {h, w}, a list of 2 integers");
     for (int i = 0; i < 2; i++) {
       lua_rawgeti(L, -1 - i, i + 1);
       out[i] = pair_int(L, o, key, lua_gettop(L));

@@ -364,12 +364,12 @@ static int dataset_read_csv(lua_State *L) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_pushvalue(L, vals);
-  static const dl_dtype ints[] = {DL_I32, DL_I64, DL_U8};
+  static const dl_dtype checked[DL_CSV_NCHECK] = {DL_I32, DL_I64, DL_U8, DL_F32};   /* csv.c's order */
   lua_createtable(L, 0, 0);
   for (int i = 0; i < c.ncols; i++)
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < DL_CSV_NCHECK; k++) {
       char m[600];
-      if (!dl_csv_dtype_problem(&c, path, i, ints[k], m, sizeof m)) continue;
+      if (!dl_csv_dtype_problem(&c, path, i, checked[k], m, sizeof m)) continue;
       if (lua_rawgeti(L, -1, i + 1) == LUA_TNIL) {
         lua_pop(L, 1);
         lua_createtable(L, 0, 3);
@@ -377,7 +377,7 @@ static int dataset_read_csv(lua_State *L) {
         lua_rawseti(L, -3, i + 1);
       }
       lua_pushstring(L, m);
-      lua_setfield(L, -2, dl_dtype_name(ints[k]));
+      lua_setfield(L, -2, dl_dtype_name(checked[k]));
       lua_pop(L, 1);
     }
   lua_createtable(L, 0, o.ntext);

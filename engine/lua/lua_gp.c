@@ -196,7 +196,7 @@ static int gp_ei(lua_State *L) {
   lua_settop(L, 4);
   int m;
   double *Xs = read_points(L, g, "ei", &m);
-  double best = luaL_checknumber(L, 3), noise = luaL_optnumber(L, 4, 0);
+  double best = lt_checknumber(L, 3), noise = lt_optnumber(L, 4, 0);
   double *ei = scratch(L, (size_t)m);
   if (dl_gp_ei(lt_ctx(L), g, Xs, m, best, noise, ei) != 0) return lt_raise(L);
   push_list(L, ei, m);
@@ -233,7 +233,7 @@ static int gp_log_ei(lua_State *L) {
   lua_settop(L, 4);
   int m, dim = dl_gp_dim(g);
   double *Xs = read_points(L, g, "log_ei", &m);
-  double best = luaL_checknumber(L, 3);
+  double best = lt_checknumber(L, 3);
   int want_grad = !lua_isnil(L, 4) && lt_checkboolean(L, 4);
   double *v = scratch(L, (size_t)m), *grad = want_grad ? scratch(L, (size_t)m * dim) : NULL;
   if (dl_gp_log_ei(lt_ctx(L), g, Xs, m, best, v, grad) != 0) return lt_raise(L);
@@ -276,7 +276,7 @@ static int gp_add(lua_State *L) {
   int d = 0;
   double *x = read_vector(L, 2, "add", "x", &d);
   if (d != dl_gp_dim(g)) lt_argerror(L, 2, "x has %d features, expected %d", d, dl_gp_dim(g));
-  double y = luaL_checknumber(L, 3), noise = luaL_checknumber(L, 4);
+  double y = lt_checknumber(L, 3), noise = lt_checknumber(L, 4);
   if (dl_gp_add(lt_ctx(L), g, x, y, noise) != 0) return lt_raise(L);
   return 0;
 }

@@ -104,7 +104,9 @@ static int l_trunc(lua_State *L) { return unary(L, DL_TRUNC); }
 static int l_clamp(lua_State *L) {
   dl_tensor *a = lt_check(L, 1);
   lt_checkargs(L, 3);
-  double lo = luaL_optnumber(L, 2, -HUGE_VAL), hi = luaL_optnumber(L, 3, HUGE_VAL);
+  double lo = lt_optnumber(L, 2, -HUGE_VAL), hi = lt_optnumber(L, 3, HUGE_VAL);
+  if (isnan(lo)) lt_argerror(L, 2, "min is nan; nil means no lower bound");
+  if (isnan(hi)) lt_argerror(L, 3, "max is nan; nil means no upper bound");
   lt_newbox(L);
   return lt_finish(L, dl_clamp(lt_ctx(L), a, lo, hi));
 }
@@ -112,7 +114,7 @@ static int l_clamp(lua_State *L) {
 static int l_scale(lua_State *L) {         /* t:scale(s [, shift]) = t * s + shift */
   dl_tensor *a = lt_check(L, 1);
   lt_checkargs(L, 3);
-  double s = luaL_checknumber(L, 2), b = luaL_optnumber(L, 3, 0);
+  double s = lt_checknumber(L, 2), b = lt_optnumber(L, 3, 0);
   lt_newbox(L);
   return lt_finish(L, dl_scale_shift(lt_ctx(L), a, s, b));
 }
@@ -168,7 +170,7 @@ static int return_target(lua_State *L) {
 
 static int l_fill_(lua_State *L) {
   dl_tensor *t = inplace_target(L, 2);
-  dl_fill_inplace(lt_ctx(L), t, luaL_checknumber(L, 2));
+  dl_fill_inplace(lt_ctx(L), t, lt_checknumber(L, 2));
   return return_target(L);
 }
 
@@ -179,7 +181,7 @@ static int l_zero_(lua_State *L) {
 
 static int l_copy_(lua_State *L) {
   dl_tensor *t = inplace_target(L, 2);
-  dl_tensor *s = lt_coerce(L, 2, t->dtype);
+  dl_tensor *s = lt_coerce_into(L, 2, t->dtype);
   dl_ctx *ctx = lt_ctx(L);
   if (dl_numel(s) != dl_numel(t) || s->ndim != t->ndim ||
       memcmp(s->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim)) {
@@ -201,8 +203,8 @@ static int l_copy_(lua_State *L) {
 
 static int l_add_(lua_State *L) {
   dl_tensor *t = inplace_target(L, 3);
-  dl_tensor *s = lt_coerce(L, 2, t->dtype);
-  double alpha = luaL_optnumber(L, 3, 1);
+  dl_tensor *s = lt_coerce_into(L, 2, t->dtype);
+  double alpha = lt_optnumber(L, 3, 1);
   if (dl_axpy_inplace(lt_ctx(L), t, alpha, s) < 0) return lt_raise(L);
   return return_target(L);
 }
@@ -270,6 +272,11 @@ static void parse_dims(lua_State *L, const dl_tensor *t, int var, dims_spec *r) 
   if (var) {
     int64_t c = lt_opt_integer(L, &o, "correction", 1);
     if (c < 0 || c > 1 << 30) lt_opt_error(L, &o, "correction", "must be between 0 and 2^30, got %I", (lua_Integer)c);
+    int has_unbiased = lt_opt_push(L, &o, "unbiased") != LUA_TNIL;
+    int has_correction = lt_opt_push(L, &o, "correction") != LUA_TNIL;
+    lua_pop(L, 2);
+    if (has_unbiased && has_correction)
+      lt_opt_error(L, &o, "unbiased", "give correction or unbiased, not both (unbiased = true is correction = 1)");
     r->correction = lt_opt_boolean(L, &o, "unbiased", (int)c);
   }
 }
@@ -542,7 +549,7 @@ static dl_tensor *index_arg(lua_State *L, int arg) {
   dl_tensor *idx = lt_test(L, arg);
   if (!idx) {
     if (lua_type(L, arg) != LUA_TTABLE) luaL_typeerror(L, arg, "integer tensor or table");
-    idx = lt_coerce(L, arg, DL_I64);
+    idx = lt_coerce_into(L, arg, DL_I64);
   }
   lt_newbox(L);
   dl_tensor *r = dl_tensor_new_empty(lt_ctx(L), DL_I64, idx->ndim, idx->shape);
@@ -577,7 +584,7 @@ static int l_scatter_add(lua_State *L) {
   lt_checkargs(L, 4);
   int d = lt_checkdim(L, 2, a->ndim, 0);
   dl_tensor *idx = index_arg(L, 3);
-  dl_tensor *src = lt_coerce(L, 4, a->dtype);
+  dl_tensor *src = lt_coerce_into(L, 4, a->dtype);
   lt_newbox(L);
   return lt_finish(L, dl_scatter_add(lt_ctx(L), a, d, idx, src));
 }

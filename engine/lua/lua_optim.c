@@ -151,7 +151,7 @@ static int optim_optim_update(lua_State *L) {
   const char *kind = r->def->name;
   double h[DL_OPTIM_MAXH];
   memcpy(h, r->h, sizeof h);
-  h[r->lr] = luaL_checknumber(L, 4);
+  h[r->lr] = lt_checknumber(L, 4);
   if (dl_optim_check(r->def, h) == r->lr) {
     char range[64];
     return lt_argerror(L, 4, "lr must be %s, got %f", dl_optim_range_text(&r->def->hparams[r->lr], range, sizeof range),

@@ -384,7 +384,9 @@ static void parse_transform(lua_State *L, int idx, const char *path, dl_transfor
   *tf = dl_transform_defaults((dl_tf_kind)kind, field);
   const char *name = lt_opt_string(L, &o, "name", NULL);
   if (name) snprintf(tf->name, sizeof tf->name, "%s", name);
-  tf->stage = (int)int_opt(L, &o, "stage", 0, 0) - 1;
+  int64_t stage = int_opt(L, &o, "stage", 0, 0);
+  if (stage > DL_PIPE_MAXTF) lt_opt_error(L, &o, "stage", "at most %d, got %I", DL_PIPE_MAXTF, (lua_Integer)stage);
+  tf->stage = (int)stage - 1;
   double a = 0, b = 0;
   switch (tf->kind) {
     case DL_TF_CAST: tf->dtype = lt_opt_dtype(L, &o, "dtype", DL_F32); break;
@@ -515,15 +517,16 @@ static int pipeline_pipe_new(lua_State *L) {
   o.batch = int_opt(L, &so, "batch", 0, 0);
   o.pad = lt_opt_boolean(L, &so, "pad", 0);
   o.drop_remainder = lt_opt_boolean(L, &so, "drop_remainder", 0);
-  o.workers = (int)int_opt(L, &so, "workers", 1, 0);
-  o.prefetch = (int)int_opt(L, &so, "prefetch", 2, 0);
+  int64_t workers = int_opt(L, &so, "workers", 1, 0), prefetch = int_opt(L, &so, "prefetch", 2, 0);
+  if (workers > 1024) lt_opt_error(L, &so, "workers", "at most 1024, got %I", (lua_Integer)workers);
+  if (prefetch > 1 << 20) lt_opt_error(L, &so, "prefetch", "at most 2^20, got %I", (lua_Integer)prefetch);
+  o.workers = (int)workers;
+  o.prefetch = (int)prefetch;
   o.seed = (uint64_t)lt_opt_integer(L, &so, "seed", 0);
   o.rank = int_opt(L, &so, "rank", 0, 0);
   o.start_epoch = int_opt(L, &so, "start_epoch", 1, 1) - 1;
   o.start_batch = int_opt(L, &so, "start_batch", 0, 0);
   o.epochs = int_opt(L, &so, "epochs", 1, -1);
-  if (o.workers > 1024) lt_opt_error(L, &so, "workers", "at most 1024, got %d", o.workers);
-  if (o.prefetch > 1 << 20) lt_opt_error(L, &so, "prefetch", "at most 2^20, got %d", o.prefetch);
   o.trace = cb->trace;
   o.trace_id = ++cb->trace_next_id;
   char path[64];

@@ -31,7 +31,7 @@
 #define raise_ctx lt_raise_plain             /* the message names the program or process */
 
 static double check_seconds(lua_State *L, int i) {
-  double s = (double)luaL_checknumber(L, i);
+  double s = (double)lt_checknumber(L, i);
   if (!(s >= 0)) lt_argerror(L, i, "expected a number of seconds >= 0, got %f", s);
   return s;
 }

@@ -54,7 +54,7 @@ static int tensor_tensor(lua_State *L) {
 enum { ZEROS, ONES, FULL, RANDN, RAND, EMPTY };
 
 static int make_filled(lua_State *L, int kind) {
-  double v = kind == FULL ? luaL_checknumber(L, 1) : 0;
+  double v = kind == FULL ? lt_checknumber(L, 1) : 0;
   int64_t shape[DL_MAXDIM];
   int next;
   int nd = lt_checkshape(L, kind == FULL ? 2 : 1, shape, &next, 0);
@@ -91,7 +91,7 @@ static int tensor_arange(lua_State *L) {
   int n = 0;
   while (n < 3 && lua_type(L, n + 1) == LUA_TNUMBER) n++;
   double a = 0, b, s = 1;
-  if (n <= 1) b = luaL_checknumber(L, 1);
+  if (n <= 1) b = lt_checknumber(L, 1);
   else {
     a = lua_tonumber(L, 1);
     b = lua_tonumber(L, 2);
@@ -180,9 +180,13 @@ static int tensor_numel(lua_State *L) { lua_pushinteger(L, dl_numel(only_tensor(
 static int tensor_dtype(lua_State *L) { lua_pushstring(L, dl_dtype_name(only_tensor(L)->dtype)); return 1; }
 static int tensor_is_contiguous(lua_State *L) { lua_pushboolean(L, dl_is_contiguous(only_tensor(L))); return 1; }
 
-static void push_value(lua_State *L, const dl_tensor *t, double v) {
-  if (dl_dtype_is_float(t->dtype)) lua_pushnumber(L, v);
-  else lua_pushinteger(L, (lua_Integer)v);
+/* the element at offset off (in elements from dl_data(t)) as a Lua value: int64 read as an
+ * integer, so values beyond 2^53 come back exact */
+static void push_elem(lua_State *L, const dl_tensor *t, int64_t off) {
+  const void *base = dl_data(t);
+  if (t->dtype == DL_I64) lua_pushinteger(L, ((const int64_t *)base)[off]);
+  else if (dl_dtype_is_float(t->dtype)) lua_pushnumber(L, dl_load(base, t->dtype, off));
+  else lua_pushinteger(L, (lua_Integer)dl_load(base, t->dtype, off));
 }
 
 static int tensor_item(lua_State *L) {
@@ -192,25 +196,24 @@ static int tensor_item(lua_State *L) {
     dl_shape_str(t->shape, t->ndim, s, sizeof s);
     return lt_argerror(L, 1, "tensor of shape %s has %I elements, expected exactly 1", s, (lua_Integer)dl_numel(t));
   }
-  push_value(L, t, dl_get_flat(t, 0));
+  push_elem(L, t, dl_flat_offset(t, 0));
   return 1;
 }
 
 static void totable_rec(lua_State *L, const dl_tensor *t, int d, int64_t off) {
-  const char *base = dl_data(t);
   luaL_checkstack(L, 4, "totable");
   lua_createtable(L, (int)t->shape[d], 0);
   for (int64_t i = 0; i < t->shape[d]; i++) {
     int64_t o = off + i * t->stride[d];
     if (d + 1 < t->ndim) totable_rec(L, t, d + 1, o);
-    else push_value(L, t, dl_load(base, t->dtype, o));
+    else push_elem(L, t, o);
     lua_rawseti(L, -2, i + 1);
   }
 }
 
 static int tensor_totable(lua_State *L) {
   dl_tensor *t = only_tensor(L);
-  if (t->ndim == 0) push_value(L, t, dl_get_flat(t, 0));
+  if (t->ndim == 0) push_elem(L, t, dl_flat_offset(t, 0));
   else totable_rec(L, t, 0, 0);
   return 1;
 }
@@ -226,7 +229,7 @@ static int64_t flat_index(lua_State *L, const dl_tensor *t) {
 static int tensor_get_flat(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   lt_checkargs(L, 2);
-  push_value(L, t, dl_get_flat(t, flat_index(L, t)));
+  push_elem(L, t, dl_flat_offset(t, flat_index(L, t)));
   return 1;
 }
 
@@ -234,7 +237,7 @@ static int tensor_set_flat(lua_State *L) {
   dl_tensor *t = lt_check(L, 1);
   lt_checkargs(L, 3);
   int64_t i = flat_index(L, t);
-  dl_set_flat(t, i, luaL_checknumber(L, 3));
+  dl_set_flat(t, i, lt_checknumber(L, 3));
   return 0;
 }
 
@@ -403,7 +406,7 @@ static int tensor_newindex(lua_State *L) {
   lt_newbox(L);
   dl_tensor *row = dl_select(ctx, t, 0, r);
   lt_finish(L, row);
-  dl_tensor *v = lt_coerce(L, 3, t->dtype);
+  dl_tensor *v = lt_coerce_into(L, 3, t->dtype);
   dl_tensor *e = dl_expand(ctx, v, row->ndim, row->shape);
   if (!e) return lt_raise(L);
   int rc = dl_copy_into(ctx, row, e);

@@ -8,6 +8,7 @@
 
 #include <lauxlib.h>
 #include <stdio.h>
+#include <string.h>
 
 /* _trace_start(path): records from now on; path must be writable */
 static int trace_trace_start(lua_State *L) {
@@ -15,6 +16,8 @@ static int trace_trace_start(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lt_checkargs(L, 1);
   if (dl_trace_active(cb->trace)) return luaL_error(L, "trace: already recording to '%s'", cb->trace_path);
+  if (strlen(path) >= sizeof cb->trace_path)
+    return luaL_error(L, "trace: the path has %d bytes, at most %d", (int)strlen(path), (int)sizeof cb->trace_path - 1);
   snprintf(cb->trace_path, sizeof cb->trace_path, "%s", path);
   dl_trace_start(cb->trace);
   dl_trace_thread_name(cb->trace, DL_TRACE_MAIN_TID, "main (Lua)");

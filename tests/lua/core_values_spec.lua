@@ -91,14 +91,21 @@ end)
 describe("counts and paths", function()
   it("refuse workers and prefetch past their limits instead of wrapping at 2^32", function()
     local ds = dl.data.tensors({x = dl.arange(8)})
-    for _, n in ipairs({math.tointeger(2^32 + 1), math.tointeger(2^32), 1 << 40}) do
+    for _, n in ipairs({math.tointeger(2^32 + 1), math.tointeger(2^32), 1 << 40, 2000}) do
+      refuses("workers: count must be an integer in %[0, 1024%], got " .. n, function() return ds:batch(2):workers(n) end)
+      -- the binding checks the same before its cast to int, for a caller of dlua.core itself
       refuses("option 'workers' %(at most 1024, got " .. n .. "%)", function()
-        for _ in ds:batch(2):workers(n):iter() do end
+        return require("dlua.core")._pipe_new(ds._ud, {batch = 2, workers = n})
       end)
     end
-    refuses("option 'prefetch' %(at most 2%^20, got 4294967298%)", function()
-      for _ in ds:batch(2):prefetch(math.tointeger(2^32 + 2)):iter() do end
-    end)
+    refuses("prefetch: depth must be an integer in %[1, 1048576%], got 4294967298",
+            function() return ds:batch(2):prefetch(math.tointeger(2^32 + 2)) end)
+  end)
+
+  it("refuse a subset position that is not whole (1.5 used to mean 1)", function()
+    local ds = dl.data.tensors({x = dl.arange(8)})
+    refuses("subset: index 1 must be a positive integer, got 1%.5", function() return ds:subset({1.5, 3}) end)
+    assert.are.equal(2, #ds:subset({2, 3.0}))
   end)
 
   it("refuse a trace path longer than the recorder keeps", function()

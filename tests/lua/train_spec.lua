@@ -264,7 +264,7 @@ describe("dl.train", function()
     c = config(dir3)
     c.steps = 30
     c.eval = {every = 5, sets = {valid = select(3, config(dir3))}, batch_size = 13, metrics = {score = metric}}
-    c.checkpoint = {every = 15, share = 0, keep_latest = 5}
+    c.checkpoint = {every = 15, keep_latest = 5}
     r = dl.train(c)
     assert.are.same({"ckpt-000000015.safetensors", "ckpt-000000030.safetensors"}, files(dir3))
     assert.are.equal("last", r.best.selected)        -- valid/score only: no default ranks it

@@ -24,10 +24,10 @@ end
 --- Is v a whole number?
 function M.is_int(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v)) end
 
---- check_int(fname, what, v, lo [, level]) -> v as an integer; errors unless v is
--- a whole number >= lo ("take: count must be a positive integer, got 0": util.integer_problem).
-function M.check_int(fname, what, v, lo, level)
-  local why, n = util.integer_problem(v, lo)
+--- check_int(fname, what, v, lo [, level [, hi]]) -> v as an integer; errors unless v is
+-- a whole number >= lo (and <= hi) ("take: count must be a positive integer, got 0": util.integer_problem).
+function M.check_int(fname, what, v, lo, level, hi)
+  local why, n = util.integer_problem(v, lo, hi)
   if why then M.errorf((level or 2) + 1, "%s: %s %s", fname, what, why) end
   return n
 end

@@ -49,6 +49,7 @@ end
 -- (a list or an integer tensor), sharing storage.
 function Dataset:subset(indices)
   if type(indices) == "table" and not is_tensor(indices) then
+    for i = 1, #indices do check_int("subset", "index " .. i, indices[i], 1) end   -- 1.5 is no position
     indices = core.tensor(indices, {dtype = "int64"})
   end
   return wrap(check(2, pcall(core._ds_subset, self._ud, indices)), self.classes)

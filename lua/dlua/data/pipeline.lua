@@ -86,12 +86,9 @@ end
 -- shards' order is permuted every epoch and their examples mixed in a buffer of
 -- `window` examples (default 1000), as WebDataset does; reads stay within a few shards.
 function Pipeline:shuffle(opts)
-  opts = options("shuffle", opts, {"seed", "window", "shards"})
+  opts = options("shuffle", opts, {"seed", "window", shards = "boolean"})
   local seed = opts.seed
   if seed ~= nil then seed = check_int("shuffle", "seed", seed, 0) end
-  if opts.shards ~= nil and type(opts.shards) ~= "boolean" then
-    errorf(2, "shuffle: shards must be true or false, got %s", type(opts.shards))
-  end
   local window = opts.window and check_int("shuffle", "window", opts.window, 1) or (opts.shards and 1000 or 0)
   if opts.shards then
     return extend(extend(self, {op = "shuffle", seed = seed, blocks = true}, 1), {op = "shuffle", seed = seed,
@@ -139,7 +136,7 @@ end
 -- The last batch of an epoch is shorter, or dropped, or padded to n with
 -- copies of its examples that carry weight 0.
 function Pipeline:batch(n, opts)
-  opts = options("batch", opts, {"pad", "drop_remainder"})
+  opts = options("batch", opts, {pad = "boolean", drop_remainder = "boolean"})
   n = check_int("batch", "size", n, 1)
   if opts.pad and opts.drop_remainder then errorf(2, "batch: pad and drop_remainder exclude each other") end
   return extend(self, {op = "batch", size = n, pad = opts.pad and true or false,
@@ -154,8 +151,11 @@ end
 -- s (0-based) on rank s % world, so ranks read disjoint files.
 function Pipeline:shard(opts)
   if type(opts) ~= "table" then errorf(2, "shard: expected {rank = r, world = w}") end
-  local rank, world = opts.rank or opts[1], opts.world or opts[2]
   util.check_options("shard", opts, {rank = true, world = true, by = "string", [1] = true, [2] = true}, 2)
+  if (opts[1] ~= nil or opts[2] ~= nil) and (opts.rank ~= nil or opts.world ~= nil) then
+    errorf(2, "shard: give the rank and world as {rank = r, world = w} or as {r, w}, not both")
+  end
+  local rank, world = opts.rank or opts[1], opts.world or opts[2]
   world = check_int("shard", "world", world, 1)
   rank = check_int("shard", "rank", rank, 0)
   if rank >= world then errorf(2, "shard: rank %d is not in 0..%d (world %d)", rank, world - 1, world) end
@@ -167,12 +167,12 @@ end
 
 --- p:prefetch(depth): ready batches kept ahead of the consumer (default 2).
 function Pipeline:prefetch(depth)
-  return extend(self, {op = "prefetch", depth = check_int("prefetch", "depth", depth, 1)}, 1)
+  return extend(self, {op = "prefetch", depth = check_int("prefetch", "depth", depth, 1, 2, 1 << 20)}, 1)
 end
 
 --- p:workers(n): worker threads (default 1; 0 produces on the consumer's thread).
 function Pipeline:workers(n)
-  return extend(self, {op = "workers", n = check_int("workers", "count", n, 0)}, 1)
+  return extend(self, {op = "workers", n = check_int("workers", "count", n, 0, 2, 1024)}, 1)
 end
 
 --- p:seed(s): the data seed (augmentations, and shuffles without their own seed).
@@ -355,7 +355,7 @@ end
 -- Each call continues from where the previous iterator stopped, so an outer
 -- `for epoch = 1, E do for b in p:iter() do ... end end` sees fresh shuffles.
 function Pipeline:iter(opts)
-  opts = options("iter", opts, {"epochs", "warn"})
+  opts = options("iter", opts, {epochs = "number", warn = "boolean|function"})
   if self._it then self._it:close() end
   local s = settings(self)
   local epochs = opts.epochs or s.epochs

@@ -23,7 +23,7 @@ local INSTALL_HINT = " (install the data with: apt-get install dataset-fashion-m
 -- examples (streaming: the rest is never decompressed).
 -- @usage local ds = data.idx{images = "t10k-images-idx3-ubyte.gz", labels = "t10k-labels-idx1-ubyte.gz"}
 function M.idx(opts)
-  opts = options("idx", opts, {"images", "labels", "limit"})
+  opts = options("idx", opts, {"images", labels = "string", "limit"})
   if type(opts.images) ~= "string" then errorf(2, "idx: option 'images' must be a path, got %s", type(opts.images)) end
   local limit = opts.limit
   if limit ~= nil then limit = check_int("idx", "limit", limit, 0) end
@@ -51,7 +51,7 @@ local fm_cache = setmetatable({}, {__mode = "v"})
 -- location; without the files the error says how to install them.
 -- @usage local fm = data.fashion_mnist(); print(#fm.train, fm.train:get(1).label) --> 60000 10
 function M.fashion_mnist(opts)
-  opts = options("fashion_mnist", opts, {"dir", "limit"})
+  opts = options("fashion_mnist", opts, {dir = "string", "limit"})
   local dir = opts.dir or os.getenv("DLUA_FASHION_MNIST") or DEFAULT_DIR
   local key = dir .. "\0" .. tostring(opts.limit)
   if fm_cache[key] then return fm_cache[key] end
@@ -122,7 +122,8 @@ end
 -- holds each name's 1-based position in it (int32).
 -- @usage local ds = data.csv{path = "iris.csv", fields = {x = {1, 2, 3, 4}, label = "species"}, classes = {"label"}}
 function M.csv(opts)
-  opts = options("csv", opts, {"path", "header", "delimiter", "missing", "fields", "types", "zero_based", "classes"})
+  opts = options("csv", opts, {path = true, header = "boolean", delimiter = "string", missing = "number", fields = "table",
+    types = "table", zero_based = "table", classes = "table"})
   if type(opts.path) ~= "string" then errorf(2, "csv: option 'path' must be a path, got %s", type(opts.path)) end
   if opts.delimiter ~= nil and (type(opts.delimiter) ~= "string" or #opts.delimiter ~= 1) then
     errorf(2, "csv: delimiter must be one character")
@@ -193,15 +194,22 @@ end
 --- Loads Fashion-MNIST into memory: returns {train = {x =, y =}, test = {x =, y =}}
 -- with x float32 [N, 1, 28, 28] scaled to [0, 1] and y int64 1-based labels
 -- (the IDX files store 0-based labels). The directory is opts.dir, else
--- $DLUA_FASHION_MNIST, else Debian's dataset-fashion-mnist location.
+-- $DLUA_FASHION_MNIST, else Debian's dataset-fashion-mnist location; opts.limit
+-- keeps the first n examples of each part.
 -- @usage local fm = dl.data.fashion_mnist_tensors(); print(fm.train.x:shape()[1]) --> 60000
 function M.fashion_mnist_tensors(opts)
-  opts = opts or {}
+  opts = options("fashion_mnist_tensors", opts, {dir = "string", limit = true})
+  local limit = opts.limit
+  if limit ~= nil then limit = check_int("fashion_mnist_tensors", "limit", limit, 0) end
   local dir = opts.dir or os.getenv("DLUA_FASHION_MNIST") or DEFAULT_DIR
+  local function read(path)
+    if limit then return core._read_idx(path, limit) end
+    return core.read_idx(path)
+  end
   local function part(images, labels)
-    local ok, x = pcall(core.read_idx, dir .. "/" .. images)
+    local ok, x = pcall(read, dir .. "/" .. images)
     if not ok then error(x .. INSTALL_HINT, 3) end
-    local y = core.read_idx(dir .. "/" .. labels)
+    local y = read(dir .. "/" .. labels)
     if y:size(1) ~= x:size(1) then
       error(string.format("fashion_mnist: %s has %d images but %s has %d labels", images, x:size(1),
         labels, y:size(1)), 3)

@@ -28,6 +28,14 @@ local function transform(desc) return setmetatable(desc, Transform) end
 
 local function field_of(opts, default) return opts.field or default or "image" end
 
+-- a plain list of n entries (no other keys)?
+local function list_of(v, n)
+  if type(v) ~= "table" or getmetatable(v) ~= nil or #v ~= n then return false end
+  local count = 0
+  for _ in pairs(v) do count = count + 1 end
+  return count == n
+end
+
 local function pair(fname, what, v)
   if type(v) == "number" then v = {v, v} end
   if type(v) ~= "table" or #v ~= 2 or not is_int(v[1]) or not is_int(v[2]) or v[1] < 0 or v[2] < 0 then
@@ -45,7 +53,7 @@ end
 
 --- transforms.cast(dtype [, {field = "image"}]): converts the field's values.
 function T.cast(dtype, opts)
-  opts = options("cast", opts, {"field"})
+  opts = options("cast", opts, {field = "string"})
   local ok = ({float32 = 1, float64 = 1, int32 = 1, int64 = 1, uint8 = 1})[dtype]
   if not ok then errorf(2, "cast: unknown dtype '%s' (valid: float32, float64, int32, int64, uint8)", tostring(dtype)) end
   return transform{kind = "cast", dtype = dtype, field = field_of(opts)}
@@ -53,7 +61,7 @@ end
 
 --- transforms.scale(s [, {field = "image"}]): float32 x * s (uint8 images: scale(1/255)).
 function T.scale(s, opts)
-  opts = options("scale", opts, {"field"})
+  opts = options("scale", opts, {field = "string"})
   if type(s) ~= "number" then errorf(2, "scale: factor must be a number, got %s", type(s)) end
   return transform{kind = "scale", scale = s, field = field_of(opts)}
 end
@@ -61,7 +69,7 @@ end
 --- transforms.normalize{mean =, std = [, field = "image"]}: float32 (x - mean) / std,
 -- with one value for all channels or one per channel (dimension 1 of the field).
 function T.normalize(opts)
-  opts = options("normalize", opts, {"mean", "std", "field"})
+  opts = options("normalize", opts, {"mean", "std", field = "string"})
   local mean = type(opts.mean) == "number" and {opts.mean} or opts.mean
   local std = type(opts.std) == "number" and {opts.std} or opts.std
   if type(mean) ~= "table" or type(std) ~= "table" or #mean ~= #std or #mean == 0 then
@@ -74,7 +82,7 @@ end
 --- transforms.random_crop(size [, {padding = 0, fill = 0, field = "image"}]): pads
 -- each side by `padding`, then crops a random size x size (or {h, w}) window.
 function T.random_crop(size, opts)
-  opts = options("random_crop", opts, {"padding", "fill", "field"})
+  opts = options("random_crop", opts, {"padding", fill = "number", field = "string"})
   local sz = pair("random_crop", "size", size)
   if sz[1] < 1 or sz[2] < 1 then errorf(2, "random_crop: size must be positive") end
   return transform{kind = "random_crop", size = sz,
@@ -84,7 +92,7 @@ end
 --- transforms.flip{horizontal = true, vertical = false [, field = "image"]}: mirrors
 -- with probability 0.5 for `true`, or the probability given.
 function T.flip(opts)
-  opts = options("flip", opts, {"horizontal", "vertical", "field"})
+  opts = options("flip", opts, {"horizontal", "vertical", field = "string"})
   local h = opts.horizontal
   if h == nil then h = true end
   return transform{kind = "flip", horizontal = probability("flip", "horizontal", h),
@@ -98,7 +106,7 @@ function T.vflip(p) return T.flip{horizontal = false, vertical = p or 0.5} end
 --- transforms.random_translate(max [, {fill = 0, field = "image"}]): shifts by
 -- a random whole number of pixels in [-max, max] (or {rows, cols}).
 function T.random_translate(max, opts)
-  opts = options("random_translate", opts, {"fill", "field"})
+  opts = options("random_translate", opts, {fill = "number", field = "string"})
   return transform{kind = "random_translate", max = pair("random_translate", "max", max), fill = opts.fill or 0,
     field = field_of(opts)}
 end
@@ -107,28 +115,31 @@ end
 -- rotates by up to +-degrees, shifts by up to translate x the size, zooms by
 -- a factor in scale, about the centre, with bilinear interpolation.
 function T.random_affine(opts)
-  opts = options("random_affine", opts, {"degrees", "translate", "scale", "fill", "field"})
+  opts = options("random_affine", opts, {degrees = "number", translate = "number", "scale", fill = "number",
+    field = "string"})
+  local finite = util.finite
+  local deg, tr = opts.degrees or 0, opts.translate or 0
+  if not (finite(deg) and deg >= 0) then
+    errorf(2, "random_affine: degrees must be a finite number >= 0, got %s", util.fmt4(deg))
+  end
+  if not (finite(tr) and tr >= 0 and tr <= 1) then
+    errorf(2, "random_affine: translate must be a fraction of the size in [0, 1], got %s", util.fmt4(tr))
+  end
   local sc = opts.scale or {1, 1}
   if type(sc) == "number" then sc = {sc, sc} end
-  if type(sc) ~= "table" or type(sc[1]) ~= "number" or type(sc[2]) ~= "number" or sc[1] <= 0 or sc[2] < sc[1] then
-    errorf(2, "random_affine: scale must be {lo, hi} with 0 < lo <= hi")
+  if not list_of(sc, 2) or not finite(sc[1]) or not finite(sc[2]) or sc[1] <= 0 or sc[2] < sc[1] then
+    errorf(2, "random_affine: scale must be a finite number > 0 or {lo, hi} of them with lo <= hi, got %s",
+      type(sc) == "table" and ("{" .. util.fmt4(sc[1]) .. ", " .. util.fmt4(sc[2]) .. "}") or tostring(sc))
   end
-  return transform{kind = "random_affine", degrees = opts.degrees or 0, translate = opts.translate or 0,
-    scale = sc, fill = opts.fill or 0, field = field_of(opts)}
+  if not finite(opts.fill or 0) then errorf(2, "random_affine: fill must be a finite number, got %s", util.fmt4(opts.fill)) end
+  return transform{kind = "random_affine", degrees = deg, translate = tr, scale = {sc[1], sc[2]},
+    fill = opts.fill or 0, field = field_of(opts)}
 end
 
 --- transforms.one_hot(classes [, {field = "label"}]): a 1-based label -> float32 [classes].
 function T.one_hot(classes, opts)
-  opts = options("one_hot", opts, {"field"})
+  opts = options("one_hot", opts, {field = "string"})
   return transform{kind = "one_hot", classes = check_int("one_hot", "classes", classes, 1), field = field_of(opts, "label")}
-end
-
--- a plain list of n entries (no other keys)?
-local function list_of(v, n)
-  if type(v) ~= "table" or getmetatable(v) ~= nil or #v ~= n then return false end
-  local count = 0
-  for _ in pairs(v) do count = count + 1 end
-  return count == n
 end
 
 local MAX_SIDE = 1 << 30

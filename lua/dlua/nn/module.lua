@@ -15,12 +15,15 @@ local is_tensor = util.is_tensor
 --- options(name, opts, defaults [, types]) -> a new table: opts with defaults filled
 -- in. An unknown key, or a value whose type is not the key's, is an error naming name
 -- (util.check_options) at the caller of the constructor that called this. A key's
--- type is types[key] when given, else its default's (number or boolean), else any.
+-- type is types[key] when given, else its default's (number, boolean, string): a
+-- default of false makes a yes/no option, so a key whose value is something else when
+-- given (a tensor, a size) declares its type in types.
+local DEFAULT_TYPES = {number = "number", boolean = "boolean", string = "string"}
 function M.options(name, opts, defaults, types)
   local spec = {}
   for k, d in pairs(defaults) do
-    spec[k] = types and types[k] or (type(d) == "number" and "number") or (type(d) == "boolean" and d and "boolean")
-      or true
+    spec[k] = types and types[k] or DEFAULT_TYPES[type(d)]
+    if not spec[k] then error("nn.options: no type for option '" .. tostring(k) .. "' of " .. name, 2) end
   end
   util.check_options(name, opts, spec, 3)
   local out = {}

@@ -61,7 +61,9 @@ local function make(kind)
     if type(opts) == "table" and type(opts.params) == "table" and is_group(opts.params[1]) then
       spec = util.copy(valid)                      -- groups: each entry of params checked as a nested table
       spec.params = {}
-      for i = 1, #opts.params do spec.params[i] = option_spec(kind) end
+      for i = 1, #opts.params do      -- an entry that is no group: attach names it ("params.2 is not a group")
+        spec.params[i] = is_group(opts.params[i]) and option_spec(kind) or true
+      end
     end
     opts = util.check_options(kind, opts, spec, 2)
     local o = {}
@@ -231,11 +233,13 @@ function Optimizer:load_state_dict(sd)
   self.t = math.tointeger(sd.step) or 0
 end
 
---- param_groups(model [, {weight_decay = 0}]) -> {decay_group, no_decay_group}
+--- param_groups(model [, {weight_decay = wd}]) -> {decay_group, no_decay_group}
 -- for any optimizer's params: the usual split, with weight decay on the weights
 -- of matrices and kernels (2 or more dimensions) and none on biases and on
 -- the parameters of norm layers (1 dimension: BatchNorm, LayerNorm weight and
 -- bias) or anything named "*bias". model is anything with named_parameters().
+-- The decay group's weight_decay is wd when given, else the optimizer's own
+-- (the group leaves it unset); the other group's is 0.
 -- @usage dl.optim.SGD{params = dl.optim.param_groups(model, {weight_decay = 5e-4}), lr = 0.1}
 function M.param_groups(model, opts)
   opts = util.check_options("optim.param_groups", opts, {weight_decay = "number"}, 2)
@@ -248,12 +252,16 @@ function M.param_groups(model, opts)
     if p:dim() <= 1 or name:match("bias$") then no_decay[#no_decay + 1] = p
     else decay[#decay + 1] = p end
   end
-  return {{params = decay, weight_decay = opts.weight_decay or 0}, {params = no_decay, weight_decay = 0}}
+  return {{params = decay, weight_decay = opts.weight_decay}, {params = no_decay, weight_decay = 0}}
 end
 
 --- Scales all gradients so their global L2 norm is at most max_norm; returns the
--- norm before clipping (the value the clipping recipe logs).
+-- norm before clipping (the value the clipping recipe logs). max_norm, when given,
+-- must be a positive finite number (nil: the norm only, nothing clipped).
 function M.clip_grad_norm(params, max_norm)
+  if max_norm ~= nil and not (max_norm > 0 and max_norm < math.huge) then
+    error("optim.clip_grad_norm: max_norm must be a positive finite number, got " .. tostring(max_norm), 2)
+  end
   local total = 0
   for _, p in ipairs(params) do
     local g = p.grad
@@ -275,23 +283,39 @@ end
 local schedule = {}
 M.schedule = schedule
 
--- the option keys of each schedule (every one also takes warmup and steps)
+-- the option keys of each schedule besides warmup; linear and cosine decay over
+-- steps (dl.train gives a copy its own when unset), the others take none
 local SCHEDULE_KEYS = {
-  constant = {}, linear = {"final"}, cosine = {"final"}, rsqrt = {}, piecewise = {"boundaries", "values"},
+  constant = {}, linear = {"final", "steps"}, cosine = {"final", "steps"}, rsqrt = {}, piecewise = {"boundaries", "values"},
 }
 
--- opts of schedule.<name>, checked (unknown keys are errors at the caller of schedule.<name>)
+-- opts of schedule.<name>, checked (errors at the caller of schedule.<name>): unknown
+-- keys, types, warmup a non-negative integer, steps a positive one; steps on a
+-- schedule that does not decay over them is refused (it would be read by nothing)
 local function schedule_options(name, opts)
+  local fn = "optim.schedule." .. name
   local spec = {warmup = "number", steps = "number"}
   for _, k in ipairs(SCHEDULE_KEYS[name]) do spec[k] = true end
-  local checked = util.check_options("optim.schedule." .. name, opts, spec, 3)
+  local checked = util.check_options(fn, opts, spec, 3)
+  local takes_steps = false
+  for _, k in ipairs(SCHEDULE_KEYS[name]) do if k == "steps" then takes_steps = true end end
+  if checked.steps ~= nil and not takes_steps then
+    error(string.format("%s: option 'steps' is not read by a %s schedule (only linear and cosine decay over steps); " ..
+      "leave it out", fn, name), 3)
+  end
+  for _, k in ipairs({"warmup", "steps"}) do
+    local min = k == "warmup" and 0 or 1
+    local bad = checked[k] ~= nil and util.integer_problem(checked[k], min)
+    if bad then error(string.format("%s: option '%s' %s", fn, k, bad), 3) end
+  end
   return checked                                   -- (not a tail call: the level counts this frame)
 end
 
 -- wraps f(step, steps) -> multiplier with linear warmup, printing, and `steps` filled in later
+-- (dl.train gives a copy of the object its own steps when unset)
 local function sched(name, f, opts)
-  local warm = opts.warmup or 0
-  local obj = {name = name, warmup = warm, steps = opts.steps, opts = opts}
+  local warm = math.tointeger(opts.warmup or 0)
+  local obj = {name = name, warmup = warm, steps = opts.steps and math.tointeger(opts.steps), opts = opts}
   return setmetatable(obj, {
     __call = function(s, step)
       if warm > 0 and step < warm then return step / warm end
@@ -355,7 +379,7 @@ end
 
 
 -- every exported function refuses extra arguments (util.strict)
-local OPTIM_ARGS = {clip_grad_norm = {"table", "number?"}, param_groups = {"module", "table"}}
+local OPTIM_ARGS = {clip_grad_norm = {"table", "number?"}, param_groups = {"module", "table?"}}
 for kind in pairs(rows) do OPTIM_ARGS[kind] = {"table"} end       -- each constructor takes its option table
 util.strict_table("optim.", M, false, OPTIM_ARGS)
 util.strict_table("optim.schedule.", M.schedule, false, {

@@ -19,13 +19,19 @@ local M = {}
 --- The keys of one objective (dl.study's option check).
 M.ENTRY = {metric = true, mode = true}
 
+-- one entry of a list of objectives: {metric =, mode =}, or any other value for M.check
+-- to judge (a metric name; anything else is its error, naming objective[i])
+local LIST_ENTRY = {metric = true, mode = true, ["|"] = "any"}
+
 --- spec_of(obj) -> the option spec of the value of objective (util.check_options):
--- M.ENTRY for one objective, one M.ENTRY per entry of a list (the keys of M.ENTRY
--- too, so a table mixing both forms reaches M.check's message).
+-- M.ENTRY for one objective, one entry spec per entry of a list (the keys of M.ENTRY
+-- too, so a table mixing both forms reaches M.check's message); any other value
+-- (a metric name, or a wrong one) is M.check's to judge.
 function M.spec_of(obj)
-  if type(obj) ~= "table" or obj[1] == nil then return M.ENTRY end
+  if type(obj) ~= "table" then return true end
+  if obj[1] == nil then return M.ENTRY end
   local s = {metric = true, mode = true}
-  for i = 1, #obj do s[i] = M.ENTRY end
+  for i = 1, #obj do s[i] = LIST_ENTRY end
   return s
 end
 
@@ -50,7 +56,10 @@ end
 function M.check(obj, fail)
   if type(obj) ~= "table" or obj[1] == nil then
     local o = entry(obj, "objective", fail)
-    if not o then fail(REQUIRED) end
+    if not o then
+      fail(obj == nil and REQUIRED or (REQUIRED .. " (or a metric name alone), got " ..
+        (type(obj) == "table" and "a table without metric" or tostring(obj))))
+    end
     return {o}
   end
   if obj.metric ~= nil or obj.mode ~= nil then

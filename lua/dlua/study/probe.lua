@@ -112,7 +112,10 @@ function M.variant(base, spec)
     cfg.steps = hp.steps or cfg.steps
     if spec.no_eval then
       cfg.eval = nil
-      if cfg.checkpoint then cfg.checkpoint.keep_best = nil end
+      if cfg.checkpoint then                       -- nothing is evaluated: nothing ranks the checkpoints, and
+        cfg.checkpoint = copy(cfg.checkpoint)      -- dl.train refuses the ranking keys without eval.sets
+        for _, k in ipairs({"keep_best", "metric", "mode", "share", "tolerance"}) do cfg.checkpoint[k] = nil end
+      end
     elseif cfg.eval then
       local ev = copy(cfg.eval)
       if spec.eval_sets then

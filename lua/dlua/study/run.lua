@@ -151,6 +151,10 @@ function M.main(self, args, script, hooks)
   local o = flags.parse_flags(args, M.STUDY_FLAGS)
   if o.help then print(M.help(self, script)); return end
   if #o.positional > 0 then error(string.format("unexpected argument '%s' (see --help)", o.positional[1]), 0) end
+  if o.parallel and o.jobs and o.parallel ~= o.jobs then
+    error(string.format("--parallel %d and --jobs %d: --jobs is another name of --parallel (trials at a time); " ..
+      "give one", o.parallel, o.jobs), 0)
+  end
   if script and not self.script then
     self.script = script
     self._site = self._site or {}

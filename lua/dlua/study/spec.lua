@@ -34,8 +34,8 @@ Study.plan, Study.trial_hparams, Study.trial_args, Study.command = plan.plan, pl
 
 -- the spec's keys (util.check_options); objective may also be a metric name alone, or a
 -- list of objectives (its spec is made per call: dlua.study.objectives.spec_of)
-local SPEC = {algorithm = true, allow_step_search = true, description = true, enqueue = true, experiment = true,
-              fixed = true, goal = true, grid_points = true, init = true, jobs = true, name = true, nuisance = true,
+local SPEC = {algorithm = true, allow_step_search = "boolean", description = "string", enqueue = true, experiment = true,
+              fixed = true, goal = "string", grid_points = true, init = true, jobs = true, name = true, nuisance = true,
               objective = objectives.ENTRY, parallel = true, pareto = ehvi.PARETO, prune = prune.SPEC, scientific = true,
               seed = true, seeds = true, steps = true, trials = true, warm_start = true}
 
@@ -194,7 +194,29 @@ local function manual_trials(cx, spec, roles)
   return out
 end
 
--- algorithm and trial budget: sets self.algorithm, self.trials, self.manual
+-- the options of some algorithms only: option -> does algorithm row use it?
+local ALGORITHM_OPTIONS = {
+  init = function(row) return row.adaptive end,
+  grid_points = function(row) return row.options ~= nil and row.options.grid_points ~= nil end,
+}
+
+-- refuses an option the chosen algorithm (alg: a name, "manual" for a list of trials) does not use
+local function check_algorithm_options(cx, spec, alg)
+  local row = algorithms.ALGORITHMS[alg]
+  for _, k in ipairs(sorted_keys(ALGORITHM_OPTIONS)) do
+    if spec[k] ~= nil and not (row and ALGORITHM_OPTIONS[k](row)) then
+      local users = {}
+      for _, name in ipairs(algorithms.algorithm_names()) do
+        if ALGORITHM_OPTIONS[k](algorithms.ALGORITHMS[name]) then users[#users + 1] = name end
+      end
+      cx.fail({key = k}, string.format("dl.study: option '%s' applies to algorithm %s, not to %s%s: leave it out",
+        k, table.concat(users, " and "), alg == "manual" and "a manual study" or ("'" .. alg .. "'"),
+        spec.algorithm == nil and alg ~= "manual" and " (the default algorithm)" or ""))
+    end
+  end
+end
+
+-- algorithm and trial budget: sets self.algorithm, self.trials, self.manual, self.grid_points
 local function check_budget(cx, self, spec, roles)
   local space = self.space
   local manual = type(spec.trials) == "table"
@@ -224,10 +246,15 @@ local function check_budget(cx, self, spec, roles)
         "nuisance space has conditional parameters)", alg))
     end
     for _, w in ipairs(row.warnings and row.warnings(space) or {}) do cx.warn(w) end
+    if spec.grid_points ~= nil then
+      local why, g = util.integer_problem(spec.grid_points, 1)
+      if why then cx.fail({key = "grid_points"}, "dl.study: grid_points " .. why) end
+      self.grid_points = g
+    end
     local n = spec.trials
     local queued = spec.enqueue and #spec.enqueue or 0
     if row.finite then
-      local g = row.count(space, {grid_points = spec.grid_points}) + queued
+      local g = row.count(space, {grid_points = self.grid_points}) + queued
       if n and n > g then cx.warn(string.format("%s has %d points; %d trials requested, running %d", alg, g, n, g)) end
       n = math.min(n or g, g)
     end
@@ -242,6 +269,7 @@ local function check_budget(cx, self, spec, roles)
     self.trials = n
   end
   self.algorithm = alg
+  check_algorithm_options(cx, spec, alg)
 end
 
 -- enqueue, warm_start, prune: sets self.enqueue, self.warm_start, self.prune
@@ -284,7 +312,6 @@ end
 
 -- parallel, steps, seed, seeds, init, grid_points
 local function check_settings(cx, self, spec, roles)
-  self.grid_points = spec.grid_points
   self.seed = spec.seed or 0
   if math.type(self.seed) ~= "integer" then
     cx.fail({key = "seed"}, "dl.study: seed must be an integer, got " .. tostring(spec.seed))
@@ -298,9 +325,14 @@ local function check_settings(cx, self, spec, roles)
   -- algorithm that suggests one point at a time (its row's batches = false) runs one trial at a time
   local row = algorithms.ALGORITHMS[self.algorithm]
   local single = row and row.adaptive and not row.batches
+  if spec.parallel ~= nil and spec.jobs ~= nil and spec.parallel ~= spec.jobs then
+    cx.fail({key = "jobs"}, string.format("dl.study: parallel = %s and jobs = %s: jobs is another name of " ..
+      "parallel (trials at a time); give one", tostring(spec.parallel), tostring(spec.jobs)))
+  end
   local par = spec.parallel or spec.jobs or (single and 1) or util.cores()
   if math.type(par) ~= "integer" or par < 1 then
-    cx.fail({key = spec.jobs and "jobs" or "parallel"}, "dl.study: parallel must be a positive integer")
+    cx.fail({key = spec.jobs and "jobs" or "parallel"}, "dl.study: " .. (spec.parallel == nil and spec.jobs and
+      "jobs" or "parallel") .. " must be a positive integer, got " .. tostring(par))
   end
   if single and par > 1 then
     cx.fail({key = spec.jobs and "jobs" or "parallel"}, string.format("dl.study: algorithm '%s' suggests one point " ..

@@ -9,20 +9,59 @@ local policy = require "dlua.train.policy"
 
 local M = {}
 
--- the config's keys, with the nested tables' own (util.check_options)
+-- the config's keys, with the nested tables' own and the types of their values
+-- (util.check_options); the ranges and the combinations are checked below
 local CONFIG = {
-  model = true, loss = true, optimizer = true, schedule = true, data = true, steps = true,
-  eval = {every = true, sets = "table", metrics = true, batch_size = true, sample = true,
+  model = true, loss = true, optimizer = true, schedule = "callable", data = true, steps = true,
+  eval = {every = true, sets = "table", metrics = "table", batch_size = "integer>=1", sample = "integer>=1",
           predictions = {indices = "table", set = "string"}},
-  checkpoint = {every = true, keep_latest = true, keep_best = true, keep_every = true, metric = "string",
-                mode = "string", share = "number", tolerance = "number"},
+  checkpoint = {every = true, keep_latest = true, keep_best = "integer>=1", keep_every = "integer>=1",
+                metric = "string", mode = "string", share = "number", tolerance = "number"},
   objective = {metric = "string", mode = "string"},
-  clip_grad_norm = true, log_every = true, dir = true, resume = true, override = "boolean", ema = {decay = "number"},
-  hparams = true, name = true, quiet = true, divergence = {factor = "number"},
-  fields = {input = true, target = true, weight = true}, tracking = true, classes = "table",
-  description = true, command = true, config_path = true, forward = true, threads = true, trace = true,
+  clip_grad_norm = "number", log_every = "integer>=1", dir = "string", resume = "boolean", override = "boolean",
+  ema = {decay = "number"}, hparams = "table", name = "string", quiet = "boolean", divergence = {factor = "number"},
+  fields = {input = true, target = true, weight = true}, tracking = "boolean|string", classes = "table",
+  description = "string", command = "string", config_path = "string", forward = "callable",
+  threads = true, trace = true,                 -- refused below, naming the flag and the call that sets them
   on_eval = "function",
 }
+
+-- the options the command line sets (dlua.cli) and dl.train does not read: what to do instead
+local CLI_ONLY = {
+  threads = "(dlua EXPERIMENT --threads N): call dl.threads(N) before dl.train",
+  trace = "(dlua EXPERIMENT --trace FILE): call dl.trace.start(FILE) before dl.train and dl.trace.stop() after it",
+}
+
+-- the first problem of config.eval (given as a table): options that need sets, and
+-- predictions that would write nothing
+local function eval_problem(ev)
+  local names = {}
+  for name in pairs(ev.sets or {}) do names[#names + 1] = name end
+  table.sort(names)
+  if #names == 0 then
+    for _, k in ipairs(util.sorted_keys(ev)) do
+      if k ~= "sets" then
+        return string.format("dl.train: eval.%s needs eval.sets (the sets to evaluate, {valid = dataset}): " ..
+          "without them nothing is evaluated", k)
+      end
+    end
+    return nil
+  end
+  local pr = ev.predictions
+  if pr == nil then return nil end
+  if pr.indices == nil or #pr.indices == 0 then
+    return "dl.train: eval.predictions needs indices (the examples whose predictions are written, e.g. {1, 2, 3})"
+  end
+  for i, v in ipairs(pr.indices) do
+    local bad = util.integer_problem(v, 1)
+    if bad then return string.format("dl.train: eval.predictions.indices[%d] %s", i, bad) end
+  end
+  local bad = util.choice_problem("eval.predictions.set", pr.set, names)
+  if bad then
+    local hint = util.nearest(pr.set, names)
+    return string.format("dl.train: %s (the names of eval.sets)%s", bad, hint and ("; did you mean '" .. hint .. "'?") or "")
+  end
+end
 
 -- The optimizer against the model: parameters it updates that the model does not
 -- have, or none at all, are errors (training would change nothing, or something
@@ -64,6 +103,11 @@ function M.config_problem(c)
   if type(c) ~= "table" then return "dl.train: expected a config table, got " .. type(c) end
   local bad = util.option_problem("dl.train", c, CONFIG)
   if bad then return bad end
+  for _, k in ipairs(util.sorted_keys(CLI_ONLY)) do
+    if c[k] ~= nil then
+      return string.format("dl.train: option '%s' is a command-line setting %s; dl.train does not read it", k, CLI_ONLY[k])
+    end
+  end
   for _, k in ipairs({"model", "loss", "optimizer", "data", "steps"}) do
     if c[k] == nil then return "dl.train: config." .. k .. " is required" end
   end
@@ -74,6 +118,15 @@ function M.config_problem(c)
   end
   if c.eval and c.eval.every and (math.type(c.eval.every) ~= "integer" or c.eval.every < 1) then
     return "dl.train: eval.every must be a positive integer number of steps, got " .. tostring(c.eval.every)
+  end
+  local clip = c.clip_grad_norm
+  if clip ~= nil and not (clip > 0 and clip < math.huge) then
+    return "dl.train: option 'clip_grad_norm' must be a positive finite number (the largest global gradient norm " ..
+      "a step keeps), got " .. tostring(clip)
+  end
+  if c.eval then
+    local eprob = eval_problem(c.eval)
+    if eprob then return eprob end
   end
   local d = c.ema and c.ema.decay
   if d ~= nil and not (d >= 0 and d < 1) then

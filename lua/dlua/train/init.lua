@@ -171,13 +171,17 @@ local function open_run(config)
     ck.metric, ck.mode = ranking.metric, ranking.mode
     if ck.keep_best == nil then ck.keep_best = 1 end
   end
-  ck.mode = ck.mode or "max"
   local every = ck.every or (dp and (ev.every or steps)) or nil    -- ranks agree on steps, never on a clock
   local dir = config.dir or default_dir(config.name)
   local log_every = config.log_every or math.max(1, math.min(100, steps // 20))
   local quiet = config.quiet or not lead
+  -- a schedule table without steps decays over this run's: a copy is given them, so the
+  -- user's object is never changed (reused by a run of another length, it means the same)
   local schedule = config.schedule
-  if type(schedule) == "table" and schedule.steps == nil then schedule.steps = steps end
+  if type(schedule) == "table" and schedule.steps == nil then
+    schedule = setmetatable(util.copy(schedule), getmetatable(schedule))
+    schedule.steps = steps
+  end
 
   if lead then
     fs.mkdir_p(dir)
@@ -392,6 +396,19 @@ local function train_step(run, s)
   end
 end
 
+-- at the first eval that reports metrics: checkpoint.metric must be one of them, else
+-- nothing would ever be ranked (a misspelled name is an error naming the nearest)
+local function check_ranked(run, all)
+  local rk = run.ranking
+  if run.ranked_checked or not rk or rk.source ~= "config" or next(all) == nil then return end
+  run.ranked_checked = true
+  if all[rk.metric] ~= nil then return end
+  local names = util.sorted_keys(all)
+  local hint = util.nearest(rk.metric, names)
+  error(string.format("dl.train: checkpoint.metric '%s' is not a metric the evals report (they report: %s)%s",
+    rk.metric, table.concat(names, ", "), hint and ("; did you mean '" .. hint .. "'?") or ""), 0)
+end
+
 -- every eval set (and again with the EMA weights) at run.step: the ledger, the log, the progress line
 local function run_eval(run)
   local t0 = core.clock()
@@ -416,6 +433,7 @@ local function run_eval(run)
     model:load_state_dict(raw)
   end
   run.phase = nil
+  check_ranked(run, all)
   run.metrics_at[run.step] = all
   run.last_metrics = all
   run.ledger:add_eval(run.step, all)

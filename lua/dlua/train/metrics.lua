@@ -135,7 +135,7 @@ Evaluator.__index = Evaluator
 --- metrics.evaluator{model, loss, metrics = {"loss", "accuracy", ...}, batch_size = 256,
 --  sample = n, fields = {input =, target =, weight =}, forward = fn, predictions = {indices =}, dir =}
 local EVALUATOR = {
-  model = true, loss = true, metrics = "table", batch_size = true, sample = true,
+  model = true, loss = true, metrics = "table", batch_size = "integer>=1", sample = "integer>=1",
   fields = {input = true, target = true, weight = true}, forward = "callable",
   predictions = {indices = "table", set = "string"}, dir = "string", shard = "table",
 }
@@ -226,7 +226,7 @@ function Evaluator:run(name, set, step)
   local shard = self.shard
   local per_batch = shard and {} or nil         -- [mname] = {[bi] = {s, t}}
   local iter, nb = batches(set, self.batch_size, self.fields, self.sample, shard)
-  local done = 0
+  local done, real = 0, 0                       -- real: the examples seen (not padding), counted for predictions
   for x, y, w, bi in iter, nb do
     if shard then pos = (bi - 1) * self.batch_size end
     local out = self.forward and self.forward(self.model, {[self.fields.input] = x, [self.fields.target] = y})
@@ -264,6 +264,7 @@ function Evaluator:run(name, set, step)
       local yl = y and y:reshape(-1):totable()
       for r = 1, n do
         local idx = pos + r
+        if wl[r] > 0 then real = real + 1 end
         if wl[r] > 0 and want[idx] then
           preds[#preds + 1] = {index = idx, label = yl and yl[r], prediction = am[r],
                                probabilities = json.array(probs:select(1, r):totable())}
@@ -278,6 +279,16 @@ function Evaluator:run(name, set, step)
     per_total, per_correct = finish_shard(self, shard, nb, per_batch, sums, totals, per_total, per_correct)
     preds = shard.gather(preds)
     table.sort(preds, function(a, b) return a.index < b.index end)
+  end
+  if next(want) then                            -- an index past the set would write nothing: an error
+    local got, missing = {}, {}
+    for _, p in ipairs(preds) do got[p.index] = true end
+    for _, i in ipairs(pred_idx) do if not got[i] then missing[#missing + 1] = tostring(i) end end
+    if #missing > 0 then
+      error(string.format("evaluate: eval.predictions.indices names example%s %s, but the set %s has %s examples%s",
+        #missing == 1 and "" or "s", table.concat(missing, ", "), name, shard and "fewer" or tostring(real),
+        self.sample and " in its sample (sample = " .. self.sample .. ")" or ""), 0)
+    end
   end
   local res = {}
   for k, s in pairs(sums) do res[k] = totals[k] > 0 and s / totals[k] or 0 / 0 end

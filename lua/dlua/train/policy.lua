@@ -50,6 +50,10 @@ local function has_metric(metrics, name)
   return false
 end
 
+-- the mode a metric is ranked by when none is given: "min" for a loss (a name
+-- ending in "loss"), else "max"; the one inference for the objective and checkpoint.metric
+local function default_mode(metric) return metric:match("loss$") and "min" or "max" end
+
 --- ranking(config, eval_names) -> {metric =, mode =, source = "objective" | "config" |
 -- "default", why = (a phrase for the output)} or nil (no eval set and no checkpoint.metric: nothing ranks the
 -- checkpoints). eval_names: the eval sets' names, sorted.
@@ -59,10 +63,12 @@ function M.ranking(config, eval_names)
   if obj and obj.metric and not obj.metric:match("^train/") then
     local why = "the objective"
     if ck.metric and ck.metric ~= obj.metric then why = why .. ", not checkpoint.metric " .. ck.metric end
-    return {metric = obj.metric, mode = obj.mode or (obj.metric == ck.metric and ck.mode) or
-      (obj.metric:match("loss$") and "min") or "max", source = "objective", why = why}
+    return {metric = obj.metric, mode = obj.mode or (obj.metric == ck.metric and ck.mode) or default_mode(obj.metric),
+      source = "objective", why = why}
   end
-  if ck.metric then return {metric = ck.metric, mode = ck.mode or "max", source = "config", why = "checkpoint.metric"} end
+  if ck.metric then
+    return {metric = ck.metric, mode = ck.mode or default_mode(ck.metric), source = "config", why = "checkpoint.metric"}
+  end
   if #eval_names == 0 then return nil end
   local set = eval_names[1]
   for _, v in ipairs(VALID_NAMES) do
@@ -106,6 +112,22 @@ function M.config_problem(c)
   end
   if ck.tolerance ~= nil and not (ck.metric or c.objective or (c.eval and c.eval.sets)) then
     return "dl.train: checkpoint.tolerance needs a metric that ranks the checkpoints (checkpoint.metric, or eval.sets)"
+  end
+  if ck.every ~= nil and ck.share ~= nil then
+    return string.format("dl.train: checkpoint.share applies to the time policy only, and checkpoint.every = %s " ..
+      "writes every %s steps instead: give one of them", tostring(ck.every), tostring(ck.every))
+  end
+  if ck.mode and not ck.metric then
+    return "dl.train: checkpoint.mode needs checkpoint.metric (the default metric comes with its own mode)"
+  end
+  local has_sets = c.eval and c.eval.sets and next(c.eval.sets) ~= nil
+  if not has_sets then                             -- nothing is evaluated: nothing ranks, nothing is written at evals
+    for _, k in ipairs({"metric", "share"}) do
+      if ck[k] ~= nil then
+        return string.format("dl.train: checkpoint.%s needs eval.sets (%s)", k, k == "metric" and
+          "checkpoints are ranked by what the evals report" or "the time policy writes checkpoints at evals")
+      end
+    end
   end
   local obj = c.objective
   if obj and not obj.metric then return "dl.train: objective needs a metric (e.g. {metric = \"valid/accuracy\"})" end

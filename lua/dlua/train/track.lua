@@ -66,7 +66,7 @@ end
 function M.append_run(config, result)
   local root = type(config.tracking) == "string" and config.tracking or fs.dirname(result.dir)
   local best = result.best or {}
-  local metric = config.checkpoint and config.checkpoint.metric
+  local metric = result.checkpoints and result.checkpoints.metric   -- what ranked: objective, checkpoint.metric or the default
   M.append(root .. "/studies.csv", {
     name = config.name or result.dir, config = config.config_path or "", description = config.description or "",
     trials = 1, best_metric = metric or "", best_value = metric and best.metrics and best.metrics[metric] or "",

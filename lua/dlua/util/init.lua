@@ -135,10 +135,11 @@ end
 -------------------------------------------------------------- option tables
 
 local TYPES = {number = true, integer = true, string = true, boolean = true, table = true, ["function"] = true,
-               tensor = true, callable = true, module = true, any = true}
+               tensor = true, callable = true, module = true, any = true, ["false"] = true}
 
 local function type_ok(ty, v)
   if ty == "integer" then return math.type(v) == "integer" end
+  if ty == "false" then return v == false end
   if ty == "tensor" then return M.is_tensor(v) end
   if ty == "any" then return v ~= nil end
   if ty == "module" then return type(v) == "table" and rawget(v, "_modules") ~= nil end
@@ -168,17 +169,38 @@ local function describe(v)
   return t and (t == "float" and "number" or "integer") or type(v)
 end
 
+-- the key of a nested spec that lists the other forms its option may take ("false", "string")
+local ALSO = "|"
+
+-- the option names of a spec, sorted (not ALSO)
+local function spec_names(spec)
+  local names = {}
+  for k in pairs(spec) do if type(k) == "string" and k ~= ALSO then names[#names + 1] = k end end
+  table.sort(names)
+  return names
+end
+
+-- a non-table value v of an option with nested spec s: nil when s[ALSO] allows it, else the message
+local function nested_problem(fn, key, v, s)
+  local also = s[ALSO]
+  if also ~= nil and types_ok(also, v) then return nil end
+  if type(v) == "table" then return nil end          -- a table with a metatable: an object, used as it is
+  local names = spec_names(M.spec(s))
+  return string.format("%s: option '%s' must be a table%s%s, got %s", fn, key,
+    #names > 0 and (" (keys: " .. table.concat(names, ", ") .. ")") or "",
+    also and (" or " .. also:gsub("|", " or ")) or "", v == false and "false" or v == true and "true" or describe(v))
+end
+
 -- the first problem of opts against spec, as a message, or nil
 local function problem(fn, opts, spec, path)
   spec = M.spec(spec)
-  local names = {}
-  for k in pairs(spec) do if type(k) == "string" then names[#names + 1] = k end end
-  table.sort(names)
+  local names = spec_names(spec)
   local keys = {}                                  -- a fixed order: the first problem is always the same one
   for k in pairs(opts) do keys[#keys + 1] = k end
   table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
   for _, k in ipairs(keys) do
     local v, s = opts[k], spec[k]
+    if k == ALSO then s = nil end
     if s == nil then
       local where = path and (" in " .. path) or ""
       local hint = type(k) == "string" and M.nearest(k, names)
@@ -198,6 +220,9 @@ local function problem(fn, opts, spec, path)
     elseif type(s) == "table" and type(v) == "table" and getmetatable(v) == nil then
       local p = problem(fn, v, s, key)
       if p then return p end
+    elseif type(s) == "table" then
+      local p = nested_problem(fn, key, v, s)
+      if p then return p end
     end
   end
 end
@@ -213,9 +238,12 @@ end
 --- Checks an option table against spec; errors on the first unknown key or wrong type.
 -- spec maps each valid key to true (any value), a type ("number", "integer",
 -- "string", "boolean", "table", "function", "callable", "tensor", or several as
--- "number|function"), an integer with a lower bound ("integer>=0": "option 'warmup'
--- must be a non-negative integer, got -1", worded by integer_words), or a nested spec (a table, checked the same way when the
--- value is a plain table; any other value passes). A list of names is taken as
+-- "number|function"; "false" is the value false), an integer with a lower bound ("integer>=0": "option 'warmup'
+-- must be a non-negative integer, got -1", worded by integer_words), or a nested spec: a table, checked the same
+-- way when the value is a plain table (a table with a metatable, an object, is taken as it is). Any other value
+-- is refused ("dl.train: option 'ema' must be a table (keys: decay), got string") unless the nested spec's key
+-- "|" lists it among the option's other forms: {decay = "number", ["|"] = "false"} takes ema = false too
+-- ("string|false": a string or false). A list of names is taken as
 -- {name = true, ...}. opts may be nil. The error names fn, the key (and where in
 -- nested tables), the valid keys and the nearest one:
 --   dl.train: unknown option 'evry' in eval (valid: batch_size, every, sets); did you mean 'every'?

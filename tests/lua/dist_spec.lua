@@ -309,6 +309,17 @@ describe("dl.dist under mpirun -np 2", function()
     fs.rm_rf(d)
   end)
 
+  mpi_it("refuses checkpoint.share, a time budget the ranks cannot agree on (it was dropped for every eval)", function()
+    local d = tmpdir("share")
+    local out, rc = run2(string.format("%s dir=%s/run share=0.1", train, d))
+    assert.are_not.equal(0, rc)
+    assert.is_truthy(out:find("dl.train: checkpoint.share is a share of the run's time, which ranks cannot agree " ..
+      "on; under mpirun (world 2) checkpoints are written at every eval, or every checkpoint.every steps", 1, true), out)
+    out, rc = run1(string.format("%s dir=%s/one share=0.1", train, d))      -- one process: the time policy
+    assert.are.equal(0, rc, out)
+    fs.rm_rf(d)
+  end)
+
   mpi_it("refuses a global batch that does not divide over the ranks, naming both numbers", function()
     local d = tmpdir("batch")
     local out, rc = run2(string.format("%s dir=%s/run batch=127", train, d))

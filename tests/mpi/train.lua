@@ -8,6 +8,7 @@
 --   bn=none|sync|local   no batch norm, nn.BatchNorm{sync = true}, or per-rank statistics
 --   resume=1      continue the run in dir
 --   every=N       eval and checkpoint period (default steps)
+--   share=X       checkpoint = {share = X} instead of every (refused under mpirun)
 --   shuffle_seed=S  the shuffle seed (default 5; "rank" = 5 + rank: differs per rank)
 -- The data are fixed (seeded) and unaugmented, so 2 ranks x 64 see exactly the
 -- examples of 1 rank x 128 at every step.
@@ -48,7 +49,7 @@ local res = dl.train{
   data = train:shuffle{seed = sseed}:batch(tonumber(o.batch)),
   steps = steps, dir = dir, quiet = true, resume = o.resume == "1",
   eval = {every = every, sets = {valid = valid}, batch_size = 25, metrics = {"loss", "accuracy", "per_class"}},
-  checkpoint = {every = every, keep_latest = 10},
+  checkpoint = o.share and {share = tonumber(o.share), keep_latest = 10} or {every = every, keep_latest = 10},
 }
 if res.status ~= "done" then
   io.stderr:write("train.lua: ", res.status, ": ", tostring(res.message), "\n")

@@ -171,6 +171,10 @@ local function open_run(config)
     ck.metric, ck.mode = ranking.metric, ranking.mode
     if ck.keep_best == nil then ck.keep_best = 1 end
   end
+  if dp and ck.share ~= nil then
+    error(string.format("dl.train: checkpoint.share is a share of the run's time, which ranks cannot agree on; " ..
+      "under mpirun (world %d) checkpoints are written at every eval, or every checkpoint.every steps", dp.world), 0)
+  end
   local every = ck.every or (dp and (ev.every or steps)) or nil    -- ranks agree on steps, never on a clock
   local dir = config.dir or default_dir(config.name)
   local log_every = config.log_every or math.max(1, math.min(100, steps // 20))

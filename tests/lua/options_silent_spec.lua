@@ -237,6 +237,10 @@ describe("random_affine", function()
       "random_affine: option 'fill' must be number, got string")
     assert.error_matches(function() T.random_affine{field = 3} end, "random_affine: option 'field' must be string, got integer")
     assert.error_matches(function() T.random_crop(2, {field = 3}) end, "random_crop: option 'field' must be string")
+    assert.error_matches(function() T.random_crop(2, {padding = 1, fill = 0 / 0}) end,
+      "random_crop: fill must be a finite number, got nan")
+    assert.error_matches(function() T.random_translate(2, {fill = math.huge}) end,
+      "random_translate: fill must be a finite number, got inf")
     local t = T.random_affine{degrees = 10, translate = 0.1, scale = {0.9, 1.1}, fill = 0}
     assert.are.same({1, 4, 4}, t:apply(dl.zeros(1, 4, 4)):shape())
   end)

@@ -5,6 +5,7 @@
 -- example id), so a transform draws the same for any number of workers.
 local core = require "dlua.core"
 local util = require "dlua.util"
+local finite = util.finite
 local check = require "dlua.data.check"
 
 local M = {}
@@ -81,12 +82,20 @@ end
 
 --- transforms.random_crop(size [, {padding = 0, fill = 0, field = "image"}]): pads
 -- each side by `padding`, then crops a random size x size (or {h, w}) window.
+-- opts.fill of transform name: a finite number (0 when absent); NaN or inf would paint the border
+local function fill_of(name, opts)
+  local f = opts.fill or 0
+  if not finite(f) then errorf(3, "%s: fill must be a finite number, got %s", name, util.fmt4(f)) end
+  return f
+end
+
 function T.random_crop(size, opts)
   opts = options("random_crop", opts, {"padding", fill = "number", field = "string"})
   local sz = pair("random_crop", "size", size)
   if sz[1] < 1 or sz[2] < 1 then errorf(2, "random_crop: size must be positive") end
   return transform{kind = "random_crop", size = sz,
-    padding = check_int("random_crop", "padding", opts.padding or 0, 0), fill = opts.fill or 0, field = field_of(opts)}
+    padding = check_int("random_crop", "padding", opts.padding or 0, 0), fill = fill_of("random_crop", opts),
+    field = field_of(opts)}
 end
 
 --- transforms.flip{horizontal = true, vertical = false [, field = "image"]}: mirrors
@@ -107,8 +116,8 @@ function T.vflip(p) return T.flip{horizontal = false, vertical = p or 0.5} end
 -- a random whole number of pixels in [-max, max] (or {rows, cols}).
 function T.random_translate(max, opts)
   opts = options("random_translate", opts, {fill = "number", field = "string"})
-  return transform{kind = "random_translate", max = pair("random_translate", "max", max), fill = opts.fill or 0,
-    field = field_of(opts)}
+  return transform{kind = "random_translate", max = pair("random_translate", "max", max),
+    fill = fill_of("random_translate", opts), field = field_of(opts)}
 end
 
 --- transforms.random_affine{degrees = 0, translate = 0, scale = {1, 1} [, fill = 0, field = "image"]}:
@@ -117,7 +126,6 @@ end
 function T.random_affine(opts)
   opts = options("random_affine", opts, {degrees = "number", translate = "number", "scale", fill = "number",
     field = "string"})
-  local finite = util.finite
   local deg, tr = opts.degrees or 0, opts.translate or 0
   if not (finite(deg) and deg >= 0) then
     errorf(2, "random_affine: degrees must be a finite number >= 0, got %s", util.fmt4(deg))
@@ -131,9 +139,8 @@ function T.random_affine(opts)
     errorf(2, "random_affine: scale must be a finite number > 0 or {lo, hi} of them with lo <= hi, got %s",
       type(sc) == "table" and ("{" .. util.fmt4(sc[1]) .. ", " .. util.fmt4(sc[2]) .. "}") or tostring(sc))
   end
-  if not finite(opts.fill or 0) then errorf(2, "random_affine: fill must be a finite number, got %s", util.fmt4(opts.fill)) end
   return transform{kind = "random_affine", degrees = deg, translate = tr, scale = {sc[1], sc[2]},
-    fill = opts.fill or 0, field = field_of(opts)}
+    fill = fill_of("random_affine", opts), field = field_of(opts)}
 end
 
 --- transforms.one_hot(classes [, {field = "label"}]): a 1-based label -> float32 [classes].

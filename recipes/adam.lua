@@ -14,7 +14,7 @@
 -- form) with these hyperparameters, through a generated variant experiment file.
 --
 --   dlua recipes/adam.lua [EXPERIMENT] [--trials 8] [--steps N] [--name adam] [--out runs]
---        [--parallel P] [--set k=v]
+--        [--parallel P] [--set k=v] [--seed N] [--threads N] [--quiet]
 local dl = require "dlua"
 local probe = require "dlua.study.probe"
 local S = dl.search
@@ -25,6 +25,7 @@ usage: dlua adam [EXPERIMENT] [flags]
   --steps N         steps of every trial (the experiment's)
   --name NAME       study name (adam-N); --out DIR runs root (runs)
   --parallel P      trials at a time (cores); --threads N per trial; --set k=v any other hyperparameter
+  --seed N          the trials' seed
   --quiet           no progress lines]]
 
 --- The tier of the playbook's rule for n trials: the names tuned.
@@ -41,10 +42,10 @@ local RANGES = {lr = S.log_uniform(1e-4, 1e-2), one_minus_beta1 = S.log_uniform(
 probe.main(function()
   local args = {}
   for i = 1, #arg do args[i] = arg[i] end
-  local o, exp, path = probe.recipe_args(args, {"--trials", "--name", "--parallel"})
+  local o, exp, path = probe.recipe_args(args, {"--trials", "--name", "--parallel"},
+    {command = "dlua adam", uses = {"--steps", "--out", "--quiet"}})
   if o.help then print(USAGE); return end
-  local n = probe.number("trials", o.extra.trials, 8)
-  if math.type(n) ~= "integer" or n < 1 then error("--trials: expected a positive integer", 0) end
+  local n = probe.number("trials", o.extra.trials, 8, {int = 1})
   local names = tier(n)
   local name = o.extra.name or ("adam-" .. n)
   local root = o.out or "runs"
@@ -64,7 +65,7 @@ probe.main(function()
       #names > 1 and " jointly" or "", n),
     experiment = variant, nuisance = space, fixed = o.set, trials = n, algorithm = "quasirandom", seed = 0,
     steps = o.steps, objective = {metric = "valid/accuracy", mode = "max"},
-    parallel = probe.number("parallel", o.extra.parallel)}
+    parallel = probe.number("parallel", o.extra.parallel, nil, {int = 1})}
   local res = st:run{out = root, quiet = o.quiet, threads = o.threads}
   print(require("dlua.study").format_results(res))
   if res.best then

@@ -10,7 +10,7 @@
 --   has the norm vs step and its histogram
 --
 --   dlua recipes/clipping.lua [EXPERIMENT] [--steps 300] [--percentile 90]
---        [--eval-examples 1000] [--out runs/clipping] [--set k=v]
+--        [--eval-examples 1000] [--out runs/clipping] [--set k=v] [--seed N] [--threads N]
 local dl = require "dlua"
 local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
@@ -26,12 +26,13 @@ usage: dlua clipping [EXPERIMENT] [flags]
   --percentile P      the threshold's percentile of the unclipped norms (90)
   --eval-examples N   validation examples per eval (1000)
   --out DIR           where the two runs go (runs/clipping); finished runs are reused
-  --set k=v           any other hyperparameter; --threads N]]
+  --set k=v           any other hyperparameter; --seed N the seed; --threads N compute threads (2)]]
 
 probe.main(function()
   local args = {}
   for i = 1, #arg do args[i] = arg[i] end
-  local o, exp, path = probe.recipe_args(args, {"--percentile", "--eval-examples"})
+  local o, exp, path = probe.recipe_args(args, {"--percentile", "--eval-examples"},
+    {command = "dlua clipping", uses = {"--steps", "--out"}})
   if o.help then print(USAGE); return end
   if o.set.clip then error("--set clip: the recipe sets clip itself", 0) end
   local steps = o.steps or 300
@@ -39,7 +40,7 @@ probe.main(function()
   if pct <= 0 or pct >= 100 then error("--percentile: expected a number between 0 and 100", 0) end
   local out = o.out or "runs/clipping"
   local v = probe.variant(path, {tag = "clipping", clip = true, eval_sets = {"valid"},
-    eval_examples = probe.number("eval-examples", o.extra["eval-examples"], 1000), eval_every = math.max(1, steps // 5)})
+    eval_examples = probe.number("eval-examples", o.extra["eval-examples"], 1000, {int = 1}), eval_every = math.max(1, steps // 5)})
   local ref = {dir = out .. "/reference"}
   local r1 = probe.train(v, probe.overrides(o, {clip = 0.0, steps = steps}), {dir = ref.dir, steps = steps})
   if r1.status == "failed" then error("the reference run failed: " .. tostring(r1.message), 0) end

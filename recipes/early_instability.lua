@@ -15,7 +15,8 @@
 --   fixes:  warmup (recipes/warmup.lua), clipping (recipes/clipping.lua)
 --
 --   dlua recipes/early_instability.lua [EXPERIMENT] [--lr X | --from STUDY_DIR] [--factor 2]
---        [--steps 500] [--eval-examples 256] [--out runs/early-instability] [--set k=v]
+--        [--steps 500] [--eval-examples 256] [--out runs/early-instability] [--set k=v] [--seed N]
+--        [--threads N]
 local dl = require "dlua"
 local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
@@ -27,7 +28,7 @@ usage: dlua early-instability [EXPERIMENT] [flags]
   --factor F          run at F x the best lr (2)
   --steps N           steps (500); --eval-examples N validation examples evaluated every step (256)
   --out DIR           the run directory's parent (runs/early-instability)
-  --set k=v           any other hyperparameter; --threads N]]
+  --set k=v           any other hyperparameter; --seed N the seed; --threads N compute threads (2)]]
 
 local M_RISE = 0.10
 
@@ -81,10 +82,11 @@ end
 probe.main(function()
   local args = {}
   for i = 1, #arg do args[i] = arg[i] end
-  local o, exp, path = probe.recipe_args(args, {"--lr", "--from", "--factor", "--eval-examples"})
+  local o, exp, path = probe.recipe_args(args, {"--lr", "--from", "--factor", "--eval-examples"},
+    {command = "dlua early-instability", uses = {"--steps", "--out"}})
   if o.help then print(USAGE); return end
   local over = {}
-  local lr = probe.number("lr", o.extra.lr)
+  local lr = probe.number("lr", o.extra.lr, nil, {above = 0})
   local source = "--lr"
   if o.extra.from then
     local d = A.load(o.extra.from)
@@ -98,11 +100,11 @@ probe.main(function()
   if not lr then lr, source = exp.hparams.lr, "the experiment's default" end
   if not lr then error(path .. " has no lr hyperparameter", 0) end
   for k, v in pairs(o.set) do over[k] = v end
-  local factor = probe.number("factor", o.extra.factor, 2)
+  local factor = probe.number("factor", o.extra.factor, 2, {above = 0})
   local steps = o.steps or 500
   over.lr = factor * lr
   local v = probe.variant(path, {tag = "early-instability", eval_sets = {"valid"}, eval_every = 1, log_every = 1,
-    eval_examples = probe.number("eval-examples", o.extra["eval-examples"], 256), checkpoint_every = steps})
+    eval_examples = probe.number("eval-examples", o.extra["eval-examples"], 256, {int = 1}), checkpoint_every = steps})
   local dir = string.format("%s/lr-%s", o.out or "runs/early-instability", probe.fmt(over.lr))
   print(string.format("early instability check: %d steps at %s x the best lr %s (%s) = %s, evaluating every step",
     steps, probe.fmt(factor), probe.fmt(lr), source, probe.fmt(over.lr)))

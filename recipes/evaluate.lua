@@ -8,7 +8,7 @@ local cli = require "dlua.cli"
 
 local args = {}
 for i = 1, #arg do args[i] = arg[i] end
-local ok, o = pcall(cli.parse, args, nil, {extra = {"--checkpoint"}})
+local ok, o = pcall(cli.parse, args, nil, {extra = {"--checkpoint"}, shared = {"--threads"}, command = "dlua evaluate"})
 if not ok then io.stderr:write("dlua: ", o, "\n"); os.exit(1) end
 if o.help or #o.positional ~= 1 or not o.extra.checkpoint then
   print("usage: dlua evaluate EXPERIMENT --checkpoint PATH [--threads N]")

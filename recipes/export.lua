@@ -18,7 +18,8 @@ end
 
 local args = {}
 for i = 1, #arg do args[i] = arg[i] end
-local ok, o = pcall(cli.parse, args, nil, {extra = {"--input-shape", "--opset", "--input-name", "--output-name"}})
+local ok, o = pcall(cli.parse, args, nil, {extra = {"--input-shape", "--opset", "--input-name", "--output-name"},
+  shared = {}, command = "dlua export"})
 if not ok then fail(o) end
 if o.help or #o.positional ~= 3 then
   print(USAGE)

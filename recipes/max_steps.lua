@@ -15,7 +15,8 @@
 -- The sweep is a dl.study (manual trials): parallel, resumable, with report and diagnosis.
 --
 --   dlua recipes/max_steps.lua [EXPERIMENT] [--lrs 0.01,0.03,0.1,0.3,1] [--steps 400]
---        [--target 0.3] [--out runs] [--name max-steps] [--parallel P] [--set k=v]
+--        [--target 0.3] [--out runs] [--name max-steps] [--parallel P] [--set k=v] [--seed N]
+--        [--threads N] [--quiet]
 local dl = require "dlua"
 local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
@@ -28,16 +29,18 @@ usage: dlua max-steps [EXPERIMENT] [flags]
   --out DIR         runs root (runs): the study goes to DIR/NAME
   --name NAME       study name (max-steps)
   --parallel P      trials at a time (cores); --threads N per trial; --set k=v any other hyperparameter
+  --seed N          the trials' seed
   --quiet           no progress lines]]
 
 probe.main(function()
   local args = {}
   for i = 1, #arg do args[i] = arg[i] end
-  local o, exp, path = probe.recipe_args(args, {"--lrs", "--target", "--name", "--parallel"})
+  local o, exp, path = probe.recipe_args(args, {"--lrs", "--target", "--name", "--parallel"},
+    {command = "dlua max-steps", uses = {"--steps", "--out", "--quiet"}})
   if o.help then print(USAGE); return end
   if exp.hparams.lr == nil then error(path .. " has no lr hyperparameter", 0) end
   if o.set.lr then error("--set lr: the learning rate is what this recipe sweeps (use --lrs)", 0) end
-  local lrs = o.extra.lrs and probe.number_list("lrs", o.extra.lrs) or {0.01, 0.03, 0.1, 0.3, 1.0}
+  local lrs = o.extra.lrs and probe.number_list("lrs", o.extra.lrs, {above = 0}) or {0.01, 0.03, 0.1, 0.3, 1.0}
   table.sort(lrs)
   local steps = o.steps or 400
   local target = probe.number("target", o.extra.target, 0.3)
@@ -53,7 +56,7 @@ probe.main(function()
   local st = dl.study{name = name, goal = string.format("steps to reach training loss %g at a constant lr, no " ..
     "regularisation: the initial max_train_steps", target), experiment = variant, trials = trials, fixed = o.set,
     steps = steps, objective = {metric = "train/loss", mode = "min"},
-    parallel = probe.number("parallel", o.extra.parallel)}
+    parallel = probe.number("parallel", o.extra.parallel, nil, {int = 1})}
   local res = st:run{out = root, quiet = o.quiet, threads = o.threads}
   print(require("dlua.study").format_results(res))
   -- per lr: the first logged step whose (window-mean) training loss reaches the target

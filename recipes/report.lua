@@ -33,7 +33,8 @@ probe.main(function()
   for i = 1, #arg do args[i] = arg[i] end
   local cli = require "dlua.cli"
   local o = cli.parse(args, nil, {extra = {"--metric", "--mode", "--aggregate", "--top", "--isolate", "--screenshot",
-    "--pareto", "--interval", "--timeout"}, switches = {"--static", "--watch"}})
+    "--pareto", "--interval", "--timeout"}, switches = {"--static", "--watch"}, shared = {"--out"},
+    command = "dlua report"})
   local static, watch = o.extra.static == true, o.extra.watch == true
   if o.help or #o.positional ~= 1 then
     print(USAGE)
@@ -49,12 +50,10 @@ probe.main(function()
   end
   local opts = {metric = o.extra.metric, mode = o.extra.mode, aggregate = o.extra.aggregate}
   local ropts = {metric = opts.metric, mode = opts.mode, aggregate = opts.aggregate, out = o.out,
-                 top = probe.number("top", o.extra.top), isolate = list(o.extra.isolate), pareto = list(o.extra.pareto),
+                 top = probe.number("top", o.extra.top, nil, {int = 1}), isolate = list(o.extra.isolate), pareto = list(o.extra.pareto),
                  static = static or nil, watch = watch or nil}
-  if o.extra.interval then ropts.interval = tonumber(o.extra.interval) or error("--interval: expected seconds, got " ..
-    o.extra.interval, 0) end
-  if o.extra.timeout then ropts.timeout = tonumber(o.extra.timeout) or error("--timeout: expected seconds, got " ..
-    o.extra.timeout, 0) end
+  ropts.interval = probe.number("interval", o.extra.interval, nil, {above = 0})
+  ropts.timeout = probe.number("timeout", o.extra.timeout, nil, {above = 0})
   if (ropts.interval or ropts.timeout) and not watch then error("--interval and --timeout go with --watch", 0) end
   local path = dl.report(dir, ropts)
   if watch then return end

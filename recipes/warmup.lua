@@ -17,7 +17,7 @@
 --
 --   dlua recipes/warmup.lua [EXPERIMENT] [--lr 0.05] [--factor 3] [--tries 6] [--probe-steps 100]
 --        [--unstable-lr X] [--multiplier 10] [--warmups 10,100] [--max-steps N]
---        [--eval-examples 1000] [--out runs/warmup] [--set k=v]
+--        [--eval-examples 1000] [--out runs/warmup] [--set k=v] [--seed N] [--threads N]
 local dl = require "dlua"
 local probe = require "dlua.study.probe"
 local A = require "dlua.report.analysis"
@@ -32,7 +32,7 @@ usage: dlua warmup [EXPERIMENT] [flags]
   --max-steps N       the run's max_train_steps (the experiment's steps)
   --eval-examples N   validation examples per eval (1000)
   --out DIR           where the runs go (runs/warmup); finished runs are reused
-  --set k=v           any other hyperparameter; --threads N]]
+  --set k=v           any other hyperparameter; --seed N the seed; --threads N compute threads (2)]]
 
 -- stable: finished, and the training loss ended below where it started
 local function verdict(r, t)
@@ -50,23 +50,27 @@ probe.main(function()
   local args = {}
   for i = 1, #arg do args[i] = arg[i] end
   local o, exp, path = probe.recipe_args(args, {"--lr", "--factor", "--tries", "--probe-steps", "--unstable-lr",
-    "--multiplier", "--warmups", "--max-steps", "--eval-examples"})
+    "--multiplier", "--warmups", "--max-steps", "--eval-examples"}, {command = "dlua warmup", uses = {"--out"}})
   if o.help then print(USAGE); return end
   for _, k in ipairs({"lr", "warmup", "steps"}) do
     if o.set[k] then error(string.format("--set %s: the recipe sets %s itself (see --help)", k, k), 0) end
   end
   local out = o.out or "runs/warmup"
-  local max_steps = probe.number("max-steps", o.extra["max-steps"], exp.hparams.steps)
-  local ev = probe.number("eval-examples", o.extra["eval-examples"], 1000)
-  local multiplier = probe.number("multiplier", o.extra.multiplier, 10)
+  local max_steps = probe.number("max-steps", o.extra["max-steps"], exp.hparams.steps, {int = 1})
+  local ev = probe.number("eval-examples", o.extra["eval-examples"], 1000, {int = 1})
+  local multiplier = probe.number("multiplier", o.extra.multiplier, 10, {above = 0})
+  local warmups = o.extra.warmups and probe.number_list("warmups", o.extra.warmups, {int = 1})
 
   -- 1. the unstable base learning rate
-  local unstable = probe.number("unstable-lr", o.extra["unstable-lr"])
+  local unstable = probe.number("unstable-lr", o.extra["unstable-lr"], nil, {above = 0})
+  for _, k in ipairs({"lr", "factor", "tries", "probe-steps"}) do    -- step 1's flags, which --unstable-lr skips
+    if unstable and o.extra[k] then error(string.format("--%s applies to step 1, which --unstable-lr skips", k), 0) end
+  end
   if not unstable then
-    local lr = probe.number("lr", o.extra.lr, exp.hparams.lr)
-    local factor = probe.number("factor", o.extra.factor, 3)
-    local tries = probe.number("tries", o.extra.tries, 6)
-    local psteps = probe.number("probe-steps", o.extra["probe-steps"], 100)
+    local lr = probe.number("lr", o.extra.lr, exp.hparams.lr, {above = 0})
+    local factor = probe.number("factor", o.extra.factor, 3, {above = 0})
+    local tries = probe.number("tries", o.extra.tries, 6, {int = 1})
+    local psteps = probe.number("probe-steps", o.extra["probe-steps"], 100, {int = 1})
     local pexp = probe.variant(path, {tag = "lr-probe", schedule = "constant", eval_sets = {"valid"}, eval_examples = ev,
       eval_every = psteps, log_every = math.max(1, psteps // 20), divergence = {factor = 3}})
     print(string.format("step 1: the unstable learning rate (constant lr, %d steps each, x%s per try)", psteps,
@@ -88,7 +92,6 @@ probe.main(function()
   end
   local base = multiplier * unstable
   -- 2-3. warmup over orders of magnitude at 10x the unstable rate
-  local warmups = o.extra.warmups and probe.number_list("warmups", o.extra.warmups)
   if not warmups then
     warmups = {}
     local w = 10

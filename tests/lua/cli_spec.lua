@@ -138,10 +138,13 @@ describe("dlua command line", function()
       'build = function(hp) error("not run") end}\n')
     local code, out, err = dlua({ exp, "--stpes", "3" })
     assert.are.same({1, "", "dlua: unknown flag '--stpes' (see --help); did you mean '--steps'?\n"}, {code, out, err})
-    code, _, err = dlua({ "report", "/tmp", "--watc" })
-    assert.are.same({1, "dlua: unknown flag '--watc' (see --help); did you mean '--watch'?\n"}, {code, err})
+    code, _, err = dlua({ "report", "/tmp", "--watc" })           -- a command names itself and its flags
+    assert.are.same({1, "dlua: unknown flag '--watc' for dlua report (valid: --aggregate, --help, --interval, " ..
+      "--isolate, --metric, --mode, --out, --pareto, --screenshot, --static, --timeout, --top, --watch); did you " ..
+      "mean '--watch'?\n"}, {code, err})
     code, _, err = dlua({ "evaluate", exp, "--checkpiont", "x" })
-    assert.are.same({1, "dlua: unknown flag '--checkpiont' (see --help); did you mean '--checkpoint'?\n"}, {code, err})
+    assert.are.same({1, "dlua: unknown flag '--checkpiont' for dlua evaluate (valid: --checkpoint, --help, --threads); " ..
+      "did you mean '--checkpoint'?\n"}, {code, err})
   end)
 
   it("reports a non-string error object through __tostring", function()

@@ -381,7 +381,7 @@ describe("dl.study prune settings", function()
         "(its GP fits the rungs' values), and this study's algorithm is quasirandom"},
       {"{algorithm = \"asha\"}", "prune.min_steps is required for asha (the first rung's steps)"},
       {"{algorithm = \"asha\", min_steps = 30}", "prune.min_steps = 30 is not below the step budget 30: no rung"},
-      {"{algorithm = \"asha\", min_steps = 5, reduction = 1}", "prune.reduction must be a number > 1, got 1"},
+      {"{algorithm = \"asha\", min_steps = 5, reduction = 1}", "prune.reduction must be a finite number > 1, got 1"},
       {"{algorithm = \"median\", min_steps = 5}", "prune.min_steps belongs to asha and hyperband, not median"},
       {"{algorithm = \"median\", min_trials = 0}", "prune.min_trials must be a positive integer, got 0"},
     }

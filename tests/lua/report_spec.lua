@@ -528,7 +528,8 @@ describe("dl.report{watch = true}", function()
     assert.truthy(read(path .. ".watch.js"):find('"done":true', 1, true))
     assert.error_matches(function() dl.report(dir, {watch = true, static = true}) end,
       "dl.report: static and watch exclude each other")
-    assert.error_matches(function() dl.report(dir, {watch = true, interval = 0}) end, "dl.report: interval must be > 0 seconds")
+    assert.error_matches(function() dl.report(dir, {watch = true, interval = 0}) end,
+      "dl.report: option 'interval' must be > 0 seconds")
     fs.rm_rf(root)
   end)
 end)

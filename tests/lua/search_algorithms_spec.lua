@@ -177,7 +177,7 @@ describe("the initial points of an adaptive algorithm (issue 35)", function()
     -- two feasible observations: the model, from the first suggestion on (trust region from init 0)
     local want = S.bayes_suggest(space, hist, {}, 1, {seed = 4, step = 3, mode = "min", candidates = 64, init = 0})[1]
     assert.are.same(want, s:suggest()[1].u)
-    assert.error_matches(function() S.suggester(space, {init = -1}) end,
+    assert.error_matches(function() S.suggester(space, {algorithm = "bayes", init = -1}) end,
       "dl.search.suggester: option 'init' must be an integer >= 0, got %-1")
   end)
 

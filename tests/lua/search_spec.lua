@@ -596,12 +596,12 @@ describe("dl.search.suggester", function()
     assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", sed = 1}) end,
       "dl.search.suggester: unknown option 'sed' %(valid: acq_starts, acquisition, algorithm, batch, best, candidates, " ..
       "context, feasibility, grid_points, init, max_points, mode, pareto, racing, seed, theta, trust_starts, warp%)")
-    assert.error_matches(function() S.suggester(space1, {init = -1}) end,
+    assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", init = -1}) end,
       "dl.search.suggester: option 'init' must be an integer >= 0, got %-1")
     assert.error_matches(function() S.suggester(space1, {mode = "maximise"}) end,
       "dl.search.suggester: option 'mode' must be \"min\", \"max\" or a list of them %(one per objective%), " ..
       "got \"maximise\"")
-    assert.error_matches(function() S.suggester(space1, {theta = {0, 0}}) end,
+    assert.error_matches(function() S.suggester(space1, {algorithm = "bayes", theta = {0, 0}}) end,
       "dl.search.suggester: option 'theta' must be a list of 3 finite numbers %(s:state%(%).theta for this space%)")
     local s = S.suggester(space1)
     assert.error_matches(function() s:suggest(0) end, "dl.search.suggester: suggest: n must be an integer in %[1, 100000%], got 0")

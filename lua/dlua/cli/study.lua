@@ -2,15 +2,18 @@
 -- from role flags on the command line, run (over MPI ranks when there are several, by
 -- dlua.study.ranks), then reported and diagnosed: dlua.cli.run_study, as for `dlua STUDYFILE`.
 --
---   --scientific name=v1,v2        compared; one group of trials per value (repeatable)
+--   --scientific name=v1,v2        compared; one group of trials per value (repeatable,
+--                                  a name once)
 --   --nuisance name=KIND:...       searched anew for every scientific value (repeatable;
 --                                  KIND log, uniform, int, intlog, choice, discrete;
---                                  @parent=value makes it conditional)
---   --fixed name=value             held constant (repeatable)
+--                                  @parent=value makes it conditional: a name again only
+--                                  with another parent value)
+--   --fixed name=value             held constant (repeatable, a name once)
 --   --objective METRIC[:max|min]   --name, --goal, --algorithm, --search-seed, --experiment
 --
 -- The flags are parsed by dlua.train.flags.parse_flags with the study's own (dlua.study.run),
--- so an unknown flag names the nearest of all of them. Values are typed like the
+-- so an unknown flag names the nearest of all of them; any flag but these three given
+-- twice is an error naming both values. Values are typed like the
 -- experiment's defaults (dlua.train.flags.typed).
 local lfs = require "lfs"
 local fs = require "dlua.util.fs"
@@ -77,23 +80,33 @@ local function nuisance_param(exp, arg)
   if body then spec, cond = body, {parent = parent, value = pval} end
   local kind, rest = spec:match("^(%a+):(.+)$")
   if not kind then fail(string.format("--nuisance %s: expected KIND:..., got '%s'", name, spec)) end
-  local function two()
+  local function two(int)
     local a, b = rest:match("^([^:]+):([^:]+)$")
     a, b = tonumber(a), tonumber(b)
-    if not a or not b then fail(string.format("--nuisance %s: expected %s:A:B, got '%s'", name, kind, spec)) end
+    if int then a, b = a and math.tointeger(a), b and math.tointeger(b) end
+    if not a or not b then
+      fail(string.format("--nuisance %s: expected %s:A:B with %s A and B, got '%s'", name, kind,
+        int and "integers" or "numbers", spec))
+    end
     return a, b
   end
+  -- a range dl.search refuses (A above B, ...): its message, led by the flag
+  local function param(fn, ...)
+    local ok, p = pcall(fn, ...)
+    if not ok then fail(string.format("--nuisance %s=%s: %s", name, spec, (tostring(p):gsub("^[^:]*:%d+: ", "")))) end
+    return p
+  end
   local p
-  if kind == "log" then p = search.log_uniform(two())
-  elseif kind == "uniform" then p = search.uniform(two())
+  if kind == "log" then p = param(search.log_uniform, two())
+  elseif kind == "uniform" then p = param(search.uniform, two())
   elseif kind == "int" or kind == "intlog" then
-    local a, b = two()
-    p = search.int(math.tointeger(a), math.tointeger(b), {log = kind == "intlog"})
-  elseif kind == "choice" then p = search.choice(list(exp, name, rest))
-  elseif kind == "discrete" then p = search.discrete(list(exp, name, rest))
+    local a, b = two(true)
+    p = param(search.int, a, b, {log = kind == "intlog"})
+  elseif kind == "choice" then p = param(search.choice, list(exp, name, rest))
+  elseif kind == "discrete" then p = param(search.discrete, list(exp, name, rest))
   else fail(string.format("--nuisance %s: unknown kind '%s' (valid: choice, discrete, int, intlog, log, uniform)", name, kind)) end
-  if cond then
-    cond.value = exp.hparams[cond.parent] ~= nil and typed(exp, cond.parent, cond.value) or cond.value
+  if cond and exp.hparams[cond.parent] ~= nil then   -- (not `and typed(...) or`: a typed false would fall through)
+    cond.value = typed(exp, cond.parent, cond.value)
   end
   return name, p, cond
 end
@@ -118,6 +131,9 @@ local function nuisance(exp, given)
         if not e.cond or e.cond.parent ~= parent then
           fail(string.format("--nuisance %s is given %d times: each needs @%s=value", k, #l, parent or "parent"))
         end
+        if branches[e.cond.value] ~= nil then
+          fail(string.format("--nuisance %s given twice for @%s=%s", k, parent, tostring(e.cond.value)))
+        end
         branches[e.cond.value] = e.param
       end
       nui[k] = search.switch(parent, branches)
@@ -133,15 +149,23 @@ function M.study_from_flags(o)
   if exp_path:sub(1, 1) ~= "/" and fs.exists(exp_path) then exp_path = lfs.currentdir() .. "/" .. exp_path end
   local exp = experiment.load(exp_path)
   if not o.name then fail("--name is required when the study is given on the command line (see --help)") end
-  local sci, fixed = {}, {}
+  local sci, fixed, given = {}, {}, {scientific = {}, fixed = {}}
+  -- a name once per role flag: never "the last one wins"
+  local function once(flag, k, v)
+    local prev = given[flag][k]
+    if prev then fail(string.format("--%s %s given twice (%s and %s)", flag, k, prev, v)) end
+    given[flag][k] = v
+  end
   for _, s in ipairs(o.scientific or {}) do
     local k, v = s:match("^([%w_]+)=(.+)$")
     if not k then fail(string.format("--scientific: expected name=v1,v2, got '%s'", s)) end
+    once("scientific", k, v)
     sci[k] = list(exp, k, v)
   end
   for _, s in ipairs(o.fixed or {}) do
     local k, v = s:match("^([%w_]+)=(.*)$")
     if not k then fail(string.format("--fixed: expected name=value, got '%s'", s)) end
+    once("fixed", k, v)
     fixed[k] = typed(exp, k, v)
   end
   local objective = {metric = "valid/accuracy", mode = "max"}
@@ -174,7 +198,7 @@ local function main(args)
   local all = {}
   for _, f in ipairs(M.ROLE_FLAGS) do all[#all + 1] = f end
   for _, f in ipairs(run.STUDY_FLAGS) do all[#all + 1] = f end
-  local o = flags.parse_flags(args, all)
+  local o = flags.parse_flags(args, all, nil, "dlua study")
   local by_flags = false                        -- a role flag: the study is on the command line
   for _, g in ipairs(o.given) do
     for _, f in ipairs(M.ROLE_FLAGS) do if f[1] == g[1] and f[1] ~= "--no-report" then by_flags = true end end

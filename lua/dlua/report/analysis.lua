@@ -22,6 +22,7 @@ local search = require "dlua.search"
 local checkpoint = require "dlua.train.checkpoint"
 local track = require "dlua.train.track"
 local study = require "dlua.study"
+local journal = require "dlua.study.journal"
 local stats = require "dlua.report.stats"
 
 local M = {}
@@ -299,9 +300,8 @@ local function load_study(dir, opts)
     end
     -- the order the trials finished in (the journal's order), for the optimisation history
     local order, n = {}, 0
-    for line in (fs.read(dir .. "/journal.jsonl") or ""):gmatch("[^\n]+") do
-      local e = json.decode(line)
-      if type(e) == "table" and e.event == "finish" and e.trial and not order[e.trial] then n = n + 1; order[e.trial] = n end
+    for _, e in ipairs(journal.open(dir):events()) do    -- a damaged line is an error (dlua.study.journal)
+      if e.event == "finish" and e.trial and not order[e.trial] then n = n + 1; order[e.trial] = n end
     end
     for _, t in ipairs(d.trials) do t.order = order[t.id] end
   else

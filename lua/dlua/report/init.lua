@@ -28,9 +28,153 @@ local core = require "dlua.core"
 
 local M = {}
 
-local OPTIONS = {metric = "string", mode = "string", aggregate = "string", out = "string", top = "integer",
+local OPTIONS = {metric = "string", mode = "string", aggregate = "string", out = "string", top = "integer>=1",
   isolate = "table", title = "string", static = "boolean", watch = "boolean", interval = "number", timeout = "number",
   pareto = "table", quiet = "boolean"}
+
+-- the options that only the watcher reads, and what they mean
+local WATCH_ONLY = {interval = "seconds between the watcher's checks", timeout = "seconds after which the watcher stops",
+  quiet = "the watcher prints nothing; without watch dl.report prints nothing anyway"}
+
+local PARETO_FORM = 'exactly two metrics ({"valid/accuracy", "valid/loss"}, or entries {metric =, mode = "min" | "max"})'
+
+-- the number of keys of a table
+local function count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
+-- the type of v as an error names it
+local function kind(v) return math.type(v) == "float" and "number" or math.type(v) or type(v) end
+
+-- nil, or the problem of a list option (every key 1..n, every value a string)
+local function list_problem(name, what, list)
+  local n = count(list)
+  for k in pairs(list) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then
+      return string.format("option '%s' must be a list of %s, got the key %s", name, what, tostring(k))
+    end
+  end
+  for i = 1, n do
+    if type(list[i]) ~= "string" then
+      return string.format("option '%s' must be a list of %s (strings), got %s at %d", name, what, kind(list[i]), i)
+    end
+  end
+end
+
+-- nil, or the problem of the pareto option's form (not yet its metrics: they need the study)
+local function pareto_problem(p)
+  local n = count(p)
+  for k in pairs(p) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then
+      return string.format("option 'pareto' must be a list of %s, got the key %s", PARETO_FORM, tostring(k))
+    end
+  end
+  if n ~= 2 then
+    return string.format("option 'pareto' must be a list of %s, got %d entr%s", PARETO_FORM, n, n == 1 and "y" or "ies")
+  end
+  local names = {}
+  for i = 1, 2 do
+    local o, at = p[i], string.format("pareto[%d]", i)
+    if type(o) == "table" and getmetatable(o) == nil then
+      for k in pairs(o) do
+        if k ~= "metric" and k ~= "mode" then
+          local hint = type(k) == "string" and util.nearest(k, {"metric", "mode"})
+          return string.format("unknown key '%s' in option '%s' (valid: metric, mode)%s", tostring(k), at,
+            hint and ("; did you mean '" .. hint .. "'?") or "")
+        end
+      end
+      if type(o.metric) ~= "string" or o.metric == "" then
+        return string.format("option '%s.metric' must be a metric name (a string), got %s", at,
+          o.metric == "" and "an empty string" or kind(o.metric))
+      end
+      if o.mode ~= nil and o.mode ~= "min" and o.mode ~= "max" then
+        return string.format('option \'%s.mode\' must be "min" or "max", got %s', at, tostring(o.mode))
+      end
+      names[i] = o.metric
+    elseif type(o) == "string" and o ~= "" then
+      names[i] = o
+    else
+      return string.format("option '%s' must be a metric name or {metric =, mode =}, got %s", at,
+        o == "" and "an empty string" or kind(o))
+    end
+  end
+  if names[1] == names[2] then return string.format("option 'pareto' names %s twice (%s)", names[1], PARETO_FORM) end
+end
+
+-- nil, or the problem of the options that need no data
+local function shape_problem(opts)
+  if opts.static and opts.watch then return "static and watch exclude each other (a static page cannot reload)" end
+  for _, k in ipairs({"interval", "quiet", "timeout"}) do
+    if opts[k] ~= nil and not opts.watch then
+      return string.format("option '%s' goes with watch = true (%s), got %s without it", k, WATCH_ONLY[k], tostring(opts[k]))
+    end
+  end
+  for _, k in ipairs({"interval", "timeout"}) do
+    if opts[k] ~= nil and not (opts[k] > 0) then
+      return string.format("option '%s' must be > 0 seconds, got %s", k, tostring(opts[k]))
+    end
+  end
+  if opts.isolate then
+    local p = list_problem("isolate", "hyperparameter names", opts.isolate)
+    if p then return p end
+  end
+  if opts.pareto then return pareto_problem(opts.pareto) end
+end
+
+-- a sorted list of at most 20 names, and "..." after them
+local function listing(names)
+  local out = {}
+  for i = 1, math.min(#names, 20) do out[i] = names[i] end
+  if #names > 20 then out[#out + 1] = string.format("... %d more", #names - 20) end
+  return #out > 0 and table.concat(out, ", ") or "none"
+end
+
+-- nil, or the problem of isolate and pareto against the loaded data d: isolate
+-- names a hyperparameter the study varies, pareto metrics that its trials recorded
+local function data_problem(d, opts)
+  if opts.isolate and #opts.isolate > 0 then
+    local varied, names, all = {}, {}, {}
+    for _, dim in ipairs(static.axis_dims(d)) do
+      if not varied[dim.name] then varied[dim.name] = true; names[#names + 1] = dim.name end
+    end
+    for _, t in ipairs(d.trials) do for k in pairs(t.hp or {}) do all[k] = true end end
+    for _, n in ipairs(opts.isolate) do
+      if not varied[n] then
+        local cands = {}
+        for _, v in ipairs(names) do cands[#cands + 1] = v end
+        for _, v in ipairs(A.sorted_keys(all)) do cands[#cands + 1] = v end
+        local hint = not all[n] and util.nearest(n, cands)
+        return string.format("option 'isolate': '%s' %s %s (varied: %s)%s", n,
+          all[n] and "does not vary in" or "is not a hyperparameter of", d.dir, listing(names),
+          hint and ("; did you mean '" .. hint .. "'?") or "")
+      end
+    end
+  end
+  if opts.pareto then
+    if d.kind == "run" then
+      return "option 'pareto' needs a study or a directory of runs (a Pareto front of one run is one point), got the run " .. d.dir
+    end
+    local seen, names = {}, {}
+    for _, t in ipairs(d.trials) do
+      for _, n in ipairs(A.series_names(t)) do
+        if not seen[n] then seen[n] = true; names[#names + 1] = n end
+      end
+    end
+    table.sort(names, A.name_less)
+    for _, o in ipairs(opts.pareto) do
+      local m = type(o) == "table" and o.metric or o
+      if not seen[m] then
+        local hint = util.nearest(m, names)
+        local shown = {}
+        for _, n in ipairs(names) do if not n:find("/per_class/", 1, true) then shown[#shown + 1] = n end end
+        return string.format("option 'pareto': no trial of %s recorded '%s' (metrics: %s)%s", d.dir, m, listing(shown),
+          hint and ("; did you mean '" .. hint .. "'?") or "")
+      end
+    end
+  end
+end
 
 --- The page for loaded data and its findings (a string): static (inline SVG)
 -- when opts.static, else interactive.
@@ -41,8 +185,11 @@ function M.render(d, findings, opts)
 end
 
 -- loads, diagnoses and writes the page once; the path
+-- (an option that does not fit the data is an error {option = message}, not a string)
 local function write(dir, opts, watch)
   local d = A.load(dir, opts)
+  local bad = data_problem(d, opts)
+  if bad then error({option = bad}, 0) end
   local findings = diagnose.check(d)
   local ropts = {}
   for k, v in pairs(opts) do ropts[k] = v end
@@ -107,6 +254,9 @@ local function watch(dir, opts)
       n = n + 1
       local w = {file = file, stamp = string.format("%d-%d", os.time(), n), interval = math.floor(interval * 1000), done = done}
       local ok, err = pcall(write, dir, opts, w)
+      -- an option the finished study (run) does not fit: an error; until then the page and the line say it
+      if not ok and type(err) == "table" and done then return nil, err.option end
+      if type(err) == "table" then err = "option problem: " .. err.option end
       if not ok then
         fs.write_atomic(out, waiting_page(dir, tostring(err), w))
         say("report: %s (waiting: %s)", out, tostring(err))
@@ -131,18 +281,22 @@ end
 -- trial (the run) logs or finishes, every `interval` seconds, until the study
 -- is finished (its results.json; a run: its result.json, not older than its
 -- metrics.jsonl) or `timeout` seconds passed; prints a line per rewrite unless
--- quiet.
+-- quiet (interval, timeout and quiet go with watch only). Every option is
+-- checked: top a positive integer, isolate names the study varies, pareto two
+-- distinct metrics its trials recorded (docs/api/report.md).
 -- @usage print(dl.report("runs/fashion-mnist-optimizer"))
 function M.report(dir, opts)
   opts = util.check_options("dl.report", opts, OPTIONS, 2)
-  if opts.static and opts.watch then error("dl.report: static and watch exclude each other (a static page cannot reload)", 2) end
-  if opts.interval and not (opts.interval > 0) then error("dl.report: interval must be > 0 seconds", 2) end
+  local bad = shape_problem(opts)
+  if bad then error("dl.report: " .. bad, 2) end
   if opts.watch then
     if type(dir) ~= "string" or not fs.is_dir(dir) then error("dl.report: " .. tostring(dir) .. " is not a directory", 2) end
-    return watch(dir, opts)
+    local path, err = watch(dir, opts)
+    if not path then error("dl.report: " .. err, 2) end
+    return path
   end
   local ok, out = pcall(write, dir, opts, nil)
-  if not ok then error("dl.report: " .. tostring(out), 2) end
+  if not ok then error("dl.report: " .. (type(out) == "table" and out.option or tostring(out)), 2) end
   return out
 end
 

@@ -543,7 +543,11 @@ function M.svg_sections(d, findings, opts)
     "the objective against each varied hyperparameter, one point per trial (its " .. d.aggregate .. " value)")
   local iso = {}
   for _, s in ipairs(d.scientific) do iso[#iso + 1] = s.name end
-  for _, n in ipairs(opts.isolate or {}) do iso[#iso + 1] = n end
+  local listed = {}
+  for _, n in ipairs(iso) do listed[n] = true end
+  for _, n in ipairs(opts.isolate or {}) do
+    if not listed[n] then listed[n] = true; iso[#iso + 1] = n end       -- a scientific name given again: once
+  end
   section("isolation", "Isolation plots", isolation_section(d, iso))
   section("gradnorm", "Gradient norm", gradnorm_section(d))
   if d.kind ~= "run" then
@@ -557,6 +561,7 @@ function M.svg_sections(d, findings, opts)
 end
 
 M.CSS, M.JS, M.findings_html, M.table_html, M.curves_section = CSS, JS, findings_html, table_html, curves_section
+M.axis_dims = axis_dims
 
 --- The static page for loaded data and its findings (a string).
 function M.render(d, findings, opts)

@@ -180,7 +180,12 @@ end
 function M.pareto(points, modes)
   local vals = {}
   for i, p in ipairs(points) do vals[i] = {p.x, p.y} end
-  local front = search.pareto_front(vals, {modes[1] == "min" and "min" or "max", modes[2] == "min" and "min" or "max"})
+  for i = 1, 2 do
+    if modes[i] ~= "min" and modes[i] ~= "max" then
+      error(string.format('report.pareto: mode %d must be "min" or "max", got %s', i, tostring(modes[i])), 2)
+    end
+  end
+  local front = search.pareto_front(vals, {modes[1], modes[2]})
   table.sort(front, function(a, b) return points[a].x < points[b].x end)
   return front
 end

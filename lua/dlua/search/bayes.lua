@@ -56,6 +56,20 @@ local BAYES_OPTIONS = {seed = "integer", step = "integer", candidates = "integer
                        model = "table", acq_starts = "integer>=0", batch = "string", acquisition = "string",
                        trust_starts = "integer>=0", warp = "string"}
 
+--- _history_problem(history) -> nil, or what is wrong with a history's values: each
+-- value a number or nil (infeasible; NaN too), its u a table (checked before the
+-- fit, so a bad value is not a raw arithmetic error inside it).
+function M._history_problem(history)
+  for i, h in ipairs(history) do
+    if type(h) ~= "table" or type(h.u) ~= "table" then
+      return string.format("history[%d] must be {u = a point, value = a number or nil}", i)
+    end
+    if h.value ~= nil and type(h.value) ~= "number" then
+      return string.format("history[%d].value must be a number or nil (infeasible), got %s", i, type(h.value))
+    end
+  end
+end
+
 --- nil, or the message for a bad value of the options that name a choice (batch,
 -- acquisition, warp): the one check of dl.search.bayes_suggest and the suggester's row.
 function M._value_problem(opts)
@@ -252,7 +266,8 @@ end
 -- the warp), warp = "log" | "none", region = {lo =, hi =, length =} or nil}.
 function M._suggest(space, history, pending, n, opts)
   opts = util.check_options("dl.search.bayes_suggest", opts, BAYES_OPTIONS, 2)
-  local bad = M._value_problem(opts)
+  local bad = M._value_problem(opts) or (opts.theta ~= nil and gp.theta_problem(opts.theta, space.features + 2,
+    "info.theta of an earlier call on this space")) or M._history_problem(history)
   if bad then error("dl.search.bayes_suggest: " .. bad, 2) end
   local sign = (opts.mode == "max") and -1 or 1
   local X, y, used, Xall, labels, seen = observations(space, history, sign, opts.context)

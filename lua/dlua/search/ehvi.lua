@@ -220,6 +220,14 @@ end
 
 --------------------------------------------------------------- suggestion
 
+--- _theta_length(features, k, pareto) -> the length of the bayes row's theta (its warm
+-- start) for k objectives: k GPs' (features + 2 each) under EHVI, one GP's otherwise
+-- (one objective; ParEGO: pareto.method = "parego" or more than MAX_OBJECTIVES).
+function M._theta_length(features, k, pareto)
+  local parego = (pareto and pareto.method == "parego") or k > M.MAX_OBJECTIVES
+  return (k > 1 and not parego) and k * (features + 2) or features + 2
+end
+
 local OPTIONS = {seed = "integer", step = "integer", candidates = "integer", mode = "table", context = "table",
                  theta = "table", feasibility = "boolean", max_points = "integer", init = "integer",
                  pareto = "table", warp = "string"}     -- warp: accepted, unused (dlua.search.warp)
@@ -306,7 +314,10 @@ function M._suggest(space, history, pending, n, opts)
     labels[#labels + 1] = feasible(h.values, k) and 1 or -1
   end
   local F = space.features
-  local theta = opts.theta and #opts.theta == k * (F + 2) and opts.theta or nil
+  local theta = opts.theta
+  local bad = theta ~= nil and gp.theta_problem(theta, k * (F + 2), string.format("one GP's %d per objective, " ..
+    "info.theta of an earlier call on this space", F + 2))
+  if bad then error("dl.search.bayes_suggest: " .. bad, 2) end
   local models, thetas = {}, {}
   for j = 1, k do
     local tj = theta and {table.unpack(theta, (j - 1) * (F + 2) + 1, j * (F + 2))} or nil

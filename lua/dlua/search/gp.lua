@@ -89,7 +89,23 @@ end
 
 function M.is_model(m) return getmetatable(m) == Model end
 
---- fit(X, y [, opts]) --> model. opts: theta (warm start, D + 2 numbers),
+--- theta_problem(theta, n [, what]) -> nil when theta is a list of n finite numbers, else
+-- "option 'theta' must be a list of n finite numbers (what), got ..." (what: where the
+-- caller's theta comes from). The one check of a GP warm start: fit, bayes_suggest,
+-- the suggester, importance.
+function M.theta_problem(theta, n, what)
+  local ok = type(theta) == "table" and #theta == n
+  for k in pairs(ok and theta or {}) do ok = ok and math.type(k) == "integer" and k >= 1 and k <= n end
+  for i = 1, ok and n or 0 do
+    local v = theta[i]
+    ok = ok and type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
+  end
+  if ok then return nil end
+  return string.format("option 'theta' must be a list of %d finite numbers%s, got %s", n,
+    what and (" (" .. what .. ")") or "", type(theta) == "table" and (#theta .. " value(s)") or type(theta))
+end
+
+--- fit(X, y [, opts]) --> model. opts: theta (warm start, D + 2 finite numbers, else an error),
 -- classify, dim (when X is empty), iters (L-BFGS iterations per start, 60),
 -- starts (starts optimised; default 3 cold, or 1 warm plus the noisy one up to
 -- coarse_points points), max_points (800),
@@ -105,7 +121,10 @@ function M.fit(X, y, opts)
   end
   local D = #X > 0 and #X[1] or opts.dim
   local theta = opts.theta
-  if theta and #theta ~= (D or 0) + 2 then theta = nil end   -- a warm start from another space: ignore
+  if theta ~= nil then              -- a warm start of another length (another space) is the caller's to refuse
+    local bad = M.theta_problem(theta, (D or 0) + 2)
+    if bad then error("dlua.gp.fit: " .. bad, 2) end
+  end
   local c = core._gp_fit(X, y, {theta = theta, classify = opts.classify or false, dim = opts.dim,
     iters = opts.iters, starts = opts.starts, max_points = opts.max_points, coarse_points = opts.coarse_points,
     fine_iters = opts.fine_iters, fit_points = opts.fit_points})

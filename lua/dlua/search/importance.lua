@@ -80,7 +80,8 @@ end
 -- history: {{u =, value = number or nil (infeasible, left out)}}; at least 3
 -- feasible observations. opts: bins (10: the grid cells of a parameter with
 -- more values than that), context (scientific values conditions test), theta (a
--- warm start of the GP fit, as bayes_suggest's info.theta for this space).
+-- warm start of the GP fit, as bayes_suggest's info.theta for this space: space.features
+-- + 2 finite numbers, else an error).
 function M.importance(space, history, opts)
   opts = util.check_options("dl.search.importance", opts, {bins = "integer", context = "table", theta = "table"}, 2)
   if not spaces.is_space(space) then
@@ -95,7 +96,14 @@ function M.importance(space, history, opts)
     if type(h) ~= "table" or type(h.u) ~= "table" or #h.u ~= space.d then
       error(string.format("dl.search.importance: history[%d] must be {u = %d coordinates, value =}", i, space.d), 2)
     end
+    if h.value ~= nil and type(h.value) ~= "number" then
+      error(string.format("dl.search.importance: history[%d].value must be a number or nil (infeasible), got %s",
+        i, type(h.value)), 2)
+    end
   end
+  local bad = opts.theta ~= nil and gp.theta_problem(opts.theta, space.features + 2,
+    "imp.theta or bayes_suggest's info.theta for this space")
+  if bad then error("dl.search.importance: " .. bad, 2) end
   local X, y, used = bayes._observations(space, history, 1, opts.context)
   if #y < 3 then
     error(string.format("dl.search.importance: needs at least 3 feasible observations, got %d", #y), 2)

@@ -66,21 +66,32 @@ function M.int(a, b, opts)
   return new_param{kind = "int", lo = a, hi = b, log = log}
 end
 
+--- _values_problem(list) -> nil, or what is wrong with a list of values (scalars): a
+-- NaN (equal to nothing, so no trial could be matched to it) or a value listed twice
+-- (1 and 1.0 are one value). The one check of choice, discrete and dl.study's scientific lists.
+function M._values_problem(list)
+  local seen = {}
+  for i, v in ipairs(list) do
+    if v ~= v then return string.format("value %d is NaN (a value must equal itself)", i) end
+    if seen[v] then return string.format("value %s is listed twice", fmt(v)) end
+    seen[v] = true                           -- a table key: 1 and 1.0 are one key
+  end
+end
+
 local function check_values(fname, values)
   if type(values) ~= "table" or #values == 0 then
     error(string.format("dl.search.%s: expected a non-empty list of values, got %s", fname,
       type(values) == "table" and "an empty table" or type(values)), 3)
   end
-  local seen, out = {}, {}
+  local out = {}
   for i, v in ipairs(values) do
     if not scalar(v) then
       error(string.format("dl.search.%s: value %d is a %s (numbers, strings and booleans only)", fname, i, type(v)), 3)
     end
-    local k = type(v) .. ":" .. tostring(v)
-    if seen[k] then error(string.format("dl.search.%s: value %s is listed twice", fname, fmt(v)), 3) end
-    seen[k] = true
     out[i] = v
   end
+  local bad = M._values_problem(out)
+  if bad then error(string.format("dl.search.%s: %s", fname, bad), 3) end
   for k in pairs(values) do
     if math.type(k) ~= "integer" or k < 1 or k > #values then
       error(string.format("dl.search.%s: expected a list, got a table with key %s", fname, fmt(k)), 3)

@@ -13,6 +13,8 @@ local Suggester = {}
 
 -- the row options the suggester itself acts on, not handed to the row's suggest
 local SUGGESTER_ONLY = {theta = true, racing = true, best = true}
+-- the options of every algorithm (init: the adaptive ones'; the others' are their rows')
+local GENERIC = {algorithm = true, seed = true, mode = true, context = true}
 Suggester.__index = Suggester
 
 local function suggester_error(msg, ...) error("dl.search.suggester: " .. string.format(msg, ...), 3) end
@@ -48,7 +50,8 @@ end
 -- best (bayes: "estimate" | "observed", what s:best() reports; see best()),
 -- acquisition (bayes: "auto" | "ei" | "nei", dlua.search.nei), candidates (bayes: 1000), feasibility (bayes: model
 -- infeasible regions, true), max_points (bayes: GP subset size, 800), theta
--- (bayes: warm start), grid_points (grid: 5). Non-adaptive algorithms give point
+-- (bayes: warm start), grid_points (grid: 5). An option the chosen algorithm does not
+-- use is an error naming the algorithm and its options. Non-adaptive algorithms give point
 -- `index` of their sequence; an adaptive one gives its initial points until
 -- `init` points are known (suggested or observed), then chooses (bayes: by
 -- noise-aware expected improvement) once `needs_feasible` (bayes: 2) feasible
@@ -60,6 +63,8 @@ function M.suggester(space, opts)
   space = spaces.space(space)
   local alg = opts.algorithm or "quasirandom"
   local row = algorithms._row(alg, 3)
+  local unused = algorithms._unused_problem("dl.search.suggester", row, opts, GENERIC)
+  if unused then error(unused, 2) end
   local modes = type(opts.mode) == "table" and opts.mode or nil
   local ok = opts.mode == nil or opts.mode == "min" or opts.mode == "max" or (modes and #modes >= 1)
   for j = 1, modes and #modes or 0 do ok = ok and (modes[j] == "min" or modes[j] == "max") end
@@ -75,10 +80,7 @@ function M.suggester(space, opts)
   end
   check_count(opts, "seed", math.mininteger)
   check_count(opts, "init", 0)
-  for _, name in ipairs(algorithms.algorithm_names()) do
-    local r = algorithms.ALGORITHMS[name]
-    if r.check then r.check(space, opts, suggester_error) end
-  end
+  if row.check then row.check(space, opts, suggester_error) end
   local own = {}                                  -- the options this row takes, handed to it
   for k in pairs(row.options or {}) do own[k] = opts[k] end
   return setmetatable({space = space, alg = alg, row = row, seed = opts.seed or 0, mode = opts.mode or "min",

@@ -18,6 +18,8 @@ local fs = require "dlua.util.fs"
 local track = require "dlua.train.track"
 local progress = require "dlua.train.progress"
 local algorithms = require "dlua.search.algorithms"
+local gp = require "dlua.search.gp"
+local ehvi = require "dlua.search.ehvi"
 local common = require "dlua.study.common"
 local journal = require "dlua.study.journal"
 local launch = require "dlua.study.launch"
@@ -202,6 +204,22 @@ end
 -- the GP's warm start of a group: dir/gp/<group tag>.json (util.fs.write_atomic)
 function Agent:theta_path(group) return string.format("%s/gp/%s.json", self.dir, group.tag) end
 
+-- the GP's warm start saved at path when it has the n numbers this study's fit takes; a
+-- file of another shape (written by another version, or damaged) is not used, and
+-- the agent says so once: the fit then starts cold (the GP refuses a theta of another length)
+function Agent:saved_theta(path, n)
+  local text = fs.read(path)
+  if not text then return nil end
+  local saved = json.decode(text)
+  local theta = type(saved) == "table" and saved.theta
+  if theta and not gp.theta_problem(theta, n) then return theta end
+  if not self.said_theta then
+    self.said_theta = true
+    self:say("%s does not hold a GP fit of %d numbers for this study: the fit starts without its warm start", path, n)
+  end
+  return nil
+end
+
 -- the point of a claimed adaptive trial: the fit runs outside the journal lock on
 -- the history of the claim (a trial finishing during the fit is left out: the
 -- suggestion may be stale by the trials that finished meanwhile, which a refit
@@ -216,10 +234,9 @@ function Agent:choose_point(t, inputs)
     u = row.point(study.space, math.max(1, t.i or t.j), {seed = study.seed or 0})
   else
     local path = self:theta_path(t.group)
-    local saved = json.decode(fs.read(path) or "")
-    local theta = type(saved) == "table" and saved.features == study.space.features and saved.theta or nil
     -- several objectives: the row's choice (bayes: EHVI for 2 or 3, else ParEGO; docs/studies.md)
     local modes = objectives.modes(study.objectives)
+    local theta = self:saved_theta(path, ehvi._theta_length(study.space.features, #modes, study.pareto))
     local us, info = row.suggest(study.space, inputs.hist, inputs.pend, 1, {seed = study.seed,
       step = t.i or t.j, mode = #modes > 1 and modes or study.objective.mode, context = t.group.values, theta = theta,
       init = algorithms.initial_points(row, study.space.d, study.init), pareto = study.pareto})

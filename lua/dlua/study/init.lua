@@ -16,7 +16,7 @@
 -- Files in the study directory <root>/<name>/ (docs/studies.md):
 --   study.json      the study as data (spaces, roles, seed, objective), fingerprinted
 --   journal.jsonl   append-only events (claim, renew, suggest, finish, complete,
---                   rung, promote), written under an fcntl lock on journal.lock
+--                   rung, promote, torn), written under an fcntl lock on journal.lock
 --   gp/<tag>.json   the bayes GP's last fit per scientific value (warm start)
 --   trials.csv      one row per finished trial, rewritten after every trial
 --   results.json    the per-scientific-value report of the last completion

@@ -3,10 +3,12 @@
 -- release, suggest, seeds, finish, complete; rung and promote for asha pruning
 -- (dlua.study.prune; a pruned trial writes its own rung and finish events from
 -- inside its process, under the same lock). Writers hold an fcntl lock on
--- journal.lock (released by the kernel if the process dies); a torn last line
--- is skipped by readers and terminated by the next writer. A trial id names a
--- directory, so an event whose trial would leave the study directory is an error
--- (util.fs.checked_path).
+-- journal.lock (released by the kernel if the process dies). A line that is not
+-- a JSON event is an error naming the file and line, except a torn last line (a
+-- writer that crashed mid-write): readers skip it, and the next writer ends it
+-- and records a `torn` event naming its line (with a warning), so readers go on
+-- skipping that line and no other. A trial id names a directory, so an event
+-- whose trial would leave the study directory is an error (util.fs.checked_path).
 local lfs = require "lfs"
 local core = require "dlua.core"
 local util = require "dlua.util"
@@ -26,23 +28,55 @@ function M.open(dir)
   return setmetatable({dir = dir, path = dir .. "/journal.jsonl", lock_path = dir .. "/journal.lock"}, Journal)
 end
 
--- the events of the file at path (a torn line is skipped), and its text
+-- the lines of text, numbered as in the file ({n =, text =}; blank lines left out)
+local function lines_of(text)
+  local out, n, pos = {}, 0, 1
+  while pos <= #text do
+    local nl = text:find("\n", pos, true)
+    local line = text:sub(pos, (nl or #text + 1) - 1)
+    n = n + 1
+    if line:find("%S") then out[#out + 1] = {n = n, text = line} end
+    pos = (nl or #text) + 1
+  end
+  return out
+end
+
+-- the event of one line, or nil and why it is not one
+local function decode_event(line)
+  local e, why = json.decode(line)
+  if e == nil then return nil, "not JSON (" .. tostring(why) .. ")" end
+  if type(e) ~= "table" or type(e.event) ~= "string" then return nil, "not a journal event (no 'event' name)" end
+  return e
+end
+
+-- the events of the file at path, its text and, when its last line is torn (not an
+-- event), that line's number. A line that is not an event is an error unless it is
+-- the last one or a `torn` event names it (a writer ended it: Journal:locked).
 local function read_events(path)
   local text = fs.read(path)
   local events = {}
   if not text then return events end
-  local n = 0
-  for line in text:gmatch("[^\n]+") do
-    n = n + 1
-    local e = json.decode(line)
-    if type(e) == "table" and e.event then
+  local lines, torn, bad = lines_of(text), {}, {}
+  for i, l in ipairs(lines) do
+    local e, why = decode_event(l.text)
+    if not e then
+      if i < #lines then bad[#bad + 1] = {l.n, why} end
+    else
+      if e.event == "torn" and math.type(e.line) == "integer" then torn[e.line] = true end
       if e.trial ~= nil then                    -- a trial id names a directory: it must stay inside
-        fs.checked_path(fs.dirname(path), e.trial, path, string.format("line %d: trial", n))
+        fs.checked_path(fs.dirname(path), e.trial, path, string.format("line %d: trial", l.n))
       end
       events[#events + 1] = e
     end
   end
-  return events, text
+  for _, b in ipairs(bad) do
+    if not torn[b[1]] then
+      error(string.format("%s: line %d: %s: the journal is damaged (only a torn last line, from a crash " ..
+        "mid-write, is skipped)", path, b[1], b[2]), 0)
+    end
+  end
+  local last = lines[#lines]
+  return events, text, last and not decode_event(last.text) and last.n or nil
 end
 
 --- j:locked(fn) -> fn's results: runs fn(events, append) holding the journal's
@@ -64,8 +98,13 @@ function Journal:locked(fn)
     util.sleep(0.02)
   end
   local res = table.pack(pcall(function()
-    local events, text = read_events(self.path)
+    local events, text, torn = read_events(self.path)
     if text and #text > 0 and text:sub(-1) ~= "\n" then fs.append_line(self.path, "") end  -- end a torn line
+    if torn then                                -- a crash's partial line, now ended: say so, and mark it
+      io.stderr:write(string.format("dlua: warning: %s: line %d is torn (a write cut short by a crash); " ..
+        "skipped\n", self.path, torn))
+      fs.append_line(self.path, json.encode({event = "torn", line = torn, time = os.time()}))
+    end
     local wrote = false
     local function append(e)                    -- one O_APPEND write per event; a failure raises
       e.time = e.time or os.time()

@@ -446,21 +446,28 @@ end
 
 ------------------------------------------------------------ recipe plumbing
 
---- Parses a recipe's command line: the shared flags (dlua.cli) plus the
--- recipe's own (extra, each taking a value). The first positional argument
--- is the experiment (default examples/fashion_mnist.lua), loaded and
--- returned; --set is checked against its hyperparameters. Returns o, exp.
+-- the shared flags recipe_args applies itself: --set (o.set), --seed (o.set.seed), --threads
+M.RECIPE_FLAGS = {"--set", "--seed", "--threads"}
+
+--- Parses a recipe's command line: the shared flags (dlua.train.flags.FLAGS) it
+-- applies plus the recipe's own (extra, each taking a value). opts.uses lists the
+-- shared flags the recipe applies on top of M.RECIPE_FLAGS (e.g. {"--steps", "--out"});
+-- any other is an error naming opts.command ("dlua clipping") and the valid flags. The
+-- first positional argument is the experiment (default examples/fashion_mnist.lua),
+-- loaded and returned; --set is checked against its hyperparameters. Returns o, exp.
 function M.recipe_args(args, extra, opts)
   opts = opts or {}
+  local shared = {table.unpack(M.RECIPE_FLAGS)}
+  for _, n in ipairs(opts.uses or {}) do shared[#shared + 1] = n end
   -- the experiment first (the positional argument), to type --set values by its defaults:
   -- the flags are read twice by the one parser, the second time with the experiment
-  local pre = flags.parse_flags(args, flags.flag_list(extra))
+  local pre = flags.parse_flags(args, flags.flag_list(extra, nil, shared), nil, opts.command)
   local positional = pre.positional
   if pre.help then return {help = true, set = {}, extra = {}, positional = positional} end
   local path = positional[1] or opts.default_experiment or "examples/fashion_mnist.lua"
   if #positional > 1 then error(string.format("unexpected argument '%s' (see --help)", positional[2]), 0) end
   local exp = experiment.load(path)
-  local o = flags.parse(args, exp.hparams, {extra = extra})
+  local o = flags.parse(args, exp.hparams, {extra = extra, shared = shared, command = opts.command})
   if o.seed then o.set.seed = o.seed end
   core.threads(o.threads or 2)
   return o, exp, path
@@ -477,23 +484,46 @@ function M.main(fn, ...)
   os.exit(1)
 end
 
---- "0.01,0.1,1" --> {0.01, 0.1, 1} (numbers; integers stay integers).
-function M.number_list(flag, s)
+-- range (optional): {int = min} an integer >= min, {above = x} a number above x, {min = x}
+-- a number >= x
+local function in_range(v, range)
+  if not range then return true end
+  if range.int then return math.type(v) == "integer" and v >= range.int end
+  if range.min then return v >= range.min end
+  return v > range.above
+end
+
+local function range_words(range)
+  if not range then return "a number" end
+  if range.int then return util.integer_words(range.int) end
+  if range.min then return "a number >= " .. util.fmt4(range.min) end
+  return "a number above " .. util.fmt4(range.above)
+end
+
+--- "0.01,0.1,1" --> {0.01, 0.1, 1} (numbers; integers stay integers), each in range
+-- ({int = min}, {above = x} or {min = x}) when given.
+function M.number_list(flag, s, range)
   local out = {}
   for part in tostring(s):gmatch("[^,]+") do
     local v = math.tointeger(tonumber(part)) or tonumber(part)
-    if v == nil then error(string.format("--%s: expected numbers separated by commas, got '%s'", flag, s), 0) end
+    if v == nil or not in_range(v, range) then
+      error(string.format("--%s: expected numbers separated by commas%s, got '%s'", flag,
+        range and (", each " .. range_words(range)) or "", s), 0)
+    end
     out[#out + 1] = v
   end
   if #out == 0 then error(string.format("--%s: expected at least one number", flag), 0) end
   return out
 end
 
---- A number from a flag (nil when absent); errors name the flag.
-function M.number(flag, s, default)
+--- A number from a flag (nil when absent); errors name the flag. range (optional):
+-- {int = min}, an integer >= min; {above = x}, a number above x; {min = x}, >= x.
+function M.number(flag, s, default, range)
   if s == nil then return default end
   local v = math.tointeger(tonumber(s)) or tonumber(s)
-  if v == nil then error(string.format("--%s: expected a number, got '%s'", flag, s), 0) end
+  if v == nil or not in_range(v, range) then
+    error(string.format("--%s: expected %s, got '%s'", flag, range_words(range), s), 0)
+  end
   return v
 end
 

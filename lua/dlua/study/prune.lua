@@ -112,14 +112,19 @@ function M.check(p, study, fail, warn)
   local out = {algorithm = alg}
   if alg == "median" then
     out.warmup, out.min_trials = int("warmup", 0, 0), int("min_trials", 1, 3)
+    local max = study.max_steps
+    if max and out.warmup >= max then           -- judged only after warmup steps: never
+      fail(string.format("dl.study: prune.warmup = %d is not below the step budget %d: no trial is ever judged",
+        out.warmup, max))
+    end
   else
     out.min_steps = int("min_steps", 1, nil)
     if not out.min_steps then
       fail(string.format("dl.study: prune.min_steps is required for %s (the first rung's steps)", alg))
     end
     local r = p.reduction == nil and 3 or p.reduction
-    if type(r) ~= "number" or r <= 1 then
-      fail("dl.study: prune.reduction must be a number > 1, got " .. tostring(p.reduction))
+    if not util.finite(r) or r <= 1 then
+      fail("dl.study: prune.reduction must be a finite number > 1, got " .. tostring(p.reduction))
     end
     out.reduction = r
     if p.pause ~= nil and type(p.pause) ~= "boolean" then

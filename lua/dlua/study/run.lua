@@ -203,7 +203,7 @@ local AGENT_FLAGS = {
 --- `dlua agent STUDY_DIR [--count N] [--jobs P] [--lease S] [--threads N] [--quiet]`
 function M.agent_main(args, opts)
   opts = opts or {}
-  local o = flags.parse_flags(args, AGENT_FLAGS, "see dlua agent --help")
+  local o = flags.parse_flags(args, AGENT_FLAGS, nil, "dlua agent")
   if o.help or #o.positional ~= 1 then
     print("usage: dlua agent STUDY_DIR [flags]\nclaims and runs trials of the study in STUDY_DIR (written by " ..
       "dlua STUDYFILE or --create), sharing it with other agents\n\nflags:\n" .. flags.flags_help(AGENT_FLAGS))

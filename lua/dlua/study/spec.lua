@@ -11,6 +11,7 @@ local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
 local experiment = require "dlua.train.experiment"
 local search = require "dlua.search"
+local spaces = require "dlua.search.space"
 local algorithms = require "dlua.search.algorithms"
 local common = require "dlua.study.common"
 local plan = require "dlua.study.plan"
@@ -114,6 +115,8 @@ local function scientific_values(cx, name, v)
     end
     check_type_against(cx, name, x, "scientific")
   end
+  local bad = spaces._values_problem(vals)           -- as dl.search.choice: each value one group
+  if bad then cx.fail({key = name}, string.format("dl.study: scientific %s: %s", name, bad)) end
   return {table.unpack(vals)}
 end
 

@@ -9,8 +9,9 @@
 -- objective metric is the same, every nuisance value it set lies in this
 -- study's space (same names, inside the bounds: the space may have been
 -- narrowed), every nuisance name of this space that is unconditional is set,
--- and its scientific and fixed values equal this study's for the group it joins;
--- the others are skipped and counted.
+-- its scientific and fixed values equal this study's for the group it joins, and
+-- it ran the same step budget (the `steps` option, a steps hyperparameter, or the
+-- experiment's default); the others are skipped and counted by why.
 local util = require "dlua.util"
 local json = require "dlua.util.json"
 local fs = require "dlua.util.fs"
@@ -85,6 +86,12 @@ end
 -- raises (the study file's line).
 function M.check_enqueue(space, list, fail)
   if type(list) ~= "table" then fail("dl.study: enqueue must be a list of tables of nuisance values") end
+  for k in pairs(list) do                       -- a key outside 1..#list would be ignored: refuse it
+    if math.type(k) ~= "integer" or k < 1 or k > #list then
+      fail(string.format("dl.study: enqueue must be a list of tables of nuisance values (enqueue = {{lr = 0.1}, " ..
+        "...}), got a table with key %s", type(k) == "string" and ("'" .. k .. "'") or tostring(k)))
+    end
+  end
   local out = {}
   for i, t in ipairs(list) do
     if type(t) ~= "table" then fail(string.format("dl.study: enqueue[%d] must be a table of nuisance values", i)) end
@@ -93,6 +100,24 @@ function M.check_enqueue(space, list, fail)
     out[i] = {u = u, values = util.copy(t)}
   end
   return out
+end
+
+-- the step budget trial hp of the earlier study (record rec) ran: its steps option,
+-- else a steps hyperparameter, else the experiment's default (max_steps); nil when unknown
+local function their_budget(rec, hp)
+  local v = rec.steps or hp.steps or rec.max_steps
+  return math.type(v) == "integer" and v or nil
+end
+
+-- the step budget the trial would run in this study's group: the steps option, a
+-- scientific steps, a nuisance one (plain, or sampled: the trial's own, which the space
+-- checks), else max_steps (fixed steps or the experiment's default)
+local function my_budget(study, group, hp)
+  local v = study.steps or group.values.steps
+  for _, e in ipairs(v == nil and study.space.fixed or {}) do if e.name == "steps" then v = e.value end end
+  for _, d in ipairs(v == nil and study.space.dims or {}) do if d.name == "steps" then v = hp.steps end end
+  if v == nil then v = study.max_steps end
+  return math.type(v) == "integer" and v or nil
 end
 
 --- history(study, dir) -> {[group index] = {{u =, value =, values =}}}, used,
@@ -121,9 +146,12 @@ function M.history(study, dir)
       end
       local fixed_ok = true
       for k, v in pairs(study.fixed) do if k ~= "seed" and hp[k] ~= nil and hp[k] ~= v then fixed_ok = false end end
+      local theirs, mine = their_budget(rec, hp), group and my_budget(study, group, hp)
       if not same_metric then skip("another objective")
       elseif not group then skip("no matching scientific value")
       elseif not fixed_ok then skip("other fixed values")
+      elseif theirs and mine and theirs ~= mine then
+        skip(string.format("another step budget (%d steps, not %d)", theirs, mine))
       else
         local u, _, why = M.point(study.space, f.nuisance or {}, group.values)
         if not u then skip(why:match("^'") and "a nuisance name not in this space" or "outside this space")

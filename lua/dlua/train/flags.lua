@@ -7,8 +7,11 @@
 --
 -- `--set` values are typed by the default's type (numbers, integers, booleans,
 -- strings); unknown flags, unknown hyperparameters and bad values are errors
--- naming the flag. It parses and formats only: it runs nothing and reads no file
--- but the run directories default_out looks at.
+-- naming the flag, and so is a flag given twice (a repeatable one: --set of the same
+-- key). An experiment takes all of M.FLAGS; a recipe or command declares the ones it
+-- applies (parse's opts.shared) and refuses the others, naming itself and its flags.
+-- It parses and formats only: it runs nothing and reads no file but the run
+-- directories default_out looks at.
 local util = require "dlua.util"
 local fs = require "dlua.util.fs"
 local proc = require "dlua.util.proc"
@@ -50,17 +53,20 @@ local function flag_names(list)
   return names
 end
 
---- parse_flags(args, list [, usage]) -> o: the one command-line parser (experiments,
--- studies, agents, recipes). list holds {"--name", METAVAR or nil, help [, int = min]
--- [, many = true]}: a flag with a METAVAR takes a value (`--name v` or `--name=v`; a
--- value is never the next flag), one without is a switch (true). int = min reads
--- an integer >= min (int = true: any integer); many collects every value in a list. o.key (name without
--- "--", "-" as "_") holds each flag given, o.positional the other arguments and
--- o.given the flags in order as {name, args = the strings they took}. An unknown
--- flag is an error naming the nearest one:
+--- parse_flags(args, list [, usage [, command]]) -> o: the one command-line parser
+-- (experiments, studies, agents, recipes). list holds {"--name", METAVAR or nil, help
+-- [, int = min] [, many = true]}: a flag with a METAVAR takes a value (`--name v` or
+-- `--name=v`; a value is never the next flag), one without is a switch (true). int = min
+-- reads an integer >= min (int = true: any integer); many collects every value in a list
+-- (a repeatable flag); any other flag given twice is an error naming both values
+-- ("--steps given twice (3 and 5)"). o.key (name without "--", "-" as "_") holds each
+-- flag given, o.positional the other arguments and o.given the flags in order as {name,
+-- args = the strings they took}. An unknown flag is an error naming the nearest one:
 --   unknown flag '--stpes' (see --help); did you mean '--steps'?
-function M.parse_flags(args, list, usage)
-  local o = {positional = {}, given = {}}
+-- and with command (e.g. "dlua report"), the command and all its flags:
+--   unknown flag '--trace' for dlua report (valid: --aggregate, --help, ...)
+function M.parse_flags(args, list, usage, command)
+  local o, raw = {positional = {}, given = {}}, {}
   local i = 1
   while i <= #args do
     local a = args[i]
@@ -71,9 +77,14 @@ function M.parse_flags(args, list, usage)
     else
       local f = flag_entry(list, name)
       if not f then
-        local near = util.nearest(name, flag_names(list))
-        error(string.format("unknown flag '%s' (%s)%s", a, usage or "see --help",
-          near and ("; did you mean '" .. near .. "'?") or ""), 0)
+        local names = flag_names(list)
+        local near = util.nearest(name, names)
+        near = near and ("; did you mean '" .. near .. "'?") or ""
+        if command then
+          table.sort(names)
+          error(string.format("unknown flag '%s' for %s (valid: %s)%s", a, command, table.concat(names, ", "), near), 0)
+        end
+        error(string.format("unknown flag '%s' (%s)%s", a, usage or "see --help", near), 0)
       end
       local key, v, took = name:sub(3):gsub("%-", "_"), true, {a}
       if f[2] then
@@ -101,8 +112,11 @@ function M.parse_flags(args, list, usage)
       if f.many then
         o[key] = o[key] or {}
         table.insert(o[key], v)
+      elseif o[key] ~= nil then             -- never "the last one wins"
+        error(f[2] and string.format("%s given twice (%s and %s)", name, raw[key], took[2] or inline)
+          or string.format("%s given twice", name), 0)
       else
-        o[key] = v
+        o[key], raw[key] = v, took[2] or inline
       end
       o.given[#o.given + 1] = {name, args = took}
     end
@@ -140,12 +154,20 @@ function M.typed(key, text, def)
   return text
 end
 
---- flag_list([extra [, switches]]) -> M.FLAGS, the names in extra (flags a recipe
--- accepts on top, each taking a value) and in switches (on top, without a value),
--- as parse_flags takes them.
-function M.flag_list(extra, switches)
-  local list = {}
-  for i, f in ipairs(M.FLAGS) do list[i] = f end
+--- flag_list([extra [, switches [, shared]]]) -> the flags of M.FLAGS named in shared
+-- (those the command applies; nil: all of them, as an experiment does; --help always),
+-- the names in extra (flags a recipe accepts on top, each taking a value) and in
+-- switches (on top, without a value), as parse_flags takes them.
+function M.flag_list(extra, switches, shared)
+  local list, uses = {}, nil
+  if shared then
+    uses = {["--help"] = true}
+    for _, n in ipairs(shared) do
+      if not flag_entry(M.FLAGS, n) then error("flag_list: '" .. tostring(n) .. "' is not a shared flag", 2) end
+      uses[n] = true
+    end
+  end
+  for _, f in ipairs(M.FLAGS) do if not uses or uses[f[1]] then list[#list + 1] = f end end
   for _, e in ipairs(extra or {}) do list[#list + 1] = {e, "VALUE", ""} end
   for _, e in ipairs(switches or {}) do list[#list + 1] = {e, nil, ""} end
   return list
@@ -155,10 +177,13 @@ end
 -- opts.extra lists flag names a recipe accepts on top (e.g. {"--checkpoint"}), each
 -- taking a value, found in o.extra (without the "--"); opts.switches the same for
 -- flags without a value (e.g. {"--static"}: o.extra.static is true when given). A
--- mistyped one gets the same did-you-mean as the built-in flags.
+-- mistyped one gets the same did-you-mean as the built-in flags. opts.shared lists
+-- the flags of M.FLAGS the command applies (nil: all, an experiment); the others are
+-- errors naming opts.command ("dlua report") and its valid flags. --set of one key
+-- twice, and --seed with --set seed=, are errors naming both values.
 function M.parse(args, hparams, opts)
   opts = opts or {}
-  local o = M.parse_flags(args, M.flag_list(opts.extra, opts.switches))
+  local o = M.parse_flags(args, M.flag_list(opts.extra, opts.switches, opts.shared), nil, opts.command)
   o.extra = {}
   for _, e in ipairs(opts.switches or {}) do
     local key = e:sub(3):gsub("%-", "_")
@@ -176,11 +201,16 @@ function M.parse(args, hparams, opts)
     end
     o.objective = {metric = metric, mode = mode ~= "" and mode or nil}
   end
-  local sets = o.set or {}
+  local sets, given = o.set or {}, {}
   o.set = {}
   for _, v in ipairs(sets) do
     local key, val = v:match("^([%w_%.]+)=(.*)$")
     if not key then error(string.format("--set: expected key=value, got '%s'", v), 0) end
+    if given[key] then error(string.format("--set %s given twice (%s and %s)", key, given[key], val), 0) end
+    if key == "seed" and o.seed then
+      error(string.format("--seed %d and --set seed=%s both give the seed: give one", o.seed, val), 0)
+    end
+    given[key] = val
     if hparams and hparams[key] == nil and key ~= "seed" and key ~= "init_seed" and key ~= "data_seed" then
       local names = util.sorted_keys(hparams)
       local near = util.nearest(key, names)

@@ -8,6 +8,7 @@
 -- {method = "parego"}, by ParEGO scalarisations of the history
 -- (dlua.search.pareto); batches by kriging beliefs.
 local bayes = require "dlua.search.bayes"
+local gp = require "dlua.search.gp"
 local ehvi = require "dlua.search.ehvi"
 local pareto = require "dlua.search.pareto"
 local spaces = require "dlua.search.space"
@@ -91,14 +92,11 @@ function A.check(space, opts, fail)
   if bad then fail("%s", bad) end
   if opts.racing ~= nil and k > 1 then fail("option 'racing' serves one objective, and mode lists %d", k) end
   if opts.best ~= nil and k > 1 then fail("option 'best' serves one objective (s:best()), and mode lists %d", k) end
-  local theta = opts.theta
-  if theta ~= nil then
+  if opts.theta ~= nil then
     -- one GP's, or (several objectives, EHVI) one per objective one after another
-    local ok = #theta == space.features + 2 or (k > 1 and #theta == k * (space.features + 2))
-    for _, v in ipairs(ok and theta or {}) do ok = ok and spaces._finite(v) end
-    if not ok then
-      fail("option 'theta' must be a list of %d finite numbers (s:state().theta for this space)", space.features + 2)
-    end
+    local n = ehvi._theta_length(space.features, k, opts.pareto)
+    bad = gp.theta_problem(opts.theta, n, "s:state().theta for this space")
+    if bad then fail("%s", bad) end
   end
 end
 

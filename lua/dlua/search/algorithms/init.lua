@@ -127,6 +127,33 @@ function M._suggester_options()
   return spec
 end
 
+-- does row take option k (besides the generic ones)? init: the adaptive rows' (initial points)
+local function takes(row, k) return (row.options and row.options[k] ~= nil) or (k == "init" and row.adaptive) end
+
+--- _unused_problem(fn, row, opts, generic) -> nil, or the message for the first option
+-- of opts (sorted) that is neither in generic (a set of the caller's own keys) nor
+-- one row takes: "fn: option 'k' applies to algorithm bayes, not to 'random' (its
+-- options: ...): leave it out". No option is accepted and ignored.
+function M._unused_problem(fn, row, opts, generic)
+  local keys = {}
+  for k in pairs(opts) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    if not generic[k] and not takes(row, k) then
+      local users, own = {}, {}
+      for _, name in ipairs(M.algorithm_names()) do
+        if takes(M.ALGORITHMS[name], k) then users[#users + 1] = name end
+      end
+      for g in pairs(generic) do own[#own + 1] = g end
+      for o in pairs(row.options or {}) do own[#own + 1] = o end
+      if row.adaptive then own[#own + 1] = "init" end
+      table.sort(own)
+      return string.format("%s: option '%s' applies to algorithm %s, not to '%s' (its options: %s): leave it out",
+        fn, tostring(k), #users > 0 and table.concat(users, " and ") or "none", row.name, table.concat(own, ", "))
+    end
+  end
+end
+
 for _, name in ipairs(util.sorted_keys(ROWS)) do
   assert(ROWS[name].name == name, "dlua.search.algorithms: row " .. name .. " names itself " .. ROWS[name].name)
   M.register_algorithm(ROWS[name])

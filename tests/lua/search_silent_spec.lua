@@ -101,7 +101,11 @@ describe("never silent", function()
       "dl.search.point: option 'grid_points' applies to algorithm grid, not to 'random'")
     has(err_of(S.point, SPACE, 0), "bad argument #2 to 'dl.search.point' (i must be a positive integer, got 0)")
     -- the options an algorithm uses still serve it
-    assert.are.equal(3, #S.sample(SPACE, 10, {algorithm = "grid", grid_points = 3}))
+    -- a grid that runs out returns what it has and says so
+    local said = {}
+    assert.are.equal(3, #S.sample(SPACE, 10, {algorithm = "grid", grid_points = 3,
+      warn = function(m) said[#said + 1] = m end}))
+    assert.are.same({"dl.search.sample: the grid has 3 points, fewer than the 10 asked; returning them all"}, said)
     assert.are.equal(2, #S.suggester(SPACE, {algorithm = "grid", grid_points = 2}):suggest(5))
     assert.are.equal(0, #S.sample(SPACE, 0))
   end)
@@ -126,6 +130,8 @@ describe("never silent", function()
   it("refuses a scientific value listed twice, as dl.search.choice does", function()
     has(err_of(study, dir, {scientific = {width = {8, 8}}}), "dl.study: scientific width: value 8 is listed twice")
     has(err_of(study, dir, {scientific = {width = {8, 8.0}}}), "dl.study: scientific width: value 8.0 is listed twice")
+    has(err_of(study, dir, {scientific = {width = {8, 16, x = 9}}}),
+      "dl.study: scientific width: the list of values has the key 'x' beside its entries 1..2")
     has(err_of(S.choice, {8, 8}), "dl.search.choice: value 8 is listed twice")
   end)
 

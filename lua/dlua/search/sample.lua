@@ -75,7 +75,11 @@ function M.sample(space, n, opts)
   local out, us = {}, {}
   for i = 1, n do
     local u = row.point(space, i, {seed = opts.seed or 0, grid_points = opts.grid_points, cache = cache})
-    if not u then break end
+    if not u then                                  -- a grid ran out: fewer points, said so
+      warn(string.format("dl.search.sample: the %s has %d points, fewer than the %d asked; returning them all",
+        alg, i - 1, n))
+      break
+    end
     out[i] = space:point(u, opts.context)
     us[i] = u
   end

@@ -102,6 +102,17 @@ describe("counts and paths", function()
             function() return ds:batch(2):prefetch(math.tointeger(2^32 + 2)) end)
   end)
 
+  it("refuse image channels and a transform's stage out of range before the cast to int", function()
+    local core = require("dlua.core")
+    local labels = dl.tensor({1}, {dtype = "int32"})
+    for _, c in ipairs({2, math.tointeger(2^32 + 3)}) do
+      refuses("channels must be 1 or 3, got " .. c, core._ds_images, ".", {"a.png"}, labels, c, false)
+    end
+    local ds = dl.data.tensors({x = dl.arange(8)})
+    refuses("option 'transforms%[1%]%.stage' %(at most %d+, got 4294967297%)", core._pipe_new, ds._ud,
+            {batch = 2, transforms = {{kind = "scale", field = "x", scale = 2, stage = math.tointeger(2^32 + 1)}}})
+  end)
+
   it("refuse a subset position that is not whole (1.5 used to mean 1)", function()
     local ds = dl.data.tensors({x = dl.arange(8)})
     refuses("subset: index 1 must be a positive integer, got 1%.5", function() return ds:subset({1.5, 3}) end)

@@ -88,6 +88,17 @@ function H.journal_events(study_dir)
   return out
 end
 
+--- The learning rate of every train line of a run's metrics.jsonl, by step ({} when there is none).
+function H.train_lrs(run_dir)
+  local json = require "dlua.util.json"
+  local out = {}
+  for l in (fs.read(run_dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
+    local e = json.decode(l)
+    if e.split == "train" then out[e.step] = e.lr end
+  end
+  return out
+end
+
 --- The largest absolute difference between two nested tables of numbers of one shape.
 function H.max_diff(a, b)
   if type(a) ~= "table" then return math.abs(a - b) end

@@ -10,16 +10,6 @@ local json, fs = dl.json, dl.fs
 
 local function read(path) return json.decode(fs.read(path)) end
 
--- the lr of every train line of metrics.jsonl, by step
-local function train_lr(dir)
-  local out = {}
-  for l in (fs.read(dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
-    local e = json.decode(l)
-    if e.split == "train" then out[e.step] = e.lr end
-  end
-  return out
-end
-
 local function ckpt_hparams(dir, step)
   local _, meta = dl.checkpoint.load(string.format("%s/checkpoints/ckpt-%09d.safetensors", dir, step))
   return json.decode(meta.hparams)
@@ -89,7 +79,7 @@ describe("experiment:run{resume = true} with changed hyperparameters", function(
     assert.are.same({momentum = {was = 0.9, now = 0.5}, steps = {was = 20, now = 30}}, segs[3].changed)
     assert.are.same(flat, segs[3].hparams)
     -- what the steps ran with, independently: the train lines' lr and each checkpoint's hparams
-    local lr = train_lr(run)
+    local lr = H.train_lrs(run)
     assert.are.same({0.05, 0.05, 0.2, 0.2, 0.2, 0.2}, {lr[5], lr[10], lr[15], lr[20], lr[25], lr[30]})
     assert.are.same({0.05, 0.9}, {in_ckpt[10].lr, in_ckpt[10].momentum})
     assert.are.same({0.2, 0.9}, {in_ckpt[20].lr, in_ckpt[20].momentum})

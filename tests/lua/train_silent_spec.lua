@@ -6,7 +6,7 @@
 local dl = require "dlua"
 local H = dofile("tests/lua/helpers.lua")
 local tmpdir = H.tmpdir
-local nn, optim, data, json, fs = dl.nn, dl.optim, dl.data, dl.json, dl.fs
+local nn, optim, data, fs = dl.nn, dl.optim, dl.data, dl.fs
 
 -- a small 3-class problem and a Linear(4, 3) model: a config of steps steps, quiet, untracked
 local function config(dir, over)
@@ -27,16 +27,6 @@ local function refuses(c, text)
   local ok, err = pcall(dl.train, c)
   assert.is_false(ok, "dl.train accepted the config; expected: " .. text)
   assert.truthy(tostring(err):find(text, 1, true), "got: " .. tostring(err))
-end
-
--- the train lines of a run: {[step] = lr}
-local function lrs(dir)
-  local out = {}
-  for line in (fs.read(dir .. "/metrics.jsonl") or ""):gmatch("[^\n]+") do
-    local e = json.decode(line)
-    if e.split == "train" then out[e.step] = e.lr end
-  end
-  return out
 end
 
 describe("dl.train refuses an option it would ignore or misread", function()
@@ -189,7 +179,7 @@ describe("schedules and parameter groups", function()
     assert.is_nil(sched.steps)
     dl.train((config(d2, {steps = 8, log_every = 1, schedule = sched})))
     assert.is_nil(sched.steps)
-    local a, b = lrs(d1), lrs(d2)
+    local a, b = H.train_lrs(d1), H.train_lrs(d2)
     assert.is_true(math.abs(a[4]) < 1e-12)                          -- the end of a 4-step cosine
     assert.is_true(math.abs(b[4] - 0.05) < 1e-9, tostring(b[4]))      -- half-way through an 8-step one
     assert.is_true(math.abs(b[8]) < 1e-12)

@@ -63,9 +63,9 @@ describe("dl.report's options", function()
     assert.error_matches(function() report({pareto = {"valid/accuracy", "valid/los"}}) end,
       "did you mean 'valid/loss'%?")
     assert.error_matches(function() report({pareto = {{metric = "valid/accuracy", mode = "up"}, "valid/loss"}}) end,
-      "dl.report: option 'pareto%[1%]%.mode' must be \"min\" or \"max\", got up")
+      "dl.report: option 'pareto%[1%]%.mode' must be \"min\" or \"max\", got \"up\"")
     assert.error_matches(function() report({pareto = {{metric = "valid/accuracy", mdoe = "max"}, "valid/loss"}}) end,
-      "dl.report: unknown key 'mdoe' in option 'pareto%[1%]' %(valid: metric, mode%); did you mean 'mode'%?")
+      "dl.report: unknown option 'mdoe' in pareto%[1%] %(valid: metric, mode%); did you mean 'mode'%?")
     assert.error_matches(function() report({pareto = {{mode = "max"}, "valid/loss"}}) end,
       "dl.report: option 'pareto%[1%]%.metric' must be a metric name %(a string%), got nil")
     assert.error_matches(function() report({pareto = {"valid/accuracy", 7}}) end,

@@ -471,6 +471,7 @@ local VALID = {
   ["dl.util.integer_problem"] = a(function() return 1, 1, 2 end),
   ["dl.util.choice_problem"] = a(function() return "warp", "log", {"auto", "log"} end),
   ["dl.util.integer_words"] = a(function() return 1, 2 end),
+  ["dl.util.list_stray_key"] = a(function() return {1, 2} end),
   ["dl.util.nearest"] = a(function() return "ab", {"ac"} end),
   ["dl.util.option_problem"] = a(function() return "f", {}, {a = true} end),
   ["dl.util.shell_quote"] = a(function() return "x" end),

@@ -121,6 +121,16 @@ describe("dlua.util", function()
     assert.are.equal('option \'k\' must be "a", got 1', util.choice_problem("k", 1, {"a"}))
   end)
 
+  it("finds a key beside a list's entries, the same one whatever the table's order", function()
+    assert.is_nil(util.list_stray_key({}))
+    assert.is_nil(util.list_stray_key({8, 16}))
+    assert.are.equal("x", util.list_stray_key({8, x = 9}))
+    assert.are.equal("a", util.list_stray_key({8, y = 1, a = 2}))         -- the first as a string
+    assert.are.equal(0, util.list_stray_key({8, y = 1, a = 2, [0] = 3}))  -- "0" < "a"
+    assert.are.equal(0, util.list_stray_key({8, [0] = 3}))
+    assert.are.equal(1.5, util.list_stray_key({8, [1.5] = 3}))
+  end)
+
   it("knows the machine", function()
     assert.is_true(math.type(util.cores()) == "integer" and util.cores() >= 1)
     assert.is_true(#util.hostname() > 0)

@@ -38,25 +38,20 @@ local WATCH_ONLY = {interval = "seconds between the watcher's checks", timeout =
 
 local PARETO_FORM = 'exactly two metrics ({"valid/accuracy", "valid/loss"}, or entries {metric =, mode = "min" | "max"})'
 
--- the number of keys of a table
-local function count(t)
-  local n = 0
-  for _ in pairs(t) do n = n + 1 end
-  return n
-end
-
 -- the type of v as an error names it
 local function kind(v) return math.type(v) == "float" and "number" or math.type(v) or type(v) end
 
+-- nil, or the problem of a table that must be a list of what: a key other than 1..n
+local function keys_problem(name, what, list)
+  local k = util.list_stray_key(list)
+  if k ~= nil then return string.format("option '%s' must be a list of %s, got the key %s", name, what, tostring(k)) end
+end
+
 -- nil, or the problem of a list option (every key 1..n, every value a string)
 local function list_problem(name, what, list)
-  local n = count(list)
-  for k in pairs(list) do
-    if math.type(k) ~= "integer" or k < 1 or k > n then
-      return string.format("option '%s' must be a list of %s, got the key %s", name, what, tostring(k))
-    end
-  end
-  for i = 1, n do
+  local bad = keys_problem(name, what, list)
+  if bad then return bad end
+  for i = 1, #list do
     if type(list[i]) ~= "string" then
       return string.format("option '%s' must be a list of %s (strings), got %s at %d", name, what, kind(list[i]), i)
     end
@@ -65,12 +60,9 @@ end
 
 -- nil, or the problem of the pareto option's form (not yet its metrics: they need the study)
 local function pareto_problem(p)
-  local n = count(p)
-  for k in pairs(p) do
-    if math.type(k) ~= "integer" or k < 1 or k > n then
-      return string.format("option 'pareto' must be a list of %s, got the key %s", PARETO_FORM, tostring(k))
-    end
-  end
+  local bad = keys_problem("pareto", PARETO_FORM, p)
+  if bad then return bad end
+  local n = #p
   if n ~= 2 then
     return string.format("option 'pareto' must be a list of %s, got %d entr%s", PARETO_FORM, n, n == 1 and "y" or "ies")
   end
@@ -78,20 +70,16 @@ local function pareto_problem(p)
   for i = 1, 2 do
     local o, at = p[i], string.format("pareto[%d]", i)
     if type(o) == "table" and getmetatable(o) == nil then
-      for k in pairs(o) do
-        if k ~= "metric" and k ~= "mode" then
-          local hint = type(k) == "string" and util.nearest(k, {"metric", "mode"})
-          return string.format("unknown key '%s' in option '%s' (valid: metric, mode)%s", tostring(k), at,
-            hint and ("; did you mean '" .. hint .. "'?") or "")
-        end
-      end
+      -- the one option checker, on the entry as a nested option named at (its message without the prefix
+      -- dl.report adds), and the one wording of a choice
+      bad = util.option_problem("dl.report", {[at] = o}, {[at] = {metric = true, mode = true}})
+      if bad then return (bad:gsub("^dl%.report: ", "")) end
       if type(o.metric) ~= "string" or o.metric == "" then
         return string.format("option '%s.metric' must be a metric name (a string), got %s", at,
           o.metric == "" and "an empty string" or kind(o.metric))
       end
-      if o.mode ~= nil and o.mode ~= "min" and o.mode ~= "max" then
-        return string.format('option \'%s.mode\' must be "min" or "max", got %s', at, tostring(o.mode))
-      end
+      bad = util.choice_problem(at .. ".mode", o.mode, {"min", "max"})
+      if bad then return bad end
       names[i] = o.metric
     elseif type(o) == "string" and o ~= "" then
       names[i] = o

@@ -30,6 +30,7 @@
 -- scaled) and gives prob_feasible(x) = Phi(mean / sd). Nothing here knows
 -- about search spaces: features are numbers in [0, 1].
 local core = require "dlua.core"
+local util = require "dlua.util"
 
 local M = {}
 
@@ -94,12 +95,8 @@ function M.is_model(m) return getmetatable(m) == Model end
 -- caller's theta comes from). The one check of a GP warm start: fit, bayes_suggest,
 -- the suggester, importance.
 function M.theta_problem(theta, n, what)
-  local ok = type(theta) == "table" and #theta == n
-  for k in pairs(ok and theta or {}) do ok = ok and math.type(k) == "integer" and k >= 1 and k <= n end
-  for i = 1, ok and n or 0 do
-    local v = theta[i]
-    ok = ok and type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
-  end
+  local ok = type(theta) == "table" and #theta == n and util.list_stray_key(theta) == nil
+  for i = 1, ok and n or 0 do ok = ok and util.finite(theta[i]) end
   if ok then return nil end
   return string.format("option 'theta' must be a list of %d finite numbers%s, got %s", n,
     what and (" (" .. what .. ")") or "", type(theta) == "table" and (#theta .. " value(s)") or type(theta))

@@ -109,11 +109,10 @@ local function scientific_values(cx, name, v)
   if type(vals) ~= "table" or #vals == 0 then
     cx.fail({key = name}, string.format("dl.study: scientific %s must be a non-empty list of values", name))
   end
-  for k in pairs(vals) do                            -- {8, x = 9}: x would be no group at all
-    if math.type(k) ~= "integer" or k < 1 or k > #vals then
-      cx.fail({key = name}, string.format("dl.study: scientific %s: the list of values has the key %s beside " ..
-        "its entries 1..%d", name, type(k) == "string" and ("'" .. k .. "'") or tostring(k), #vals))
-    end
+  local k = util.list_stray_key(vals)               -- {8, x = 9}: x would be no group at all
+  if k ~= nil then
+    cx.fail({key = name}, string.format("dl.study: scientific %s: the list of values has the key %s beside " ..
+      "its entries 1..%d", name, type(k) == "string" and ("'" .. k .. "'") or tostring(k), #vals))
   end
   for _, x in ipairs(vals) do
     if not scalar(x) then

@@ -86,11 +86,10 @@ end
 -- raises (the study file's line).
 function M.check_enqueue(space, list, fail)
   if type(list) ~= "table" then fail("dl.study: enqueue must be a list of tables of nuisance values") end
-  for k in pairs(list) do                       -- a key outside 1..#list would be ignored: refuse it
-    if math.type(k) ~= "integer" or k < 1 or k > #list then
-      fail(string.format("dl.study: enqueue must be a list of tables of nuisance values (enqueue = {{lr = 0.1}, " ..
-        "...}), got a table with key %s", type(k) == "string" and ("'" .. k .. "'") or tostring(k)))
-    end
+  local k = util.list_stray_key(list)           -- a key outside 1..#list would be ignored: refuse it
+  if k ~= nil then
+    fail(string.format("dl.study: enqueue must be a list of tables of nuisance values (enqueue = {{lr = 0.1}, " ..
+      "...}), got a table with key %s", type(k) == "string" and ("'" .. k .. "'") or tostring(k)))
   end
   local out = {}
   for i, t in ipairs(list) do

@@ -53,6 +53,19 @@ end
 --- Is v a finite number (not NaN, not an infinity; false for non-numbers)?
 function M.finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
 
+--- list_stray_key(t) -> the first key of table t (sorted as strings) outside 1..#t, or nil: a key
+-- beside a list's entries ({8, x = 9}) that a reader of the list would never see. The one check
+-- behind "must be a list" errors (each caller words its own).
+function M.list_stray_key(t)
+  local n, stray = #t, nil
+  for k in pairs(t) do
+    if (math.type(k) ~= "integer" or k < 1 or k > n) and (stray == nil or tostring(k) < tostring(stray)) then
+      stray = k
+    end
+  end
+  return stray
+end
+
 --- Is x a tensor?
 -- @usage util.is_tensor(dl.zeros(2)) --> true
 function M.is_tensor(x) return getmetatable(x) == core.Tensor end
@@ -496,7 +509,7 @@ M.strict_table("util.", M, false, {
   choice_problem = {"string", "any?", "table"},
   check_options = {"string", "any?", "table", "integer?"}, copy = {"table?"}, declared = {"any?"},
   deep_copy = {"any?", "table?"}, edit_distance = {"string", "string"}, finite = {"any?"}, fmt4 = {"any?"}, fmt_metric = {"any?"},
-  integer_problem = {"any?", "integer?", "integer?"}, integer_words = {"integer?", "integer?"},
+  integer_problem = {"any?", "integer?", "integer?"}, integer_words = {"integer?", "integer?"}, list_stray_key = {"table"},
   nearest = {"string", "table"}, option_problem = {"string", "any?", "table"}, shell_quote = {"string"},
   sleep = {"number"}, sorted_keys = {"table?"}, spec = {"table"}, strict = {"string", "function", "number?", "table?"},
   strict_method = {"string", "function", "number?", "table?"}, strict_table = {"string", "table", "boolean?", "table?"},
